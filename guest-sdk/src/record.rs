@@ -1,0 +1,327 @@
+//! The records a handler receives and where they come from.
+
+use std::fmt;
+use std::str::Utf8Error;
+
+use serde::Deserialize;
+
+use crate::__private::wit;
+
+/// One Kinesis record, as the host delivered it.
+///
+/// The record owns its data (it was moved out of the call's arguments, not copied).
+/// [`Record::new`] and the `with_*` methods build one for native unit tests of a handler.
+#[derive(Clone, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct Record(wit::KinesisRecord);
+
+impl Record {
+    /// A record with this partition key, sequence number and data; sub-sequence number and
+    /// arrival time are 0. Handlers get their records from the host; this is for tests.
+    pub fn new(
+        partition_key: impl Into<String>,
+        sequence_number: impl Into<String>,
+        data: impl Into<Vec<u8>>,
+    ) -> Self {
+        Self(wit::KinesisRecord {
+            partition_key: partition_key.into(),
+            sequence_number: sequence_number.into(),
+            sub_sequence_number: 0,
+            approximate_arrival_timestamp: 0,
+            data: data.into(),
+        })
+    }
+
+    /// The same record with this sub-sequence number.
+    #[must_use]
+    pub fn with_sub_sequence_number(mut self, sub_sequence_number: u32) -> Self {
+        self.0.sub_sequence_number = sub_sequence_number;
+        self
+    }
+
+    /// The same record with this arrival time (milliseconds since the Unix epoch).
+    #[must_use]
+    pub fn with_arrival_millis(mut self, millis: u64) -> Self {
+        self.0.approximate_arrival_timestamp = millis;
+        self
+    }
+
+    /// The partition key the producer gave the record.
+    pub fn partition_key(&self) -> &str {
+        &self.0.partition_key
+    }
+
+    /// The record's sequence number in its shard (a decimal string, as Kinesis writes it).
+    pub fn sequence_number(&self) -> &str {
+        &self.0.sequence_number
+    }
+
+    /// The position of this user record inside a KPL aggregate; 0 for a plain record.
+    pub fn sub_sequence_number(&self) -> u32 {
+        self.0.sub_sequence_number
+    }
+
+    /// When Kinesis accepted the record, in milliseconds since the Unix epoch (approximate).
+    pub fn arrival_millis(&self) -> u64 {
+        self.0.approximate_arrival_timestamp
+    }
+
+    /// The record's data, as the producer put it.
+    pub fn data(&self) -> &[u8] {
+        &self.0.data
+    }
+
+    /// Takes the record's data out of the record.
+    pub fn into_data(self) -> Vec<u8> {
+        self.0.data
+    }
+
+    /// The record's data as UTF-8 text.
+    ///
+    /// # Errors
+    ///
+    /// When the data is not valid UTF-8.
+    pub fn text(&self) -> Result<&str, Utf8Error> {
+        std::str::from_utf8(&self.0.data)
+    }
+
+    /// Decodes the record's data as JSON into `T`.
+    ///
+    /// `T` may borrow from the record (for example `&str` fields), or own its data.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeError::NotUtf8`] when the data is not UTF-8 text, [`DecodeError::Json`] when it
+    /// is not JSON or does not have the shape of `T`.
+    pub fn json<'a, T: Deserialize<'a>>(&'a self) -> Result<T, DecodeError> {
+        let text = self.text().map_err(DecodeError::NotUtf8)?;
+        serde_json::from_str(text).map_err(DecodeError::Json)
+    }
+
+    pub(crate) fn from_wit(record: wit::KinesisRecord) -> Self {
+        Self(record)
+    }
+}
+
+impl fmt::Debug for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("Record");
+        s.field("partition_key", &self.partition_key())
+            .field("sequence_number", &self.sequence_number());
+        if self.sub_sequence_number() != 0 {
+            s.field("sub_sequence_number", &self.sub_sequence_number());
+        }
+        s.field("arrival_millis", &self.arrival_millis());
+        match self.text() {
+            Ok(text) => s.field("data", &text),
+            Err(_) => s.field("data", &self.data()),
+        };
+        s.finish()
+    }
+}
+
+impl AsRef<[u8]> for Record {
+    fn as_ref(&self) -> &[u8] {
+        self.data()
+    }
+}
+
+/// Why [`Record::json`] could not decode a record.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The data is not UTF-8 text, so it cannot be JSON.
+    NotUtf8(Utf8Error),
+    /// The data is text, but not JSON, or JSON of another shape than the type asked for
+    /// (see [`serde_json::Error::classify`]).
+    Json(serde_json::Error),
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotUtf8(e) => write!(
+                f,
+                "record data is not UTF-8 text (invalid byte at offset {})",
+                e.valid_up_to()
+            ),
+            Self::Json(e) if e.is_data() => {
+                write!(f, "record data is JSON of another shape: {e}")
+            }
+            Self::Json(e) => write!(f, "record data is not valid JSON: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::NotUtf8(e) => Some(e),
+            Self::Json(e) => Some(e),
+        }
+    }
+}
+
+/// Where a batch comes from, and which delivery it is.
+#[derive(Clone, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct BatchInfo(wit::BatchInfo);
+
+impl BatchInfo {
+    /// Batch information for this stream and shard: first attempt, lag unknown. Handlers get
+    /// theirs from the host; this is for tests.
+    pub fn new(stream: impl Into<String>, shard_id: impl Into<String>) -> Self {
+        Self(wit::BatchInfo {
+            stream: stream.into(),
+            shard_id: shard_id.into(),
+            millis_behind_latest: None,
+            attempt: 1,
+        })
+    }
+
+    /// The same information with this lag.
+    #[must_use]
+    pub fn with_millis_behind_latest(mut self, millis: Option<u64>) -> Self {
+        self.0.millis_behind_latest = millis;
+        self
+    }
+
+    /// The same information with this attempt number.
+    #[must_use]
+    pub fn with_attempt(mut self, attempt: u32) -> Self {
+        self.0.attempt = attempt;
+        self
+    }
+
+    /// The stream the records were read from.
+    pub fn stream(&self) -> &str {
+        &self.0.stream
+    }
+
+    /// The shard the records were read from.
+    pub fn shard_id(&self) -> &str {
+        &self.0.shard_id
+    }
+
+    /// How far the reader is behind the tip of the shard, when Kinesis said so.
+    pub fn millis_behind_latest(&self) -> Option<u64> {
+        self.0.millis_behind_latest
+    }
+
+    /// 1 for a first delivery; higher for a copy published under a retry cap.
+    pub fn attempt(&self) -> u32 {
+        self.0.attempt
+    }
+
+    pub(crate) fn from_wit(info: wit::BatchInfo) -> Self {
+        Self(info)
+    }
+}
+
+impl fmt::Debug for BatchInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BatchInfo")
+            .field("stream", &self.stream())
+            .field("shard_id", &self.shard_id())
+            .field("millis_behind_latest", &self.millis_behind_latest())
+            .field("attempt", &self.attempt())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Shipment {
+        id: u64,
+        address: String,
+        carrier: String,
+    }
+
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Borrowed<'a> {
+        carrier: &'a str,
+    }
+
+    #[test]
+    fn json_decodes_a_matching_record() {
+        let r = Record::new(
+            "pk",
+            "1",
+            r#"{"id":7,"address":"Main St 1","carrier":"dhl"}"#,
+        );
+        let s: Shipment = r.json().unwrap();
+        assert_eq!(
+            s,
+            Shipment {
+                id: 7,
+                address: "Main St 1".into(),
+                carrier: "dhl".into()
+            }
+        );
+        let b = r.json::<Borrowed<'_>>().unwrap();
+        assert_eq!(b.carrier, "dhl");
+    }
+
+    #[test]
+    fn json_reports_bad_json_and_wrong_shape() {
+        let r = Record::new("pk", "1", "{not json");
+        let e = r.json::<Shipment>().unwrap_err();
+        assert!(matches!(&e, DecodeError::Json(j) if j.is_syntax()), "{e:?}");
+        assert!(
+            e.to_string().starts_with("record data is not valid JSON"),
+            "{e}"
+        );
+
+        let r = Record::new("pk", "1", r#"{"id":7,"address":"x"}"#);
+        let e = r.json::<Shipment>().unwrap_err();
+        assert!(matches!(&e, DecodeError::Json(j) if j.is_data()), "{e:?}");
+        assert!(e.to_string().contains("missing field `carrier`"), "{e}");
+        assert!(std::error::Error::source(&e).is_some());
+    }
+
+    #[test]
+    fn json_reports_non_utf8_data() {
+        let r = Record::new("pk", "1", vec![b'{', b'"', 0xff, 0xfe, b'"', b'}']);
+        let e = r.json::<Shipment>().unwrap_err();
+        match &e {
+            DecodeError::NotUtf8(u) => assert_eq!(u.valid_up_to(), 2),
+            other => panic!("expected NotUtf8, got {other:?}"),
+        }
+        assert_eq!(
+            e.to_string(),
+            "record data is not UTF-8 text (invalid byte at offset 2)"
+        );
+        assert!(r.text().is_err());
+    }
+
+    #[test]
+    fn accessors_and_builders() {
+        let r = Record::new("cust-1", "4960", b"hi".to_vec())
+            .with_sub_sequence_number(3)
+            .with_arrival_millis(1_700_000_000_000);
+        assert_eq!(r.partition_key(), "cust-1");
+        assert_eq!(r.sequence_number(), "4960");
+        assert_eq!(r.sub_sequence_number(), 3);
+        assert_eq!(r.arrival_millis(), 1_700_000_000_000);
+        assert_eq!(r.data(), b"hi");
+        assert_eq!(r.text().unwrap(), "hi");
+        assert!(format!("{r:?}").contains("\"hi\""));
+        assert_eq!(r.into_data(), b"hi");
+
+        let i = BatchInfo::new("s", "shardId-000000000001")
+            .with_attempt(2)
+            .with_millis_behind_latest(Some(5));
+        assert_eq!(
+            (
+                i.stream(),
+                i.shard_id(),
+                i.attempt(),
+                i.millis_behind_latest()
+            ),
+            ("s", "shardId-000000000001", 2, Some(5))
+        );
+    }
+}

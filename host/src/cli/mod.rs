@@ -1,0 +1,82 @@
+//! The command line: one file per subcommand.
+
+mod check;
+mod invoke;
+mod run;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use tracing_subscriber::EnvFilter;
+
+/// Exit codes: 0 ok, 1 runtime failure, 2 usage or config error.
+pub const EXIT_RUNTIME: u8 = 1;
+pub const EXIT_CONFIG: u8 = 2;
+
+#[derive(Parser, Debug)]
+#[command(name = "shardhost", version, about = "Reads Kinesis shards and calls WebAssembly handlers")]
+struct Cli {
+    /// More log output: -v shows every record's outcome and every checkpoint, -vv everything.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+
+    /// Log line format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the host until SIGINT or SIGTERM.
+    Run {
+        /// The config file.
+        #[arg(default_value = "shardhost.toml")]
+        config: PathBuf,
+    },
+    /// Validate a config and load every handler in it.
+    Check {
+        /// The config file.
+        config: PathBuf,
+    },
+    /// Run a handler over records locally (no AWS) and print each record's outcome.
+    Invoke(invoke::InvokeArgs),
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose, cli.log_format);
+    let code = match cli.command {
+        Command::Run { config } => run::run(&config),
+        Command::Check { config } => check::check(&config),
+        Command::Invoke(args) => invoke::invoke(&args),
+    };
+    ExitCode::from(code)
+}
+
+fn init_logging(verbose: u8, format: LogFormat) {
+    let default = match verbose {
+        0 => "info,cranelift=warn,wasmtime=warn",
+        1 => "info,shardhost=debug,cranelift=warn,wasmtime=warn",
+        _ => "debug,cranelift=info,wasmtime=info",
+    };
+    let filter = EnvFilter::try_from_env("SHARDHOST_LOG")
+        .or_else(|_| EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

@@ -1,0 +1,232 @@
+//! `shardhost.toml` → a typed, validated [`Config`].
+//!
+//! Parsing never stops at the first problem: [`Config::load`] returns every problem it finds,
+//! each naming the file, the line and the key, so `shardhost check` can list them all at once.
+//! A config with any problem never starts a host.
+
+mod parse;
+mod units;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use units::{parse_duration, parse_size};
+
+/// The whole configuration of one host process.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The file this config was read from.
+    pub path: PathBuf,
+    pub host: HostConfig,
+    pub kinesis: KinesisConfig,
+    pub leases: LeaseConfig,
+    pub admin: Option<AdminConfig>,
+    pub subscriptions: Vec<SubscriptionConfig>,
+}
+
+/// `[host]`
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    /// Default "shardhost".
+    pub name: String,
+    /// Default: hostname + random suffix, chosen at start (see `supervisor`).
+    pub owner_id: Option<String>,
+    /// Where compiled components are cached. Default: `$SHARDHOST_CACHE_DIR`, else
+    /// `$XDG_CACHE_HOME/shardhost`, else `$HOME/.cache/shardhost`.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// `[kinesis] endpoint`
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KinesisEndpoint {
+    /// Omitted: the AWS default chain (incl. `AWS_ENDPOINT_URL_KINESIS`).
+    Aws,
+    /// `"memory"`: the embedded in-process stream.
+    Memory,
+    /// An `http://` or `https://` URL.
+    Url(String),
+}
+
+/// `[kinesis]`
+#[derive(Clone, Debug)]
+pub struct KinesisConfig {
+    pub endpoint: KinesisEndpoint,
+    pub region: Option<String>,
+    pub test_credentials: bool,
+}
+
+/// `[leases] store`
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeaseStoreKind {
+    Memory,
+    Dynamo {
+        table: String,
+        endpoint: Option<String>,
+    },
+}
+
+/// `[leases]`
+#[derive(Clone, Debug)]
+pub struct LeaseConfig {
+    pub store: LeaseStoreKind,
+    pub legacy_stream: Option<String>,
+    /// Default 10 s.
+    pub ttl: Duration,
+    /// Default 3 s; must be shorter than `ttl`.
+    pub renew_every: Duration,
+    /// Default 10 s.
+    pub list_every: Duration,
+}
+
+/// `[admin]`
+#[derive(Clone, Debug)]
+pub struct AdminConfig {
+    pub listen: SocketAddr,
+    pub token: Option<String>,
+}
+
+/// `start_at`
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartAt {
+    Latest,
+    TrimHorizon,
+    /// Milliseconds since the Unix epoch.
+    Timestamp(u64),
+}
+
+/// `[subscription.limits]`
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of linear memory an instance may grow to. Default 64 MiB.
+    pub memory: u64,
+    /// Per handler call; a call past it is a trap. Default 5 s.
+    pub timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory: 64 << 20,
+            timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// `[subscription.wasi]`: what the sandbox grants. Nothing unless listed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WasiGrants {
+    /// Environment variables, as given: `"NAME"` passes the host's value through, `"NAME=value"`
+    /// sets it.
+    pub env: Vec<String>,
+}
+
+/// One `[[subscription]]`.
+#[derive(Clone, Debug)]
+pub struct SubscriptionConfig {
+    pub name: String,
+    pub stream: String,
+    /// Resolved against the config file's directory.
+    pub handler: PathBuf,
+    /// Where `handler` stands in the config, for error messages about the component.
+    pub handler_at: Location,
+    /// Embedded stream only: an NDJSON record file put in at start (resolved like `handler`).
+    pub feed: Option<PathBuf>,
+    pub create_if_missing: Option<u32>,
+    /// `None` when omitted (the supervisor picks: latest, or trim_horizon for a fed embedded
+    /// stream).
+    pub start_at: Option<StartAt>,
+    /// Records per read and per handler call, 1..=10000. Default 100.
+    pub batch: usize,
+    /// Default 200 ms.
+    pub poll_interval: Duration,
+    /// Default 1.
+    pub lanes: u32,
+    pub max_attempts: Option<u32>,
+    pub dead_letter: Option<String>,
+    pub limits: Limits,
+    pub wasi: WasiGrants,
+}
+
+/// A place in a config file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub file: PathBuf,
+    /// 1-based; `None` when the problem has no single line (e.g. a missing key in the root table).
+    pub line: Option<usize>,
+    /// The dotted key, e.g. `subscription[0].limits.memory`.
+    pub key: String,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{}: {}", self.file.display(), line, self.key),
+            None => write!(f, "{}: {}", self.file.display(), self.key),
+        }
+    }
+}
+
+/// One thing wrong with a config, where it is and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub at: Location,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.at, self.message)
+    }
+}
+
+/// Every problem found in a config.
+#[derive(Debug, thiserror::Error)]
+pub struct ConfigError {
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.problems.len();
+        writeln!(
+            f,
+            "{n} problem{} in the config:",
+            if n == 1 { "" } else { "s" }
+        )?;
+        for p in &self.problems {
+            writeln!(f, "  {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// Reads and validates a config file. Checks that handler and feed files exist, but does not
+    /// load components (see `wasm::Runtime::load`).
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            problems: vec![Problem {
+                at: Location {
+                    file: path.to_owned(),
+                    line: None,
+                    key: "(file)".into(),
+                },
+                message: format!("cannot read the config: {e}"),
+            }],
+        })?;
+        Config::parse(path, &text)
+    }
+
+    /// Validates config text as if read from `path` (relative paths resolve against its
+    /// directory).
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        parse::parse(path, text)
+    }
+
+    /// The subscription with this name.
+    pub fn subscription(&self, name: &str) -> Option<&SubscriptionConfig> {
+        self.subscriptions.iter().find(|s| s.name == name)
+    }
+}

@@ -1,0 +1,220 @@
+//! The lease coordinator of one subscription: lists the stream's shards, takes the lease of every
+//! shard it may read, starts a [`ShardWorker`] on each, renews what it holds, and on stop lets
+//! every worker finish its batch and write its checkpoint before it releases the leases.
+//!
+//! A shard split or merged from others starts only after all its parents reached SHARD_END.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::dispatch::{ShardWorker, SubscriptionPlan, WorkerExit};
+use crate::lease::{Checkpoint, LeaseHandle, LeaseKey, LeaseStore};
+use crate::source::{ShardInfo, StreamSource};
+use crate::status::StatusBoard;
+
+/// `[leases]` timings.
+#[derive(Clone, Copy, Debug)]
+pub struct LeaseTimings {
+    pub ttl: Duration,
+    pub renew_every: Duration,
+    pub list_every: Duration,
+}
+
+/// Runs one subscription's shards.
+pub struct Coordinator {
+    pub plan: Arc<SubscriptionPlan>,
+    pub source: Arc<dyn StreamSource>,
+    pub store: Arc<dyn LeaseStore>,
+    pub owner: Arc<str>,
+    pub timings: LeaseTimings,
+    pub status: StatusBoard,
+}
+
+struct Held {
+    lease: Arc<LeaseHandle>,
+    /// Tells the shard's worker to stop at its next batch boundary.
+    stop: CancellationToken,
+    /// The worker is still running (a closed shard held by a record keeps its lease idle).
+    reading: bool,
+}
+
+impl Coordinator {
+    /// Runs until `stop` fires, then stops every worker gracefully and releases every lease.
+    pub async fn run(self, stop: CancellationToken) {
+        let mut held: HashMap<String, Held> = HashMap::new();
+        let mut ended: HashSet<String> = HashSet::new();
+        let mut workers: JoinSet<(String, WorkerExit)> = JoinSet::new();
+        let mut list = tokio::time::interval(self.timings.list_every);
+        let mut renew = tokio::time::interval(self.timings.renew_every);
+        renew.tick().await;
+        loop {
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => break,
+                Some(done) = workers.join_next() => {
+                    let (shard, exit) = done.expect("shard workers do not panic");
+                    if self.worker_ended(&shard, exit, &mut held, &mut ended).await {
+                        // A shard ended: its children may start now, not at the next listing.
+                        list.reset_immediately();
+                    }
+                }
+                _ = list.tick() => self.take_shards(&mut held, &mut ended, &mut workers).await,
+                _ = renew.tick() => self.renew(&mut held).await,
+            }
+        }
+        for h in held.values() {
+            h.stop.cancel();
+        }
+        while let Some(done) = workers.join_next().await {
+            let (shard, exit) = done.expect("shard workers do not panic");
+            tracing::debug!(subscription = %self.plan.name, shard, ?exit, "worker stopped");
+        }
+        for (shard, h) in held.drain() {
+            match h.lease.release().await {
+                Ok(()) => tracing::info!(subscription = %self.plan.name, shard, "lease released"),
+                Err(e) => tracing::warn!(subscription = %self.plan.name, shard, error = %e, "cannot release lease"),
+            }
+        }
+    }
+
+    /// Answers whether the shard reached SHARD_END.
+    async fn worker_ended(
+        &self,
+        shard: &str,
+        exit: WorkerExit,
+        held: &mut HashMap<String, Held>,
+        ended: &mut HashSet<String>,
+    ) -> bool {
+        match exit {
+            WorkerExit::HeldAtEnd => {
+                if let Some(h) = held.get_mut(shard) {
+                    h.reading = false;
+                }
+                false
+            }
+            WorkerExit::ShardEnded => {
+                ended.insert(shard.to_owned());
+                if let Some(h) = held.remove(shard) {
+                    let _ = h.lease.release().await;
+                }
+                true
+            }
+            WorkerExit::LeaseLost => {
+                held.remove(shard);
+                false
+            }
+            WorkerExit::Stopped | WorkerExit::Failed(_) => {
+                // Let the shard go; the next listing may take it again.
+                if let Some(h) = held.remove(shard) {
+                    let _ = h.lease.release().await;
+                }
+                false
+            }
+        }
+    }
+
+    async fn take_shards(
+        &self,
+        held: &mut HashMap<String, Held>,
+        ended: &mut HashSet<String>,
+        workers: &mut JoinSet<(String, WorkerExit)>,
+    ) {
+        let shards = match self.source.list_shards(&self.plan.stream).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(subscription = %self.plan.name, stream = %self.plan.stream, error = %e, "cannot list shards");
+                return;
+            }
+        };
+        let listed: HashSet<&str> = shards.iter().map(|s| s.shard_id.as_str()).collect();
+        for shard in &shards {
+            let id = &shard.shard_id;
+            if held.contains_key(id) || ended.contains(id) {
+                continue;
+            }
+            if !self.parents_ended(shard, &listed, ended).await {
+                continue;
+            }
+            let key = LeaseKey::new(&self.plan.stream, id);
+            let lease = match self.store.acquire(&key, &self.owner, self.timings.ttl).await {
+                Ok(Some(lease)) => lease,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(subscription = %self.plan.name, shard = %id, error = %e, "cannot take lease");
+                    continue;
+                }
+            };
+            let handle = Arc::new(LeaseHandle::new(self.store.clone(), lease.clone()));
+            if lease.checkpoint == Some(Checkpoint::ShardEnd) {
+                ended.insert(id.clone());
+                let _ = handle.release().await;
+                continue;
+            }
+            tracing::info!(subscription = %self.plan.name, shard = %id, owner = %self.owner, "lease taken");
+            let stop = CancellationToken::new();
+            let worker = ShardWorker::new(
+                self.plan.clone(),
+                id,
+                handle.clone(),
+                self.status.clone(),
+                stop.clone(),
+            );
+            let source = self.source.clone();
+            let shard_id = id.clone();
+            workers.spawn(async move { (shard_id, worker.run(source).await) });
+            held.insert(
+                id.clone(),
+                Held {
+                    lease: handle,
+                    stop,
+                    reading: true,
+                },
+            );
+        }
+    }
+
+    /// A child shard may start once each parent has ended, here or in the lease table, or has
+    /// aged out of the stream.
+    async fn parents_ended(
+        &self,
+        shard: &ShardInfo,
+        listed: &HashSet<&str>,
+        ended: &mut HashSet<String>,
+    ) -> bool {
+        for parent in &shard.parents {
+            if ended.contains(parent) || !listed.contains(parent.as_str()) {
+                continue;
+            }
+            let key = LeaseKey::new(&self.plan.stream, parent);
+            match self.store.read(&key).await {
+                Ok(Some(row)) if row.checkpoint == Some(Checkpoint::ShardEnd) => {
+                    ended.insert(parent.clone());
+                }
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// Renews every held lease. Any failed renewal fences the shard at once: its worker stops
+    /// without writing another checkpoint.
+    async fn renew(&self, held: &mut HashMap<String, Held>) {
+        let mut dropped = Vec::new();
+        for (shard, h) in held.iter() {
+            if let Err(e) = h.lease.renew(self.timings.ttl).await {
+                tracing::warn!(subscription = %self.plan.name, shard, error = %e, "lease renewal failed; the shard stops at once");
+                h.lease.fence();
+                if !h.reading {
+                    dropped.push(shard.clone());
+                }
+            }
+        }
+        for shard in dropped {
+            held.remove(&shard);
+        }
+    }
+}

@@ -1,0 +1,352 @@
+//! Dispatch: one worker per leased shard reads batches, calls the handler, settles each record
+//! by its outcome and writes the checkpoint when it moves.
+//!
+//! Handler calls run on the blocking pool (a call may take up to its timeout), one batch at a
+//! time per shard, so a shard's records reach the handler in order. The instance is reused
+//! across batches and replaced after a failed call; the records of a failed call are held like
+//! `retry`, and the host and the other shards go on.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::StartAt;
+use crate::handler::{CallContext, CallError, Handler, HandlerFactory, outcomes_per_record};
+use crate::lease::{Checkpoint, LeaseError, LeaseHandle};
+use crate::record::{BatchInfo, Outcome, Record};
+use crate::settle::Tracker;
+use crate::source::{ShardReader, SourceError, StartPosition, StreamSource};
+use crate::status::StatusBoard;
+use crate::wasm::short_version;
+
+/// What a subscription's shard workers share.
+pub struct SubscriptionPlan {
+    pub name: Arc<str>,
+    pub stream: Arc<str>,
+    /// Records per read and per handler call.
+    pub batch: usize,
+    pub poll_interval: Duration,
+    pub start_at: StartAt,
+    pub handler: Arc<dyn HandlerFactory>,
+}
+
+/// How a shard worker ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum WorkerExit {
+    /// Asked to stop; its final checkpoint is written.
+    Stopped,
+    /// The shard is closed and SHARD_END is written: its children may start.
+    ShardEnded,
+    /// The shard is closed but a held record keeps it from ending; the lease is kept.
+    HeldAtEnd,
+    /// The lease was lost: the worker stopped at once and wrote nothing after.
+    LeaseLost,
+    /// The shard could not be read.
+    Failed(String),
+}
+
+/// Reads one leased shard until told to stop, the shard ends, or the lease is lost.
+pub struct ShardWorker {
+    plan: Arc<SubscriptionPlan>,
+    ctx: CallContext,
+    lease: Arc<LeaseHandle>,
+    status: StatusBoard,
+    stop: CancellationToken,
+}
+
+impl ShardWorker {
+    pub fn new(
+        plan: Arc<SubscriptionPlan>,
+        shard_id: &str,
+        lease: Arc<LeaseHandle>,
+        status: StatusBoard,
+        stop: CancellationToken,
+    ) -> Self {
+        let ctx = CallContext {
+            subscription: plan.name.clone(),
+            stream: plan.stream.clone(),
+            shard_id: Arc::from(shard_id),
+        };
+        ShardWorker {
+            plan,
+            ctx,
+            lease,
+            status,
+            stop,
+        }
+    }
+
+    /// Runs the shard to its end.
+    pub async fn run(self, source: Arc<dyn StreamSource>) -> WorkerExit {
+        let shard = self.ctx.shard_id.clone();
+        let lease = self.lease.current().await;
+        let start = match &lease.checkpoint {
+            Some(Checkpoint::ShardEnd) => return WorkerExit::ShardEnded,
+            Some(Checkpoint::At(p)) => StartPosition::After(p.clone()),
+            None => match self.plan.start_at {
+                StartAt::Latest => StartPosition::Latest,
+                StartAt::TrimHorizon => StartPosition::TrimHorizon,
+                StartAt::Timestamp(ms) => StartPosition::Timestamp(ms),
+            },
+        };
+        tracing::info!(
+            subscription = %self.plan.name, shard = %shard, start = ?start,
+            "reading shard"
+        );
+        let reader = match source.open(&self.plan.stream, &shard, &start).await {
+            Ok(r) => r,
+            Err(e) => return self.fail(e),
+        };
+        let owner = lease.owner.clone().unwrap_or_default();
+        self.status.update(&self.plan.name, &shard, |s| {
+            s.owner = owner;
+            s.checkpoint = lease.checkpoint.as_ref().map(Checkpoint::to_stored);
+            s.state = "reading".into();
+        });
+        let mut run = Run {
+            tracker: Tracker::new(lease.checkpoint),
+            handler: None,
+            worker: &self,
+        };
+        let exit = run.loop_(reader).await;
+        let state = match &exit {
+            WorkerExit::Stopped => "stopped",
+            WorkerExit::ShardEnded => "ended",
+            WorkerExit::HeldAtEnd => "held at end",
+            WorkerExit::LeaseLost => "lease lost",
+            WorkerExit::Failed(_) => "failed",
+        };
+        self.status
+            .update(&self.plan.name, &shard, |s| s.state = state.into());
+        exit
+    }
+
+    fn fail(&self, e: SourceError) -> WorkerExit {
+        tracing::error!(subscription = %self.plan.name, shard = %self.ctx.shard_id, error = %e, "cannot read shard");
+        self.status.update(&self.plan.name, &self.ctx.shard_id, |s| {
+            s.last_error = Some(e.to_string());
+        });
+        WorkerExit::Failed(e.to_string())
+    }
+}
+
+struct Run<'w> {
+    tracker: Tracker,
+    handler: Option<Box<dyn Handler>>,
+    worker: &'w ShardWorker,
+}
+
+impl Run<'_> {
+    async fn loop_(&mut self, mut reader: Box<dyn ShardReader>) -> WorkerExit {
+        let w = self.worker;
+        let lost = w.lease.lost().clone();
+        loop {
+            let read = tokio::select! {
+                biased;
+                _ = lost.cancelled() => return self.lease_lost(),
+                _ = w.stop.cancelled() => return self.finish().await,
+                read = reader.read(w.plan.batch) => read,
+            };
+            let batch = match read {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(subscription = %w.plan.name, shard = %w.ctx.shard_id, error = %e, "read failed; trying again");
+                    w.status.update(&w.plan.name, &w.ctx.shard_id, |s| {
+                        s.last_error = Some(e.to_string())
+                    });
+                    if Self::pause(w, &lost).await {
+                        return self.finish().await;
+                    }
+                    continue;
+                }
+            };
+            w.status.update(&w.plan.name, &w.ctx.shard_id, |s| {
+                s.millis_behind_latest = batch.millis_behind_latest
+            });
+            let empty = batch.records.is_empty();
+            if !empty {
+                let info = BatchInfo {
+                    stream: w.plan.stream.to_string(),
+                    shard_id: w.ctx.shard_id.to_string(),
+                    millis_behind_latest: batch.millis_behind_latest,
+                    attempt: 1,
+                };
+                self.dispatch(info, batch.records).await;
+                // A lease lost while the handler ran: settle nothing more into the table.
+                if lost.is_cancelled() {
+                    return self.lease_lost();
+                }
+            }
+            if batch.end_of_shard {
+                self.tracker.mark_read_to_end();
+                if let Err(e) = self.write_checkpoint().await {
+                    return self.lease_error(e);
+                }
+                return if self.tracker.is_complete() {
+                    tracing::info!(subscription = %w.plan.name, shard = %w.ctx.shard_id, "shard ended (SHARD_END written)");
+                    WorkerExit::ShardEnded
+                } else {
+                    tracing::warn!(subscription = %w.plan.name, shard = %w.ctx.shard_id, "closed shard read to its end, but a held record keeps it from ending");
+                    WorkerExit::HeldAtEnd
+                };
+            }
+            if let Err(e) = self.write_checkpoint().await {
+                return self.lease_error(e);
+            }
+            if empty {
+                let sleep = tokio::time::sleep(w.plan.poll_interval);
+                tokio::select! {
+                    biased;
+                    _ = lost.cancelled() => return self.lease_lost(),
+                    _ = w.stop.cancelled() => return self.finish().await,
+                    _ = sleep => {}
+                }
+            }
+        }
+    }
+
+    /// Waits a poll interval after a failed read; answers whether to stop.
+    async fn pause(w: &ShardWorker, lost: &CancellationToken) -> bool {
+        tokio::select! {
+            _ = lost.cancelled() => true,
+            _ = w.stop.cancelled() => true,
+            _ = tokio::time::sleep(w.plan.poll_interval.max(Duration::from_millis(100))) => false,
+        }
+    }
+
+    /// Calls the handler on one batch and settles every record by its outcome.
+    async fn dispatch(&mut self, info: BatchInfo, records: Vec<Record>) {
+        let w = self.worker;
+        let tickets: Vec<_> = records
+            .iter()
+            .map(|r| self.tracker.deliver(r.position()))
+            .collect();
+        let handler = match self.handler.take() {
+            Some(h) => Ok(h),
+            None => w.plan.handler.instantiate(&w.ctx),
+        };
+        let (handler, records, result) = match handler {
+            Err(e) => (None, records, Err(e)),
+            Ok(mut h) => {
+                let joined = tokio::task::spawn_blocking(move || {
+                    let result = h.handle(&info, &records);
+                    (h, records, result)
+                })
+                .await;
+                match joined {
+                    Ok((h, records, result)) => (Some(h), records, result),
+                    Err(panic) => {
+                        // A native handler panicked; wasm traps arrive as `Err` above.
+                        let message = format!("handler panicked: {panic}");
+                        tracing::error!(subscription = %w.plan.name, shard = %w.ctx.shard_id, "{message}");
+                        for &t in &tickets {
+                            self.tracker.settle(t, Outcome::Retry);
+                        }
+                        return;
+                    }
+                }
+            }
+        };
+        let version = handler
+            .as_ref()
+            .map(|h| h.version().to_owned())
+            .unwrap_or_else(|| w.plan.handler.version());
+        let outcomes = result.and_then(|answer| outcomes_per_record(answer, records.len(), &version));
+        match outcomes {
+            Ok(outcomes) => {
+                self.handler = handler;
+                self.settle_all(&tickets, &records, &outcomes, &version);
+            }
+            Err(error) => {
+                // The instance is dropped here; the next batch gets a fresh one.
+                self.failed_call(&tickets, &records, &error);
+            }
+        }
+    }
+
+    fn settle_all(&mut self, tickets: &[u64], records: &[Record], outcomes: &[Outcome], version: &str) {
+        let w = self.worker;
+        let handler = short_version(version);
+        for ((&ticket, record), &outcome) in tickets.iter().zip(records).zip(outcomes) {
+            if self.tracker.settle(ticket, outcome) {
+                tracing::debug!(
+                    subscription = %w.plan.name, shard = %w.ctx.shard_id,
+                    sequence_number = %record.position(), partition_key = %record.partition_key,
+                    handler, "{outcome}"
+                );
+            } else {
+                tracing::warn!(
+                    subscription = %w.plan.name, shard = %w.ctx.shard_id,
+                    sequence_number = %record.position(), partition_key = %record.partition_key,
+                    handler,
+                    "{outcome}: record held (no retry cap); the shard's checkpoint waits in front of it"
+                );
+            }
+        }
+        let counts = self.tracker.counts();
+        let held_at = self.tracker.blocked_at().map(|p| p.to_string());
+        w.status.update(&w.plan.name, &w.ctx.shard_id, |s| {
+            s.counts = counts;
+            s.held_at = held_at;
+            s.handler_version = version.to_owned();
+        });
+    }
+
+    fn failed_call(&mut self, tickets: &[u64], records: &[Record], error: &CallError) {
+        let w = self.worker;
+        let first = records.first().map(|r| r.position().to_string()).unwrap_or_default();
+        tracing::error!(
+            subscription = %w.plan.name, shard = %w.ctx.shard_id,
+            records = records.len(), first_sequence_number = %first,
+            "{error}; the batch's records are held and the instance is replaced"
+        );
+        for &t in tickets {
+            self.tracker.settle(t, Outcome::Retry);
+        }
+        let counts = self.tracker.counts();
+        let held_at = self.tracker.blocked_at().map(|p| p.to_string());
+        w.status.update(&w.plan.name, &w.ctx.shard_id, |s| {
+            s.counts = counts;
+            s.held_at = held_at;
+            s.last_error = Some(error.to_string());
+        });
+    }
+
+    async fn write_checkpoint(&mut self) -> Result<(), LeaseError> {
+        let w = self.worker;
+        if let Some(cp) = self.tracker.take_checkpoint() {
+            w.lease.checkpoint(&cp).await?;
+            tracing::debug!(subscription = %w.plan.name, shard = %w.ctx.shard_id, checkpoint = %cp, "checkpoint");
+            w.status.update(&w.plan.name, &w.ctx.shard_id, |s| {
+                s.checkpoint = Some(cp.to_stored())
+            });
+        }
+        Ok(())
+    }
+
+    /// A graceful stop: nothing is in flight between batches; write the final checkpoint.
+    async fn finish(&mut self) -> WorkerExit {
+        match self.write_checkpoint().await {
+            Ok(()) => WorkerExit::Stopped,
+            Err(e) => self.lease_error(e),
+        }
+    }
+
+    fn lease_lost(&self) -> WorkerExit {
+        let w = self.worker;
+        tracing::warn!(subscription = %w.plan.name, shard = %w.ctx.shard_id, "lease lost: stopped reading at once, no checkpoint written");
+        WorkerExit::LeaseLost
+    }
+
+    fn lease_error(&self, e: LeaseError) -> WorkerExit {
+        match e {
+            LeaseError::Lost { .. } => self.lease_lost(),
+            other => {
+                let w = self.worker;
+                tracing::error!(subscription = %w.plan.name, shard = %w.ctx.shard_id, error = %other, "cannot write the checkpoint");
+                WorkerExit::Failed(other.to_string())
+            }
+        }
+    }
+}

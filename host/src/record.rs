@@ -1,0 +1,195 @@
+//! The values that cross the handler boundary: records in, outcomes out.
+//!
+//! These types are the host side of `wit/handler.wit` (`interface types`). They derive the
+//! component-model traits directly, so a batch is lowered into the guest straight from the
+//! records the shard source produced, with no intermediate copy.
+
+use std::cmp::Ordering;
+use std::fmt;
+
+use wasmtime::component::{ComponentType, Lift, Lower};
+
+/// One Kinesis record as a handler sees it (`kinesis-record` in the WIT).
+#[derive(Clone, Debug, PartialEq, Eq, ComponentType, Lower, Lift)]
+#[component(record)]
+pub struct Record {
+    #[component(name = "partition-key")]
+    pub partition_key: String,
+    #[component(name = "sequence-number")]
+    pub sequence_number: String,
+    /// Position inside a KPL aggregate; 0 for a plain record.
+    #[component(name = "sub-sequence-number")]
+    pub sub_sequence_number: u32,
+    /// Milliseconds since the Unix epoch.
+    #[component(name = "approximate-arrival-timestamp")]
+    pub approximate_arrival_timestamp: u64,
+    pub data: Vec<u8>,
+}
+
+impl Record {
+    /// The record's place in its shard, for ordering and checkpoints.
+    pub fn position(&self) -> Position {
+        Position::new(&self.sequence_number, self.sub_sequence_number)
+    }
+}
+
+/// Where a batch comes from (`batch-info` in the WIT).
+#[derive(Clone, Debug, PartialEq, Eq, ComponentType, Lower, Lift)]
+#[component(record)]
+pub struct BatchInfo {
+    pub stream: String,
+    #[component(name = "shard-id")]
+    pub shard_id: String,
+    #[component(name = "millis-behind-latest")]
+    pub millis_behind_latest: Option<u64>,
+    /// 1 for a first delivery.
+    pub attempt: u32,
+}
+
+/// What becomes of one record (`outcome` in the WIT).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ComponentType, Lower, Lift)]
+#[component(variant)]
+pub enum Outcome {
+    /// Handled.
+    #[component(name = "ack")]
+    Ack,
+    /// Retired without handling; settles like ack.
+    #[component(name = "drop")]
+    Drop,
+    /// Not handled; without a retry cap the record is held.
+    #[component(name = "retry")]
+    Retry,
+    /// As retry, after at least this many milliseconds.
+    #[component(name = "retry-after")]
+    RetryAfter(u64),
+}
+
+impl Outcome {
+    /// Whether this outcome settles the record (lets the checkpoint pass it).
+    pub fn settles(self) -> bool {
+        matches!(self, Outcome::Ack | Outcome::Drop)
+    }
+
+    /// The outcome's name as users see it in logs and `invoke --json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Ack => "ack",
+            Outcome::Drop => "drop",
+            Outcome::Retry => "retry",
+            Outcome::RetryAfter(_) => "retry-after",
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::RetryAfter(ms) => write!(f, "retry-after({ms}ms)"),
+            other => f.write_str(other.name()),
+        }
+    }
+}
+
+/// One outcome for a whole batch, or one per record (`batch-outcome` in the WIT).
+#[derive(Clone, Debug, PartialEq, Eq, ComponentType, Lower, Lift)]
+#[component(variant)]
+pub enum BatchOutcome {
+    #[component(name = "all")]
+    All(Outcome),
+    #[component(name = "each")]
+    Each(Vec<Outcome>),
+}
+
+/// Log levels of the `host.log` import.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ComponentType, Lower, Lift)]
+#[component(enum)]
+#[repr(u8)]
+pub enum Level {
+    #[component(name = "trace")]
+    Trace,
+    #[component(name = "debug")]
+    Debug,
+    #[component(name = "info")]
+    Info,
+    #[component(name = "warn")]
+    Warn,
+    #[component(name = "error")]
+    Error,
+}
+
+/// A place in a shard: a sequence number and, inside a KPL aggregate, a sub-sequence number.
+///
+/// Kinesis sequence numbers are decimal strings of up to 128 bits that grow within a shard; they
+/// compare as numbers, not as text.
+#[derive(Clone, Debug)]
+pub struct Position {
+    pub sequence_number: String,
+    pub sub_sequence_number: u32,
+}
+
+impl Position {
+    pub fn new(sequence_number: &str, sub_sequence_number: u32) -> Self {
+        Position {
+            sequence_number: sequence_number.to_owned(),
+            sub_sequence_number,
+        }
+    }
+
+    fn numeric(&self) -> (usize, &str) {
+        let digits = self.sequence_number.trim_start_matches('0');
+        (digits.len(), digits)
+    }
+}
+
+impl Ord for Position {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.numeric()
+            .cmp(&other.numeric())
+            .then(self.sub_sequence_number.cmp(&other.sub_sequence_number))
+    }
+}
+
+impl PartialEq for Position {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Position {}
+
+impl PartialOrd for Position {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.sub_sequence_number == 0 {
+            f.write_str(&self.sequence_number)
+        } else {
+            write!(f, "{}/{}", self.sequence_number, self.sub_sequence_number)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_compare_as_numbers_not_text() {
+        assert!(Position::new("9", 0) < Position::new("10", 0));
+        assert_eq!(Position::new("0010", 0), Position::new("10", 0));
+        assert!(Position::new("10", 0) < Position::new("10", 1));
+        assert!(Position::new("10", 5) < Position::new("11", 0));
+    }
+
+    #[test]
+    fn only_ack_and_drop_settle() {
+        assert!(Outcome::Ack.settles());
+        assert!(Outcome::Drop.settles());
+        assert!(!Outcome::Retry.settles());
+        assert!(!Outcome::RetryAfter(5).settles());
+    }
+}

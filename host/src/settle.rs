@@ -1,0 +1,271 @@
+//! Settlement: per shard, outcomes in, checkpoint out.
+//!
+//! Records are registered in shard order as they are delivered and settled in any order (a
+//! batch, and later parallel lanes, can answer out of order). The checkpoint moves over the
+//! contiguous run of settled records at the front, and only there: a record handled out of order
+//! moves nothing until every record before it is settled.
+//!
+//! A record answered `retry` with no cap is *held*: it stays unsettled, the reader goes on, and
+//! the checkpoint stops in front of it for as long as this reader holds the shard. Nothing
+//! behind a held record can move the checkpoint, so once the held record reaches the front the
+//! tracker stops remembering what comes after it; its memory stays bounded by what is in flight.
+
+use std::collections::VecDeque;
+
+use crate::lease::Checkpoint;
+use crate::record::{Outcome, Position};
+
+/// The handle of one delivered record inside its shard's tracker.
+pub type Ticket = u64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    InFlight,
+    Settled,
+    Held,
+}
+
+#[derive(Debug)]
+struct Slot {
+    position: Position,
+    state: State,
+}
+
+/// What a shard's tracker has seen; kept for status and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub delivered: u64,
+    pub settled: u64,
+    pub held: u64,
+}
+
+/// The settlement state of one shard.
+#[derive(Debug)]
+pub struct Tracker {
+    /// Delivered records the checkpoint has not passed, oldest first; `slots[0]` has ticket `base`.
+    slots: VecDeque<Slot>,
+    base: Ticket,
+    next: Ticket,
+    /// A held record reached the front: the checkpoint cannot move again under this reader.
+    blocked_at: Option<Position>,
+    checkpoint: Option<Checkpoint>,
+    /// The checkpoint moved since [`Tracker::take_checkpoint`] last answered.
+    moved: bool,
+    /// The shard is closed and every record in it has been delivered.
+    read_to_end: bool,
+    counts: Counts,
+}
+
+impl Tracker {
+    /// A tracker for a shard whose checkpoint (from the lease store) is `start`.
+    pub fn new(start: Option<Checkpoint>) -> Self {
+        Tracker {
+            slots: VecDeque::new(),
+            base: 0,
+            next: 0,
+            blocked_at: None,
+            checkpoint: start,
+            moved: false,
+            read_to_end: false,
+            counts: Counts::default(),
+        }
+    }
+
+    /// Registers the next delivered record (in shard order) and answers its ticket.
+    pub fn deliver(&mut self, position: Position) -> Ticket {
+        let ticket = self.next;
+        self.next += 1;
+        self.counts.delivered += 1;
+        if self.blocked_at.is_none() {
+            self.slots.push_back(Slot {
+                position,
+                state: State::InFlight,
+            });
+        }
+        ticket
+    }
+
+    /// Records a handler's outcome for a delivered record. Answers whether it settled.
+    pub fn settle(&mut self, ticket: Ticket, outcome: Outcome) -> bool {
+        let settles = outcome.settles();
+        if settles {
+            self.counts.settled += 1;
+        } else {
+            self.counts.held += 1;
+        }
+        if let Some(slot) = ticket
+            .checked_sub(self.base)
+            .and_then(|i| self.slots.get_mut(i as usize))
+            && slot.state == State::InFlight
+        {
+            slot.state = if settles { State::Settled } else { State::Held };
+        }
+        self.advance();
+        settles
+    }
+
+    /// Notes that the shard is closed and everything in it has been delivered.
+    pub fn mark_read_to_end(&mut self) {
+        self.read_to_end = true;
+        self.advance();
+    }
+
+    fn advance(&mut self) {
+        while let Some(front) = self.slots.front() {
+            match front.state {
+                State::InFlight => return,
+                State::Settled => {
+                    let slot = self.slots.pop_front().expect("front exists");
+                    self.base += 1;
+                    self.checkpoint = Some(Checkpoint::At(slot.position));
+                    self.moved = true;
+                }
+                State::Held => {
+                    self.blocked_at = Some(front.position.clone());
+                    self.base += self.slots.len() as u64;
+                    self.slots.clear();
+                    return;
+                }
+            }
+        }
+        if self.read_to_end
+            && self.blocked_at.is_none()
+            && self.checkpoint != Some(Checkpoint::ShardEnd)
+        {
+            self.checkpoint = Some(Checkpoint::ShardEnd);
+            self.moved = true;
+        }
+    }
+
+    /// The checkpoint if it moved since the last call (then write it to the lease store).
+    pub fn take_checkpoint(&mut self) -> Option<Checkpoint> {
+        if std::mem::take(&mut self.moved) {
+            self.checkpoint.clone()
+        } else {
+            None
+        }
+    }
+
+    /// The checkpoint as it stands: every record up to it is settled.
+    pub fn checkpoint(&self) -> Option<&Checkpoint> {
+        self.checkpoint.as_ref()
+    }
+
+    /// The held record that stops the checkpoint, once it is the first unsettled one.
+    pub fn blocked_at(&self) -> Option<&Position> {
+        self.blocked_at.as_ref()
+    }
+
+    /// Delivered records that have no outcome yet.
+    pub fn in_flight(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| s.state == State::InFlight)
+            .count()
+    }
+
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+
+    /// The shard is closed and every delivery from it is settled: SHARD_END may be written and
+    /// its children may start.
+    pub fn is_complete(&self) -> bool {
+        self.checkpoint == Some(Checkpoint::ShardEnd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pos(n: u32) -> Position {
+        Position::new(&format!("{:056}", n), 0)
+    }
+
+    fn at(n: u32) -> Option<Checkpoint> {
+        Some(Checkpoint::At(pos(n)))
+    }
+
+    #[test]
+    fn ack_and_drop_move_the_checkpoint_over_the_settled_run() {
+        let mut t = Tracker::new(None);
+        let tickets: Vec<_> = (1..=3).map(|n| t.deliver(pos(n))).collect();
+        t.settle(tickets[0], Outcome::Ack);
+        t.settle(tickets[1], Outcome::Drop);
+        assert_eq!(t.take_checkpoint(), at(2));
+        assert_eq!(t.take_checkpoint(), None, "answered once per move");
+        t.settle(tickets[2], Outcome::Ack);
+        assert_eq!(t.take_checkpoint(), at(3));
+    }
+
+    #[test]
+    fn a_record_settled_out_of_order_moves_nothing_until_those_before_it_settle() {
+        let mut t = Tracker::new(None);
+        let a = t.deliver(pos(1));
+        let b = t.deliver(pos(2));
+        t.settle(b, Outcome::Ack);
+        assert_eq!(t.take_checkpoint(), None);
+        assert_eq!(t.checkpoint(), None);
+        t.settle(a, Outcome::Ack);
+        assert_eq!(t.take_checkpoint(), at(2));
+    }
+
+    #[test]
+    fn retry_holds_the_checkpoint_in_front_of_the_record_while_later_records_are_handled() {
+        let mut t = Tracker::new(at(0));
+        let tickets: Vec<_> = (1..=5).map(|n| t.deliver(pos(n))).collect();
+        t.settle(tickets[0], Outcome::Ack);
+        assert!(!t.settle(tickets[1], Outcome::Retry));
+        for &k in &tickets[2..] {
+            assert!(t.settle(k, Outcome::Ack), "records behind a held one are handled");
+        }
+        assert_eq!(t.checkpoint(), at(1).as_ref());
+        assert_eq!(t.blocked_at(), Some(&pos(2)));
+        assert_eq!(
+            t.counts(),
+            Counts {
+                delivered: 5,
+                settled: 4,
+                held: 1
+            }
+        );
+        // Still blocked, and the tracker no longer remembers what is behind the held record.
+        for n in 6..1000 {
+            let k = t.deliver(pos(n));
+            t.settle(k, Outcome::Ack);
+        }
+        assert_eq!(t.checkpoint(), at(1).as_ref());
+        assert!(t.slots.is_empty());
+    }
+
+    #[test]
+    fn shard_end_is_reached_only_after_every_delivery_is_settled() {
+        let mut t = Tracker::new(None);
+        let a = t.deliver(pos(1));
+        t.mark_read_to_end();
+        assert!(!t.is_complete());
+        t.settle(a, Outcome::Ack);
+        assert!(t.is_complete());
+        assert_eq!(t.take_checkpoint(), Some(Checkpoint::ShardEnd));
+    }
+
+    #[test]
+    fn a_held_record_in_a_closed_shard_keeps_it_from_ending() {
+        let mut t = Tracker::new(None);
+        let a = t.deliver(pos(1));
+        let b = t.deliver(pos(2));
+        t.settle(a, Outcome::Retry);
+        t.settle(b, Outcome::Ack);
+        t.mark_read_to_end();
+        assert!(!t.is_complete());
+        assert_eq!(t.checkpoint(), None);
+    }
+
+    #[test]
+    fn an_empty_closed_shard_ends_at_once() {
+        let mut t = Tracker::new(at(9));
+        t.mark_read_to_end();
+        assert!(t.is_complete());
+    }
+}

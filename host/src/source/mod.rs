@@ -1,0 +1,85 @@
+//! Reading shards. [`StreamSource`] lists a stream's shards and opens a [`ShardReader`] on one;
+//! a reader hands out that shard's records in order, batch by batch.
+//!
+//! `memory` is the embedded in-process stream (the demo, `invoke`, fast tests).
+
+pub mod memory;
+
+use async_trait::async_trait;
+
+use crate::record::{Position, Record};
+
+/// One shard as listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardInfo {
+    pub shard_id: String,
+    /// The shards this one was split or merged from; it starts only after they all ended.
+    pub parents: Vec<String>,
+}
+
+/// Where a reader opens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StartPosition {
+    /// Just after this record (a checkpoint).
+    After(Position),
+    /// The oldest record still kept.
+    TrimHorizon,
+    /// Only records put after the reader opened.
+    Latest,
+    /// The first record that arrived at or after this time (ms since the epoch).
+    Timestamp(u64),
+}
+
+/// What one read answers.
+#[derive(Clone, Debug, Default)]
+pub struct ReadBatch {
+    /// In shard order; empty when nothing new arrived.
+    pub records: Vec<Record>,
+    pub millis_behind_latest: Option<u64>,
+    /// The shard is closed and this read delivered its last records.
+    pub end_of_shard: bool,
+}
+
+/// Why the source failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("stream `{0}` does not exist")]
+    NoSuchStream(String),
+    #[error("shard `{shard}` of stream `{stream}` does not exist")]
+    NoSuchShard { stream: String, shard: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A Kinesis-shaped stream service.
+#[async_trait]
+pub trait StreamSource: Send + Sync + 'static {
+    /// Makes sure `stream` exists; creates it with this many shards when given and missing.
+    async fn ensure_stream(&self, stream: &str, create: Option<u32>) -> Result<(), SourceError>;
+
+    /// Every shard of the stream, open and closed.
+    async fn list_shards(&self, stream: &str) -> Result<Vec<ShardInfo>, SourceError>;
+
+    /// Opens a reader on one shard.
+    async fn open(
+        &self,
+        stream: &str,
+        shard_id: &str,
+        start: &StartPosition,
+    ) -> Result<Box<dyn ShardReader>, SourceError>;
+
+    /// Puts one record; answers its sequence number.
+    async fn put(
+        &self,
+        stream: &str,
+        partition_key: &str,
+        data: Vec<u8>,
+    ) -> Result<String, SourceError>;
+}
+
+/// Reads one shard in order.
+#[async_trait]
+pub trait ShardReader: Send {
+    /// Up to `limit` records after the last ones read.
+    async fn read(&mut self, limit: usize) -> Result<ReadBatch, SourceError>;
+}

@@ -1,0 +1,238 @@
+//! The supervisor turns a validated [`Config`] into a running host: it loads every handler and
+//! record file first (so a bad config or component never starts half a host), then creates the
+//! streams, puts the feeds in, and runs one [`Coordinator`] per subscription until told to stop.
+
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, KinesisEndpoint, LeaseStoreKind, StartAt};
+use crate::coordinator::{Coordinator, LeaseTimings};
+use crate::dispatch::SubscriptionPlan;
+use crate::feed::{self, FeedError, FeedRecord};
+use crate::handler::HandlerFactory;
+use crate::lease::{LeaseStore, MemoryLeaseStore};
+use crate::source::memory::MemoryStreams;
+use crate::source::{SourceError, StreamSource};
+use crate::status::StatusBoard;
+use crate::wasm::{LoadError, Runtime, short_version};
+
+/// Why a host could not start. Nothing has been started when this is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("subscription `{subscription}`: {source}")]
+    Handler {
+        subscription: String,
+        source: LoadError,
+    },
+    #[error("subscription `{subscription}`: {source}")]
+    Feed {
+        subscription: String,
+        source: FeedError,
+    },
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("subscription `{subscription}`: {source}")]
+    Stream {
+        subscription: String,
+        source: SourceError,
+    },
+    #[error(transparent)]
+    Runtime(LoadError),
+}
+
+/// Everything a host needs, loaded and checked, with nothing running yet.
+pub struct Host {
+    config: Config,
+    owner: Arc<str>,
+    source: Arc<dyn StreamSource>,
+    memory: Option<MemoryStreams>,
+    store: Arc<dyn LeaseStore>,
+    subscriptions: Vec<Prepared>,
+    status: StatusBoard,
+    // Keeps the engine's epoch ticker alive while the host runs.
+    _runtime: Arc<Runtime>,
+}
+
+struct Prepared {
+    plan: Arc<SubscriptionPlan>,
+    create: Option<u32>,
+    feed: Vec<FeedRecord>,
+}
+
+/// The reasons a config names parts this build does not have, for `check` and `run` alike.
+pub fn unsupported(config: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    if config.kinesis.endpoint != KinesisEndpoint::Memory {
+        out.push(
+            "[kinesis] endpoint: only the embedded stream (endpoint = \"memory\") is available \
+             in this version of shardhost"
+                .to_owned(),
+        );
+    }
+    if matches!(config.leases.store, LeaseStoreKind::Dynamo { .. }) {
+        out.push(
+            "[leases] store = \"dynamodb\" is not available in this version of shardhost; use \
+             \"memory\""
+                .to_owned(),
+        );
+    }
+    if config.admin.is_some() {
+        out.push("[admin] the admin API is not available in this version of shardhost".to_owned());
+    }
+    for s in &config.subscriptions {
+        if s.lanes > 1 {
+            out.push(format!("subscription `{}`: lanes > 1 is not available in this version of shardhost", s.name));
+        }
+        if s.max_attempts.is_some() || s.dead_letter.is_some() {
+            out.push(format!(
+                "subscription `{}`: max_attempts and dead_letter are not available in this \
+                 version of shardhost (retry holds the record)",
+                s.name
+            ));
+        }
+    }
+    out
+}
+
+/// The owner id of this process: the configured one, else hostname + a random suffix.
+pub fn owner_id(config: &Config) -> String {
+    if let Some(id) = &config.host.owner_id {
+        return id.clone();
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "shardhost".to_owned());
+    let suffix = RandomState::new().hash_one(std::process::id()) as u32;
+    format!("{host}-{suffix:08x}")
+}
+
+impl Host {
+    /// Loads every handler and feed of the config. Fails on the first part that cannot load.
+    pub fn prepare(config: Config) -> Result<Host, StartError> {
+        if let Some(reason) = unsupported(&config).into_iter().next() {
+            return Err(StartError::Unsupported(reason));
+        }
+        let cache = config.host.cache_dir.clone().or_else(Runtime::default_cache_dir);
+        let runtime = Arc::new(Runtime::new(cache).map_err(StartError::Runtime)?);
+        let mut subscriptions = Vec::new();
+        for s in &config.subscriptions {
+            let component = runtime
+                .load_file(&s.handler, s.limits, &s.wasi)
+                .map_err(|source| StartError::Handler {
+                    subscription: s.name.clone(),
+                    source,
+                })?;
+            tracing::info!(
+                subscription = %s.name, handler = %s.handler.display(),
+                version = short_version(component.version()), "handler loaded"
+            );
+            let feed = match &s.feed {
+                Some(path) => feed::load(path).map_err(|source| StartError::Feed {
+                    subscription: s.name.clone(),
+                    source,
+                })?,
+                None => Vec::new(),
+            };
+            subscriptions.push(Prepared {
+                plan: Arc::new(SubscriptionPlan {
+                    name: Arc::from(s.name.as_str()),
+                    stream: Arc::from(s.stream.as_str()),
+                    batch: s.batch,
+                    poll_interval: s.poll_interval,
+                    start_at: s.start_at.unwrap_or(if s.feed.is_some() {
+                        StartAt::TrimHorizon
+                    } else {
+                        StartAt::Latest
+                    }),
+                    handler: component as Arc<dyn HandlerFactory>,
+                }),
+                // The embedded stream has nothing else to create streams: make one shard by
+                // default.
+                create: Some(s.create_if_missing.unwrap_or(1)),
+                feed,
+            });
+        }
+        let memory = MemoryStreams::new();
+        Ok(Host {
+            owner: Arc::from(owner_id(&config).as_str()),
+            source: Arc::new(memory.clone()),
+            memory: Some(memory),
+            store: Arc::new(MemoryLeaseStore::new()),
+            subscriptions,
+            status: StatusBoard::new(),
+            config,
+            _runtime: runtime,
+        })
+    }
+
+    /// The live status of every shard.
+    pub fn status(&self) -> StatusBoard {
+        self.status.clone()
+    }
+
+    /// The embedded stream, when the config uses it.
+    pub fn memory_streams(&self) -> Option<&MemoryStreams> {
+        self.memory.as_ref()
+    }
+
+    /// The config file this host runs.
+    pub fn config_path(&self) -> PathBuf {
+        self.config.path.clone()
+    }
+
+    /// Runs every subscription until `stop` fires; then every shard finishes its batch, writes
+    /// its checkpoint and releases its lease before this returns.
+    pub async fn run(self, stop: CancellationToken) -> Result<(), StartError> {
+        for s in &self.subscriptions {
+            self.source
+                .ensure_stream(&s.plan.stream, s.create)
+                .await
+                .map_err(|source| StartError::Stream {
+                    subscription: s.plan.name.to_string(),
+                    source,
+                })?;
+        }
+        for s in &self.subscriptions {
+            for r in &s.feed {
+                self.source
+                    .put(&s.plan.stream, &r.partition_key, r.data.clone())
+                    .await
+                    .map_err(|source| StartError::Stream {
+                        subscription: s.plan.name.to_string(),
+                        source,
+                    })?;
+            }
+            if !s.feed.is_empty() {
+                tracing::info!(subscription = %s.plan.name, records = s.feed.len(), stream = %s.plan.stream, "feed put into the embedded stream");
+            }
+        }
+        let timings = LeaseTimings {
+            ttl: self.config.leases.ttl,
+            renew_every: self.config.leases.renew_every,
+            list_every: self.config.leases.list_every,
+        };
+        tracing::info!(owner = %self.owner, subscriptions = self.subscriptions.len(), "host running");
+        let mut tasks = tokio::task::JoinSet::new();
+        for s in &self.subscriptions {
+            let coordinator = Coordinator {
+                plan: s.plan.clone(),
+                source: self.source.clone(),
+                store: self.store.clone(),
+                owner: self.owner.clone(),
+                timings,
+                status: self.status.clone(),
+            };
+            tasks.spawn(coordinator.run(stop.clone()));
+        }
+        while tasks.join_next().await.is_some() {}
+        tracing::info!("host stopped: checkpoints written, leases released");
+        Ok(())
+    }
+}

@@ -1,0 +1,214 @@
+//! One handler instance: a Store with the subscription's limits, the `host` imports, and the
+//! typed call into the guest's `handle` export.
+
+use std::sync::Arc;
+
+use wasmtime::component::{Func, Linker, ResourceTable, TypedFunc};
+use wasmtime::{Engine, Store, StoreContextMut, StoreLimits, StoreLimitsBuilder, Trap};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::{EPOCH_TICK, HandlerComponent, short_version};
+use crate::config::WasiGrants;
+use crate::handler::{CallContext, CallError, Handler};
+use crate::record::{BatchInfo, BatchOutcome, Level, Record};
+
+/// What the guest's calls into the host see.
+pub struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limits: StoreLimits,
+    ctx: CallContext,
+    version: Arc<str>,
+    /// The last error-level line the guest logged during the current call (its panic message,
+    /// when the SDK's panic hook ran), to name in a trap report.
+    last_error: Option<String>,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+type HandleFn<'a> = TypedFunc<(&'a BatchInfo, &'a [Record]), (BatchOutcome,)>;
+
+/// The linker every handler is instantiated with: WASI (granting only what the store's
+/// `WasiCtx` grants) and the `shardhost:handler/host` imports.
+pub(super) fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+    linker.instance("shardhost:handler/types@0.1.0")?;
+    let mut host = linker.instance("shardhost:handler/host@0.1.0")?;
+    host.func_wrap(
+        "log",
+        |mut cx: StoreContextMut<'_, HostState>, (level, message): (Level, String)| {
+            guest_log(cx.data_mut(), level, message);
+            Ok(())
+        },
+    )?;
+    host.func_wrap(
+        "publish",
+        |_cx: StoreContextMut<'_, HostState>, (stream, _key, _data): (String, String, Vec<u8>)| {
+            Ok((Err::<String, String>(format!(
+                "publish to `{stream}` refused: publishing from handlers is not supported by this \
+                 version of shardhost"
+            )),))
+        },
+    )?;
+    host.func_wrap(
+        "seek",
+        |_cx: StoreContextMut<'_, HostState>, (_seq,): (String,)| {
+            Ok((Err::<(), String>(
+                "seek is not supported by this version of shardhost".to_owned(),
+            ),))
+        },
+    )?;
+    Ok(linker)
+}
+
+fn guest_log(state: &mut HostState, level: Level, message: String) {
+    let subscription = &*state.ctx.subscription;
+    let shard = &*state.ctx.shard_id;
+    let handler = short_version(&state.version);
+    macro_rules! emit {
+        ($lvl:ident) => {
+            tracing::$lvl!(target: "shardhost::guest", subscription, shard, handler, "{message}")
+        };
+    }
+    match level {
+        Level::Trace => emit!(trace),
+        Level::Debug => emit!(debug),
+        Level::Info => emit!(info),
+        Level::Warn => emit!(warn),
+        Level::Error => emit!(error),
+    }
+    if level == Level::Error {
+        state.last_error = Some(message);
+    }
+}
+
+/// `NAME` passes the host's value through (skipped when unset); `NAME=value` sets it.
+pub(super) fn resolve_env(wasi: &WasiGrants) -> Vec<(String, String)> {
+    wasi.env
+        .iter()
+        .filter_map(|entry| match entry.split_once('=') {
+            Some((k, v)) => Some((k.to_owned(), v.to_owned())),
+            None => std::env::var(entry).ok().map(|v| (entry.clone(), v)),
+        })
+        .collect()
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(super) enum InstantiateError {
+    /// The `handle` export does not have the world's type.
+    #[error("{0}")]
+    Type(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A live instance of a handler component, reused across calls until it traps.
+pub struct WasmInstance {
+    store: Store<HostState>,
+    handle: Func,
+    version: String,
+    timeout_ticks: u64,
+    timeout_ms: u64,
+}
+
+impl WasmInstance {
+    pub(super) fn new(
+        component: &HandlerComponent,
+        ctx: &CallContext,
+    ) -> Result<WasmInstance, InstantiateError> {
+        let engine = component.pre.engine();
+        let limits = component.limits;
+        let mut wasi = WasiCtx::builder();
+        wasi.envs(&component.env);
+        let state = HostState {
+            wasi: wasi.build(),
+            table: ResourceTable::new(),
+            limits: StoreLimitsBuilder::new()
+                .memory_size(usize::try_from(limits.memory).unwrap_or(usize::MAX))
+                .trap_on_grow_failure(true)
+                .build(),
+            ctx: ctx.clone(),
+            version: Arc::from(component.version.as_str()),
+            last_error: None,
+        };
+        let mut store = Store::new(engine, state);
+        store.limiter(|s| &mut s.limits);
+        let timeout_ticks = limits.timeout.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64 + 1;
+        // Start-up code runs under the same deadline as a call.
+        store.set_epoch_deadline(timeout_ticks);
+        let instance = component
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| InstantiateError::Other(format!("{e:#}")))?;
+        let handle = instance
+            .get_func(&mut store, component.export)
+            .ok_or_else(|| InstantiateError::Type("`handle` is not a function".into()))?;
+        handle
+            .typed::<(&BatchInfo, &[Record]), (BatchOutcome,)>(&store)
+            .map_err(|e| {
+                InstantiateError::Type(format!(
+                    "`handle` does not have the type \
+                     func(info: batch-info, records: list<kinesis-record>) -> batch-outcome: {e:#}"
+                ))
+            })?;
+        Ok(WasmInstance {
+            store,
+            handle,
+            version: component.version.clone(),
+            timeout_ticks,
+            timeout_ms: limits.timeout.as_millis() as u64,
+        })
+    }
+
+    fn classify(&mut self, error: wasmtime::Error) -> CallError {
+        let version = self.version.clone();
+        if let Some(Trap::Interrupt) = error.downcast_ref::<Trap>() {
+            return CallError::Timeout {
+                version,
+                timeout_ms: self.timeout_ms,
+            };
+        }
+        let text = format!("{error:#}");
+        if text.contains("forcing trap when growing memory") {
+            return CallError::MemoryLimit {
+                version,
+                message: first_line(&text),
+            };
+        }
+        let message = match self.store.data_mut().last_error.take() {
+            Some(guest) => format!("{guest} ({})", first_line(&text)),
+            None => first_line(&text),
+        };
+        CallError::Trap { version, message }
+    }
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or(s).to_owned()
+}
+
+impl Handler for WasmInstance {
+    fn version(&self) -> &str {
+        &self.version
+    }
+
+    fn handle(&mut self, info: &BatchInfo, records: &[Record]) -> Result<BatchOutcome, CallError> {
+        self.store.data_mut().last_error = None;
+        self.store.set_epoch_deadline(self.timeout_ticks);
+        // SAFETY: `new` checked this function's type against exactly these parameter and
+        // result types (`Func::typed`); the lifetimes differ per call, the types do not.
+        let typed: HandleFn<'_> = unsafe { TypedFunc::new_unchecked(self.handle) };
+        match typed.call(&mut self.store, (info, records)) {
+            Ok((answer,)) => Ok(answer),
+            Err(e) => Err(self.classify(e)),
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! The wasm runtime: one [`Engine`], components compiled once (and cached on disk by content
+//! hash), checked against the `shardhost:handler` world, pre-instantiated, and instantiated per
+//! shard with the subscription's limits.
+//!
+//! - [`Runtime`] owns the engine, the linker (WASI with nothing granted, plus the `host`
+//!   imports) and the epoch ticker that enforces call timeouts.
+//! - [`HandlerComponent`] is one validated component: a [`HandlerFactory`] whose instances are
+//!   reused across calls and thrown away after a trap.
+
+mod cache;
+mod instance;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker};
+use wasmtime::{Config, Engine};
+
+use crate::config::{Limits, WasiGrants};
+use crate::handler::{CallContext, CallError, Handler, HandlerFactory};
+pub use instance::{HostState, WasmInstance};
+
+/// How often the epoch advances; call timeouts are counted in these ticks.
+const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// The world every handler component implements.
+pub const WORLD: &str = "shardhost:handler/handler@0.1.0";
+
+/// Why a component cannot serve as a handler.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{}: cannot read the handler: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{name}: not a WebAssembly file (it does not start with the \\0asm magic bytes)")]
+    NotWasm { name: String },
+    #[error(
+        "{name}: a core WebAssembly module, not a component; build the handler with \
+         `--target wasm32-wasip2` (or wrap the module with `wasm-tools component new`)"
+    )]
+    CoreModule { name: String },
+    #[error("{name}: does not compile: {message}")]
+    Compile { name: String, message: String },
+    #[error("{name}: does not implement the world {WORLD}: {message}")]
+    WrongWorld { name: String, message: String },
+    #[error("{name}: does not instantiate under the subscription's limits: {message}")]
+    Instantiate { name: String, message: String },
+    #[error("wasm engine: {0}")]
+    Engine(String),
+}
+
+/// The engine, linker and ticker shared by every handler of a host.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<HostState>,
+    cache: Option<cache::CompileCache>,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Runtime {
+    /// A runtime that caches compiled components under `cache_dir` (none: compile every time).
+    pub fn new(cache_dir: Option<PathBuf>) -> Result<Runtime, LoadError> {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
+        let linker = instance::linker(&engine).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        {
+            let engine = engine.clone();
+            let stop = ticker_stop.clone();
+            std::thread::Builder::new()
+                .name("shardhost-epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(EPOCH_TICK);
+                        engine.increment_epoch();
+                    }
+                })
+                .map_err(|e| LoadError::Engine(format!("cannot start the epoch ticker: {e}")))?;
+        }
+        let cache = cache_dir.map(|dir| cache::CompileCache::new(dir, &engine));
+        Ok(Runtime {
+            engine,
+            linker,
+            cache,
+            ticker_stop,
+        })
+    }
+
+    /// The default cache directory: `$SHARDHOST_CACHE_DIR`, `$XDG_CACHE_HOME/shardhost` or
+    /// `$HOME/.cache/shardhost`.
+    pub fn default_cache_dir() -> Option<PathBuf> {
+        let env = |k| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        env("SHARDHOST_CACHE_DIR")
+            .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("shardhost")))
+            .or_else(|| env("HOME").map(|d| d.join(".cache").join("shardhost")))
+    }
+
+    /// Reads, compiles and validates a handler file.
+    pub fn load_file(
+        &self,
+        path: &Path,
+        limits: Limits,
+        wasi: &WasiGrants,
+    ) -> Result<Arc<HandlerComponent>, LoadError> {
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        self.load_bytes(&path.display().to_string(), &bytes, limits, wasi)
+    }
+
+    /// Compiles and validates handler bytes; `name` names them in errors.
+    pub fn load_bytes(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        limits: Limits,
+        wasi: &WasiGrants,
+    ) -> Result<Arc<HandlerComponent>, LoadError> {
+        let name = name.to_owned();
+        if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+            return Err(LoadError::NotWasm { name });
+        }
+        if bytes[4..8] == [1, 0, 0, 0] {
+            return Err(LoadError::CoreModule { name });
+        }
+        let version = version_of(bytes);
+        let component = match &self.cache {
+            Some(cache) => cache.get_or_compile(&version, bytes),
+            None => Component::new(&self.engine, bytes),
+        }
+        .map_err(|e| LoadError::Compile {
+            name: name.clone(),
+            message: format!("{e:#}"),
+        })?;
+        let wrong_world = |message: String| LoadError::WrongWorld {
+            name: name.clone(),
+            message,
+        };
+        let export = component
+            .get_export_index(None, "handle")
+            .ok_or_else(|| wrong_world("it exports no function `handle`".into()))?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| wrong_world(format!("{e:#}")))?;
+        let handler = HandlerComponent {
+            pre,
+            export,
+            version: version.clone(),
+            limits,
+            env: instance::resolve_env(wasi),
+        };
+        // Instantiate once under the limits and check the export's type, so a component that
+        // cannot serve is refused here and never replaces a good one.
+        let probe = CallContext {
+            subscription: Arc::from("(check)"),
+            stream: Arc::from(""),
+            shard_id: Arc::from(""),
+        };
+        match handler.instantiate_wasm(&probe) {
+            Ok(_) => Ok(Arc::new(handler)),
+            Err(instance::InstantiateError::Type(message)) => Err(wrong_world(message)),
+            Err(instance::InstantiateError::Other(message)) => {
+                Err(LoadError::Instantiate { name, message })
+            }
+        }
+    }
+}
+
+/// A handler's version: the sha256 of its bytes, in hex.
+pub fn version_of(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The first 12 hex digits of a version, for logs.
+pub fn short_version(version: &str) -> &str {
+    &version[..version.len().min(12)]
+}
+
+/// One validated handler component, ready to instantiate.
+pub struct HandlerComponent {
+    pre: InstancePre<HostState>,
+    export: ComponentExportIndex,
+    version: String,
+    limits: Limits,
+    env: Vec<(String, String)>,
+}
+
+impl HandlerComponent {
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    fn instantiate_wasm(&self, ctx: &CallContext) -> Result<WasmInstance, instance::InstantiateError> {
+        WasmInstance::new(self, ctx)
+    }
+}
+
+impl HandlerFactory for HandlerComponent {
+    fn version(&self) -> String {
+        self.version.clone()
+    }
+
+    fn instantiate(&self, ctx: &CallContext) -> Result<Box<dyn Handler>, CallError> {
+        self.instantiate_wasm(ctx)
+            .map(|i| Box::new(i) as Box<dyn Handler>)
+            .map_err(|e| CallError::Instantiate {
+                version: self.version.clone(),
+                message: e.to_string(),
+            })
+    }
+}

@@ -1,0 +1,95 @@
+//! A per-record handler whose records script what it does. Each record's data, as UTF-8 text:
+//!
+//! | data                     | the handler                                                  |
+//! |--------------------------|--------------------------------------------------------------|
+//! | `ack`                    | answers ack                                                  |
+//! | `drop`                   | answers drop                                                 |
+//! | `retry`                  | answers retry                                                |
+//! | `retry-after:N`          | answers retry-after(N) (N in ms; an unparsable N: ack)       |
+//! | `panic`                  | panics with "poison record" (the guest traps)                |
+//! | `spin`                   | loops forever (for the call timeout)                         |
+//! | `hog`                    | allocates and touches 1 MiB after 1 MiB until an allocation fails, then panics (for the memory limit) |
+//! | `log:TEXT`               | logs TEXT at info level, answers ack                         |
+//! | `publish:STREAM:TEXT`    | publishes TEXT to STREAM under the record's partition key; ack, or retry (and a warn line) when the host refuses |
+//! | `seek:SEQUENCE_NUMBER`   | seeks the shard there; ack, or retry (and a warn line) when the host refuses |
+//! | anything else, not UTF-8 | answers ack                                                  |
+
+use std::hint::black_box;
+
+use shardhost_guest::{Outcome, Record};
+
+const MIB: usize = 1 << 20;
+
+fn script(record: &Record) -> Outcome {
+    let Ok(text) = record.text() else {
+        return Outcome::Ack;
+    };
+    match text {
+        "ack" => Outcome::Ack,
+        "drop" => Outcome::Drop,
+        "retry" => Outcome::Retry,
+        "panic" => panic!("poison record"),
+        "spin" => spin(),
+        "hog" => hog(),
+        _ => command(record, text),
+    }
+}
+
+fn command(record: &Record, text: &str) -> Outcome {
+    if let Some(ms) = text.strip_prefix("retry-after:") {
+        return ms.parse().map_or(Outcome::Ack, Outcome::RetryAfter);
+    }
+    if let Some(line) = text.strip_prefix("log:") {
+        shardhost_guest::log::info(line);
+        return Outcome::Ack;
+    }
+    if let Some((stream, data)) = text
+        .strip_prefix("publish:")
+        .and_then(|r| r.split_once(':'))
+    {
+        return match shardhost_guest::publish(stream, record.partition_key(), data.as_bytes()) {
+            Ok(sequence_number) => {
+                shardhost_guest::info!("published to {stream}: {sequence_number}");
+                Outcome::Ack
+            }
+            Err(e) => {
+                shardhost_guest::warn!("publish to {stream} refused: {e}");
+                Outcome::Retry
+            }
+        };
+    }
+    if let Some(sequence_number) = text.strip_prefix("seek:") {
+        return match shardhost_guest::seek(sequence_number) {
+            Ok(()) => Outcome::Ack,
+            Err(e) => {
+                shardhost_guest::warn!("seek to {sequence_number} refused: {e}");
+                Outcome::Retry
+            }
+        };
+    }
+    Outcome::Ack
+}
+
+/// Never returns, and does work the optimiser cannot remove.
+fn spin() -> ! {
+    let mut n: u64 = 0;
+    loop {
+        n = black_box(n.wrapping_add(1));
+    }
+}
+
+/// Holds on to ever more touched memory until an allocation fails.
+fn hog() -> ! {
+    let mut held: Vec<Vec<u8>> = Vec::new();
+    loop {
+        let mut chunk = Vec::new();
+        if chunk.try_reserve_exact(MIB).is_err() || held.try_reserve(1).is_err() {
+            panic!("hog: allocation failed after {} MiB", held.len());
+        }
+        chunk.resize(MIB, 0xa5);
+        held.push(black_box(chunk));
+        black_box(&held);
+    }
+}
+
+shardhost_guest::handler!(script);
