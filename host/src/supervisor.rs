@@ -177,6 +177,11 @@ impl Host {
         self.status.clone()
     }
 
+    /// Where this host keeps its leases and checkpoints.
+    pub fn lease_store(&self) -> Arc<dyn LeaseStore> {
+        self.store.clone()
+    }
+
     /// The embedded stream, when the config uses it.
     pub fn memory_streams(&self) -> Option<&MemoryStreams> {
         self.memory.as_ref()

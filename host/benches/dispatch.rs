@@ -1,0 +1,154 @@
+//! Records per second through the dispatcher: the shipping handler as wasm vs the same logic as
+//! a native Rust handler in this binary, with a batch of 500 and with one record per call.
+//!
+//! `cargo bench -p shardhost --bench dispatch` (builds the example guest first). Prints medians;
+//! paste them into BENCHMARKS.md.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use shardhost::config::{Limits, StartAt, WasiGrants};
+use shardhost::coordinator::{Coordinator, LeaseTimings};
+use shardhost::dispatch::SubscriptionPlan;
+use shardhost::handler::{CallContext, CallError, Handler, HandlerFactory};
+use shardhost::lease::MemoryLeaseStore;
+use shardhost::record::{BatchInfo, BatchOutcome, Outcome, Record};
+use shardhost::source::memory::MemoryStreams;
+use shardhost::status::StatusBoard;
+use shardhost::wasm::Runtime;
+use tokio_util::sync::CancellationToken;
+
+const CARRIERS: [&str; 2] = ["dhl", "ups"];
+
+#[derive(Deserialize)]
+#[allow(dead_code)]
+struct Shipment {
+    id: u64,
+    address: String,
+    carrier: String,
+}
+
+/// The shipping example's logic, natively.
+struct NativeShip;
+
+fn ship(record: &Record) -> Outcome {
+    let Ok(s) = serde_json::from_slice::<Shipment>(&record.data) else {
+        return Outcome::Drop;
+    };
+    if s.address.is_empty() {
+        Outcome::Drop
+    } else if !CARRIERS.contains(&s.carrier.as_str()) {
+        Outcome::Retry
+    } else {
+        Outcome::Ack
+    }
+}
+
+impl Handler for NativeShip {
+    fn version(&self) -> &str {
+        "native"
+    }
+    fn handle(&mut self, _: &BatchInfo, records: &[Record]) -> Result<BatchOutcome, CallError> {
+        Ok(BatchOutcome::Each(records.iter().map(ship).collect()))
+    }
+}
+
+struct NativeFactory;
+
+impl HandlerFactory for NativeFactory {
+    fn version(&self) -> String {
+        "native".into()
+    }
+    fn instantiate(&self, _: &CallContext) -> Result<Box<dyn Handler>, CallError> {
+        Ok(Box::new(NativeShip))
+    }
+}
+
+/// One drain of `n` preloaded shipments through a coordinator; answers records/s.
+fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize) -> f64 {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let streams = MemoryStreams::new();
+    streams.create("shipments", 1);
+    for i in 0..n {
+        // ~100 bytes of JSON; every 50th has an unknown carrier (held), every 40th no address.
+        let carrier = if i % 50 == 0 { "fedex" } else { CARRIERS[i % 2] };
+        let address = if i % 40 == 0 { "" } else { "1 Main Street, Springfield" };
+        let data = format!(r#"{{"id":{i},"address":"{address}","carrier":"{carrier}","note":"fragile, keep dry"}}"#);
+        streams.put_now("shipments", &format!("customer-{}", i % 97), data.into_bytes()).unwrap();
+    }
+    let status = StatusBoard::new();
+    let coordinator = Coordinator {
+        plan: Arc::new(SubscriptionPlan {
+            name: Arc::from("bench"),
+            stream: Arc::from("shipments"),
+            batch,
+            poll_interval: Duration::from_millis(1),
+            start_at: StartAt::TrimHorizon,
+            handler: factory,
+        }),
+        source: Arc::new(streams),
+        store: Arc::new(MemoryLeaseStore::new()),
+        owner: Arc::from("bench"),
+        timings: LeaseTimings {
+            ttl: Duration::from_secs(10),
+            renew_every: Duration::from_secs(3),
+            list_every: Duration::from_secs(10),
+        },
+        status: status.clone(),
+    };
+    let stop = CancellationToken::new();
+    let started = Instant::now();
+    let task = rt.spawn(coordinator.run(stop.clone()));
+    while status.totals("bench").delivered < n as u64 {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let elapsed = started.elapsed();
+    stop.cancel();
+    rt.block_on(task).unwrap();
+    n as f64 / elapsed.as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn build_guest(root: &Path) -> std::path::PathBuf {
+    let target = root.join("target/guest");
+    let ok = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir"])
+        .arg(&target)
+        .arg("--manifest-path")
+        .arg(root.join("examples/Cargo.toml"))
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "building the example guests failed");
+    target.join("wasm32-wasip2/release/ship.wasm")
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let wasm_path = build_guest(root);
+    let runtime = Runtime::new(None).unwrap();
+    let wasm: Arc<dyn HandlerFactory> = runtime
+        .load_file(&wasm_path, Limits::default(), &WasiGrants::default())
+        .unwrap();
+    let native: Arc<dyn HandlerFactory> = Arc::new(NativeFactory);
+    let runs = 5;
+    println!("machine: {} cores; {} runs each, medians", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), runs);
+    for (label, batch, n) in [("batch of 500", 500, 200_000), ("one record per call", 1, 50_000)] {
+        let w = median((0..runs).map(|_| drain(wasm.clone(), n, batch)).collect());
+        let nat = median((0..runs).map(|_| drain(native.clone(), n, batch)).collect());
+        println!(
+            "{label:<20} wasm {w:>10.0} rec/s   native {nat:>10.0} rec/s   wasm/native {:.2}",
+            w / nat
+        );
+    }
+}

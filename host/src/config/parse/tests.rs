@@ -1,0 +1,522 @@
+//! Tests of the config walk: every behaviour a user sees from `shardhost check`.
+
+use std::fs;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use std::net::SocketAddr;
+
+use super::super::Problem;
+use super::*;
+
+/// A scratch directory under the system temp dir, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    /// A scratch dir holding `ship.wasm` and `feed.ndjson`.
+    fn new() -> Scratch {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name = format!("shardhost-config-test-{}-{n}", std::process::id());
+        let s = Scratch(std::env::temp_dir().join(name));
+        let _ = fs::remove_dir_all(&s.0);
+        s.touch("ship.wasm");
+        s.touch("feed.ndjson");
+        s
+    }
+
+    fn touch(&self, relative: &str) -> PathBuf {
+        let path = self.0.join(relative);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, b"").unwrap();
+        path
+    }
+
+    fn load_at(&self, relative: &str, text: &str) -> Result<Config, ConfigError> {
+        let path = self.touch(relative);
+        fs::write(&path, text).unwrap();
+        Config::load(&path)
+    }
+
+    fn load(&self, text: &str) -> Config {
+        self.load_at("shardhost.toml", text)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn problems(&self, text: &str) -> Vec<Problem> {
+        match self.load_at("shardhost.toml", text) {
+            Ok(config) => panic!("expected problems, got {config:#?}"),
+            Err(e) => e.problems,
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+const MINIMAL: &str =
+    "[[subscription]]\nname = \"ship\"\nstream = \"s\"\nhandler = \"ship.wasm\"\n";
+
+/// The config `MINIMAL` followed by `extra`.
+fn load(extra: &str) -> Config {
+    Scratch::new().load(&format!("{MINIMAL}{extra}\n"))
+}
+
+/// (line and key) of each problem.
+fn places(problems: &[Problem]) -> Vec<(usize, &str)> {
+    let line = |p: &Problem| p.at.line.unwrap_or(0);
+    problems
+        .iter()
+        .map(|p| (line(p), p.at.key.as_str()))
+        .collect()
+}
+
+/// Configs with one problem each: `MINIMAL` followed by some TOML, the line of that TOML the
+/// problem is on, its key (`sub.` for `subscription[0].`) and a part of its message.
+#[rustfmt::skip]
+const ONE_PROBLEM: &[(&str, usize, &str, &str)] = &[
+    ("[subscription.limits]\nmemroy = 1", 2, "sub.limits.memroy", "unknown key `memroy`; expected one of: memory, timeout"),
+    ("bacth = 10", 1, "sub.bacth", "unknown key `bacth`; expected one of: name, stream, handler,"),
+    ("[hosts]", 1, "hosts", "expected one of: host, kinesis, leases, admin, subscription"),
+    ("[admin]\n\"a b\" = 1", 2, "admin.\"a b\"", "unknown key `a b`"),
+    ("[host]\nname = 5", 2, "host.name", "expected a string, found the integer 5"),
+    ("[host]\nowner_id = \"\"", 2, "host.owner_id", "`owner_id` must not be empty"),
+    ("[kinesis]\ntest_credentials = \"yes\"", 2, "kinesis.test_credentials", "expected a boolean (true or false), found the string \"yes\""),
+    ("[kinesis]\nendpoint = \"localhost:4567\"", 2, "kinesis.endpoint", "unknown endpoint \"localhost:4567\"; expected \"memory\" or an http:// or https:// URL (omit it for AWS)"),
+    ("[kinesis]\nendpoint = \"http://\"", 2, "kinesis.endpoint", "unknown endpoint \"http://\""),
+    ("batch = \"100\"", 1, "sub.batch", "expected an integer, found the string \"100\""),
+    ("batch = 10001", 1, "sub.batch", "10001 is out of range; `batch` must be from 1 to 10000"),
+    ("lanes = 0", 1, "sub.lanes", "0 is out of range; `lanes` must be from 1 to 4294967295"),
+    ("create_if_missing = 1001", 1, "sub.create_if_missing", "must be from 1 to 1000"),
+    ("max_attempts = -1", 1, "sub.max_attempts", "-1 is out of range"),
+    ("limits = 5", 1, "sub.limits", "expected a table, found the integer 5"),
+    ("wasi = { env = \"HOME\" }", 1, "sub.wasi.env", "expected an array, found the string \"HOME\""),
+    ("poll_interval = 200", 1, "sub.poll_interval", "a bare number is ambiguous as a duration; write it with a unit, e.g. \"200s\" or \"200ms\""),
+    ("poll_interval = \"soon\"", 1, "sub.poll_interval", "\"soon\" is not a duration; expected a number with a unit"),
+    ("[subscription.limits]\nmemory = \"512KiB\"", 2, "sub.limits.memory", "\"512KiB\" is out of range; the memory limit must be from 1MiB to 4GiB"),
+    ("[subscription.limits]\nmemory = \"8GiB\"", 2, "sub.limits.memory", "\"8GiB\" is out of range"),
+    ("[subscription.limits]\nmemory = 1024", 2, "sub.limits.memory", "1024 bytes is out of range"),
+    ("[subscription.limits]\nmemory = true", 2, "sub.limits.memory", "expected a size like \"64MiB\" or a number of bytes"),
+    ("[subscription.limits]\ntimeout = \"0ms\"", 2, "sub.limits.timeout", "`timeout` must be longer than zero"),
+    ("feed = \"feed.ndjson\"", 1, "sub.feed", "`feed` works only with the embedded stream; set [kinesis] endpoint = \"memory\""),
+    ("feed = \"feed.ndjson\"\n[kinesis]\nendpoint = \"http://127.0.0.1:4567\"", 1, "sub.feed", "only with the embedded stream"),
+    ("feed = \"feed.ndjson\"\n[kinesis]\nendpoint = \"kinesis\"", 3, "kinesis.endpoint", "unknown endpoint"),
+    ("feed = \"gone.ndjson\"\n[kinesis]\nendpoint = \"memory\"", 1, "sub.feed", "feed file not found: "),
+    ("dead_letter = \"a/b\"", 1, "sub.dead_letter", "\"a/b\" is not a valid stream name; use 1 to 128 letters, digits, `_`, `.` or `-`"),
+    ("[leases]\nstore = \"dynamodb\"", 1, "leases.table", "missing required key `table`"),
+    ("[leases]\nstore = \"dynamodb\"\ntable = \"t\"\nendpoint = \"dynamo\"", 4, "leases.endpoint", "\"dynamo\" is not an http:// or https:// URL"),
+    ("[leases]\ntable = \"t\"", 2, "leases.table", "`table` is only used with store = \"dynamodb\""),
+    ("[leases]\nstore = \"memory\"\nendpoint = \"http://x\"", 3, "leases.endpoint", "`endpoint` is only used with store = \"dynamodb\""),
+    ("[leases]\nstore = \"redis\"\ntable = \"t\"", 2, "leases.store", "unknown lease store \"redis\"; expected \"memory\" or \"dynamodb\""),
+    ("[leases]\nlegacy_stream = \"\"", 2, "leases.legacy_stream", "`legacy_stream` must not be empty"),
+    ("[leases]\nttl = \"3s\"\nrenew_every = \"3s\"", 3, "leases.renew_every", "renew_every (3s) must be shorter than ttl (3s)"),
+    ("[leases]\nttl = \"2s\"", 2, "leases.ttl", "ttl (2s) must be longer than renew_every (3s by default)"),
+    ("[leases]\nlist_every = \"0s\"", 2, "leases.list_every", "`list_every` must be longer than zero"),
+    ("[admin]\nlisten = \"0.0.0.0:9750\"", 2, "admin.listen", "a token is required when the admin API listens off loopback (0.0.0.0:9750)"),
+    ("[admin]\nlisten = \"localhost\"", 2, "admin.listen", "\"localhost\" is not a listen address; expected \"IP:PORT\""),
+    ("[admin]\nlisten = \":1\"\ntoken = \"\"", 3, "admin.token", "`token` must not be empty"),
+    ("start_at = \"earliest\"", 1, "sub.start_at", "unknown start_at \"earliest\"; expected \"latest\", \"trim_horizon\" or { timestamp = \"2026-12-01T00:00:00Z\" }"),
+    ("start_at = 5", 1, "sub.start_at", "found the integer 5"),
+    ("start_at = { timestamp = \"yesterday\" }", 1, "sub.start_at.timestamp", "\"yesterday\" is not an RFC 3339 timestamp"),
+    ("start_at = { timestamp = 2026-12-01T00:00:00 }", 1, "sub.start_at.timestamp", "needs a date, a time and a UTC offset"),
+    ("start_at = { timestamp = \"1969-12-31T23:00:00Z\" }", 1, "sub.start_at.timestamp", "is before 1970"),
+    ("start_at = {}", 1, "sub.start_at.timestamp", "missing required key `timestamp`"),
+    ("start_at = { at = \"latest\", timestamp = 2026-12-01T00:00:00Z }", 1, "sub.start_at.at", "unknown key `at`"),
+];
+
+#[test]
+fn each_bad_value_is_reported_with_its_line_key_and_reason() {
+    for &(extra, line, key, message) in ONE_PROBLEM {
+        let problems = Scratch::new().problems(&format!("{MINIMAL}{extra}\n"));
+        let key = key.replacen("sub.", "subscription[0].", 1);
+        assert_eq!(
+            places(&problems),
+            [(4 + line, key.as_str())],
+            "{extra}: {problems:#?}"
+        );
+        assert!(
+            problems[0].message.contains(message),
+            "{extra}: {}",
+            problems[0]
+        );
+    }
+}
+
+#[test]
+fn every_problem_is_listed_with_its_line() {
+    let text = "[host]\nowner_id = \"\"\n[kinesis]\nendpoint = \"kinesis.local\"\n[leases]\n\
+                ttl = \"10\"\n[[subscription]]\nname = \"ship\"\nhandler = \"ship.wasm\"\n\
+                batch = 0\n[subscription.limits]\nmemory = \"lots\"\n[[subscription]]\n\
+                name = \"ship\"\nstream = \"more\"\nhandler = \"gone.wasm\"\n";
+    let s = Scratch::new();
+    let problems = s.problems(text);
+    let wanted = [
+        (2, "host.owner_id"),
+        (4, "kinesis.endpoint"),
+        (6, "leases.ttl"),
+        (7, "subscription[0].stream"),
+        (10, "subscription[0].batch"),
+        (12, "subscription[0].limits.memory"),
+        (14, "subscription[1].name"),
+        (16, "subscription[1].handler"),
+    ];
+    assert_eq!(places(&problems), wanted, "{problems:#?}");
+    assert!(
+        problems
+            .iter()
+            .all(|p| p.at.file == s.0.join("shardhost.toml"))
+    );
+    let duplicate = "duplicate subscription name \"ship\" (first used on line 8)";
+    assert_eq!(problems[6].message, duplicate);
+}
+
+#[test]
+fn missing_required_keys_point_at_the_table_header() {
+    let problems = Scratch::new().problems(&format!("{MINIMAL}\n[[subscription]]\nbatch = 5\n"));
+    let keys = ["name", "stream", "handler"].map(|k| (6, format!("subscription[1].{k}")));
+    let keys: Vec<_> = keys.iter().map(|(l, k)| (*l, k.as_str())).collect();
+    assert_eq!(places(&problems), keys, "{problems:#?}");
+    assert_eq!(problems[1].message, "missing required key `stream`");
+}
+
+#[test]
+fn missing_handler_file_is_reported() {
+    let s = Scratch::new();
+    fs::remove_file(s.0.join("ship.wasm")).unwrap();
+    let problems = s.problems(MINIMAL);
+    assert_eq!(places(&problems), [(4, "subscription[0].handler")]);
+    let wanted = format!(
+        "handler file not found: {}",
+        s.0.join("ship.wasm").display()
+    );
+    assert_eq!(problems[0].message, wanted);
+    fs::create_dir(s.0.join("ship.wasm")).unwrap();
+    let problems = s.problems(MINIMAL);
+    assert!(
+        problems[0].message.starts_with("handler is not a file: "),
+        "{problems:#?}"
+    );
+}
+
+#[test]
+fn limits_that_do_not_parse_are_reported() {
+    let extra = "[subscription.limits]\nmemory = \"64M\"\ntimeout = \"5\"\n";
+    let problems = Scratch::new().problems(&format!("{MINIMAL}{extra}"));
+    let wanted = [
+        (6, "subscription[0].limits.memory"),
+        (7, "subscription[0].limits.timeout"),
+    ];
+    assert_eq!(places(&problems), wanted);
+    assert!(
+        problems[0]
+            .message
+            .starts_with("\"64M\" has an unknown unit \"M\"; expected")
+    );
+    assert!(
+        problems[0]
+            .message
+            .contains("KiB, MiB, GiB, TiB (powers of 1024), e.g. \"64MiB\"")
+    );
+    assert!(
+        problems[1]
+            .message
+            .starts_with("\"5\" has no unit; expected a number with a unit")
+    );
+    let limits = load("[subscription.limits]\nmemory = 1048576\ntimeout = \"250ms\"").subscriptions
+        [0]
+    .limits;
+    assert_eq!(
+        (limits.memory, limits.timeout),
+        (1 << 20, Duration::from_millis(250))
+    );
+}
+
+#[test]
+fn malformed_toml_reports_the_line() {
+    let text = "[host]\nname = \"shipping\"\nowner_id = = \"x\"\n[[subscription]]\n";
+    let problems = Scratch::new().problems(text);
+    assert_eq!(places(&problems), [(3, "(syntax)")], "{problems:#?}");
+    assert!(
+        problems[0].message.starts_with("invalid TOML: "),
+        "{problems:#?}"
+    );
+    let problems = Scratch::new().problems(&format!("{MINIMAL}name = \"again\"\n"));
+    assert_eq!(places(&problems), [(5, "(syntax)")], "{problems:#?}");
+    assert!(
+        problems[0].message.contains("duplicate key"),
+        "{problems:#?}"
+    );
+}
+
+#[test]
+fn relative_paths_resolve_against_the_config_dir() {
+    let s = Scratch::new();
+    s.touch("wasm/ship.wasm");
+    let feed = s.touch("conf/data/feed.ndjson");
+    let absolute = s.touch("abs/other.wasm");
+    let text = format!(
+        "[host]\ncache_dir = \"cache\"\n[kinesis]\nendpoint = \"memory\"\n[[subscription]]\n\
+         name = \"a\"\nstream = \"s\"\nhandler = \"../wasm/ship.wasm\"\nfeed = \"data/feed.ndjson\"\n\
+         [[subscription]]\nname = \"b\"\nstream = \"s\"\nhandler = \"{}\"\n",
+        absolute.display()
+    );
+    let config = s.load_at("conf/shardhost.toml", &text).unwrap();
+    let conf = s.0.join("conf");
+    assert_eq!(config.host.cache_dir, Some(conf.join("cache")));
+    assert_eq!(
+        config.subscriptions[0].handler,
+        conf.join("../wasm/ship.wasm")
+    );
+    assert_eq!(config.subscriptions[0].feed, Some(feed));
+    assert_eq!(config.subscriptions[1].handler, absolute);
+}
+
+#[test]
+fn a_config_without_subscriptions_is_refused() {
+    let problems = Scratch::new().problems("[host]\nname = \"x\"\n");
+    assert_eq!(
+        (problems[0].at.line, problems[0].at.key.as_str()),
+        (None, "subscription")
+    );
+    assert_eq!(
+        problems[0].message,
+        "at least one [[subscription]] is required"
+    );
+    assert_eq!(
+        places(&Scratch::new().problems("subscription = []\n")),
+        [(1, "subscription")]
+    );
+    let problems = Scratch::new().problems("[subscription]\nname = \"x\"\n");
+    assert!(
+        problems[0].message.contains("double brackets"),
+        "{problems:#?}"
+    );
+    let problems = Scratch::new().problems(&format!("kinesis = \"memory\"\n{MINIMAL}"));
+    assert_eq!(
+        problems[0].message,
+        "expected a table, found the string \"memory\""
+    );
+}
+
+#[test]
+fn a_full_config_reads_every_key() {
+    let s = Scratch::new();
+    s.touch("handlers/ship.wasm");
+    s.touch("data/shipments.ndjson");
+    let config = s.load(
+        r#"[host]
+name = "shipping"
+owner_id = "pod-a"
+cache_dir = "cache"
+[kinesis]
+endpoint = "memory"
+region = "us-east-1"
+test_credentials = true
+[leases]
+store = "dynamodb"
+table = "shipping-leases"
+endpoint = "http://127.0.0.1:4568"
+legacy_stream = "shipments"
+ttl = "20s"
+renew_every = "5s"
+list_every = "1m"
+[admin]
+listen = "127.0.0.1:9750"
+token = "secret"
+[[subscription]]
+name = "ship"
+stream = "shipments"
+handler = "handlers/ship.wasm"
+feed = "data/shipments.ndjson"
+create_if_missing = 2
+start_at = "trim_horizon"
+batch = 500
+poll_interval = "1.5s"
+lanes = 4
+max_attempts = 4
+dead_letter = "shipments.dead"
+[subscription.limits]
+memory = "128MiB"
+timeout = "2s"
+[subscription.wasi]
+env = ["RUST_LOG", "MODE=test"]
+"#,
+    );
+    assert_eq!(config.host.name, "shipping");
+    assert_eq!(config.host.owner_id.as_deref(), Some("pod-a"));
+    assert_eq!(config.host.cache_dir, Some(s.0.join("cache")));
+    assert_eq!(config.kinesis.endpoint, KinesisEndpoint::Memory);
+    assert_eq!(config.kinesis.region.as_deref(), Some("us-east-1"));
+    assert!(config.kinesis.test_credentials);
+    let dynamo = LeaseStoreKind::Dynamo {
+        table: "shipping-leases".into(),
+        endpoint: Some("http://127.0.0.1:4568".into()),
+    };
+    assert_eq!(config.leases.store, dynamo);
+    assert_eq!(config.leases.legacy_stream.as_deref(), Some("shipments"));
+    assert_eq!(config.leases.ttl, Duration::from_secs(20));
+    assert_eq!(config.leases.renew_every, Duration::from_secs(5));
+    assert_eq!(config.leases.list_every, Duration::from_secs(60));
+    let admin = config.admin.as_ref().unwrap();
+    assert_eq!(admin.listen, SocketAddr::from(([127, 0, 0, 1], 9750)));
+    assert_eq!(admin.token.as_deref(), Some("secret"));
+    let sub = config.subscription("ship").unwrap();
+    assert_eq!(sub.stream, "shipments");
+    assert_eq!(sub.handler, s.0.join("handlers/ship.wasm"));
+    let handler_at = (sub.handler_at.line, sub.handler_at.key.as_str());
+    assert_eq!(handler_at, (Some(23), "subscription[0].handler"));
+    assert_eq!(sub.feed, Some(s.0.join("data/shipments.ndjson")));
+    assert_eq!(sub.create_if_missing, Some(2));
+    assert_eq!(sub.start_at, Some(StartAt::TrimHorizon));
+    assert_eq!((sub.batch, sub.lanes, sub.max_attempts), (500, 4, Some(4)));
+    assert_eq!(sub.poll_interval, Duration::from_millis(1500));
+    assert_eq!(sub.dead_letter.as_deref(), Some("shipments.dead"));
+    assert_eq!(sub.limits.memory, 128 << 20);
+    assert_eq!(sub.limits.timeout, Duration::from_secs(2));
+    assert_eq!(sub.wasi.env, ["RUST_LOG", "MODE=test"]);
+}
+
+#[test]
+fn defaults_fill_in_when_keys_are_omitted() {
+    let config = load("");
+    assert_eq!(config.host.name, "shardhost");
+    assert_eq!(
+        (&config.host.owner_id, &config.host.cache_dir),
+        (&None, &None)
+    );
+    assert_eq!(config.kinesis.endpoint, KinesisEndpoint::Aws);
+    assert_eq!(
+        (&config.kinesis.region, config.kinesis.test_credentials),
+        (&None, false)
+    );
+    let leases = &config.leases;
+    assert_eq!(
+        (&leases.store, &leases.legacy_stream),
+        (&LeaseStoreKind::Memory, &None)
+    );
+    let secs = Duration::from_secs;
+    let durations = (leases.ttl, leases.renew_every, leases.list_every);
+    assert_eq!(durations, (secs(10), secs(3), secs(10)));
+    assert!(config.admin.is_none());
+    let sub = &config.subscriptions[0];
+    let defaults = (sub.batch, sub.lanes, sub.poll_interval);
+    assert_eq!(defaults, (100, 1, Duration::from_millis(200)));
+    assert_eq!(
+        (sub.start_at, sub.create_if_missing, sub.max_attempts),
+        (None, None, None)
+    );
+    assert_eq!((&sub.feed, &sub.dead_letter), (&None, &None));
+    assert_eq!(
+        sub.limits,
+        Limits {
+            memory: 64 << 20,
+            timeout: secs(5)
+        }
+    );
+    assert!(sub.wasi.env.is_empty());
+    // An [admin] table without `listen` leaves the admin API off.
+    assert!(load("[admin]\ntoken = \"t\"").admin.is_none());
+}
+
+#[test]
+fn kinesis_endpoint_is_memory_a_url_or_omitted() {
+    let endpoint = |value: &str| {
+        load(&format!("[kinesis]\nendpoint = \"{value}\""))
+            .kinesis
+            .endpoint
+    };
+    assert_eq!(endpoint("memory"), KinesisEndpoint::Memory);
+    let url = "https://kinesis.local:4567";
+    assert_eq!(endpoint(url), KinesisEndpoint::Url(url.into()));
+}
+
+#[test]
+fn admin_listen_takes_an_address_or_a_bare_port() {
+    let listen = |admin: &str| load(&format!("[admin]\n{admin}")).admin.unwrap().listen;
+    let local = |port| SocketAddr::from(([127, 0, 0, 1], port));
+    assert_eq!(listen("listen = \"127.0.0.1:9750\""), local(9750));
+    assert_eq!(listen("listen = \":9750\""), local(9750));
+    assert_eq!(listen("listen = \"localhost:9751\""), local(9751));
+    assert_eq!(
+        listen("listen = \"[::1]:9750\""),
+        "[::1]:9750".parse().unwrap()
+    );
+    let open = listen("listen = \"0.0.0.0:9750\"\ntoken = \"t\"");
+    assert_eq!(open, SocketAddr::from(([0, 0, 0, 0], 9750)));
+}
+
+#[test]
+fn start_at_takes_latest_trim_horizon_or_a_timestamp() {
+    let start_at = |value: &str| load(&format!("start_at = {value}")).subscriptions[0].start_at;
+    assert_eq!(start_at("\"latest\""), Some(StartAt::Latest));
+    assert_eq!(start_at("\"trim_horizon\""), Some(StartAt::TrimHorizon));
+    let december = Some(StartAt::Timestamp(1_796_083_200_000));
+    assert_eq!(
+        start_at("{ timestamp = \"2026-12-01T00:00:00Z\" }"),
+        december
+    );
+    assert_eq!(
+        start_at("{ timestamp = 2026-12-01T01:00:00+01:00 }"),
+        december
+    );
+    assert_eq!(start_at("2026-12-01T00:00:00Z"), december);
+}
+
+#[test]
+fn wasi_env_entries_must_be_variable_names() {
+    let text = format!(
+        "{MINIMAL}[subscription.wasi]\nenv = [\n  \"HOME\",\n  \"A=b=c\",\n  \"1X\",\n  \
+         \"A-B=c\",\n  5,\n  \"HOME=x\",\n]\n"
+    );
+    let problems = Scratch::new().problems(&text);
+    let env = ["2", "3", "4", "5"].map(|i| format!("subscription[0].wasi.env[{i}]"));
+    let wanted: Vec<_> = (9..).zip(env.iter().map(String::as_str)).collect();
+    assert_eq!(places(&problems), wanted, "{problems:#?}");
+    assert!(
+        problems[0]
+            .message
+            .starts_with("\"1X\" is not an environment variable")
+    );
+    assert_eq!(
+        problems[2].message,
+        "expected a string, found the integer 5"
+    );
+    let twice = "`HOME` is listed twice in env (first on line 7)";
+    assert_eq!(problems[3].message, twice);
+    let env = load("[subscription.wasi]\nenv = [\"HOME\", \"A=b=c\"]").subscriptions[0]
+        .wasi
+        .env
+        .clone();
+    assert_eq!(env, ["HOME", "A=b=c"]);
+}
+
+#[test]
+fn names_must_suit_urls_and_streams() {
+    let text = "[[subscription]]\nname = \"ship orders\"\nstream = \"a/b\"\n\
+                handler = \"ship.wasm\"\n";
+    let problems = Scratch::new().problems(text);
+    let messages: Vec<_> = problems.iter().map(|p| p.message.as_str()).collect();
+    let rule = "use 1 to 128 letters, digits, `_`, `.` or `-`";
+    let wanted = [
+        format!("\"ship orders\" is not a valid subscription name; {rule}"),
+        format!("\"a/b\" is not a valid stream name; {rule}"),
+    ];
+    assert_eq!(messages, wanted);
+}
+
+#[test]
+fn problems_display_as_file_line_key_and_message() {
+    let s = Scratch::new();
+    let err = s
+        .load_at("shardhost.toml", &format!("{MINIMAL}batch = 0\n"))
+        .unwrap_err();
+    let wanted = format!(
+        "1 problem in the config:\n  {}:5: subscription[0].batch: 0 is out of range; \
+         `batch` must be from 1 to 10000\n",
+        s.0.join("shardhost.toml").display()
+    );
+    assert_eq!(err.to_string(), wanted);
+}

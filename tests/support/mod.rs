@@ -1,0 +1,176 @@
+//! Shared by the behaviour tests: builds the guest components once per test process and runs
+//! hosts in process.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use shardhost::config::Config;
+use shardhost::status::StatusBoard;
+use shardhost::supervisor::Host;
+use tokio_util::sync::CancellationToken;
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+/// Where guest components are built (their own target dir: a nested cargo on the host's target
+/// dir would wait forever on its lock).
+pub fn guest_target() -> PathBuf {
+    root().join("target").join("guest")
+}
+
+fn build_workspace(manifest: &Path) {
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir"])
+        .arg(guest_target())
+        .arg("--manifest-path")
+        .arg(manifest)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .status()
+        .expect("cargo runs");
+    assert!(
+        status.success(),
+        "building the guests in {} failed (is the wasm32-wasip2 target installed? \
+         `rustup target add wasm32-wasip2`)",
+        manifest.display()
+    );
+}
+
+/// The path of a built guest component: an example (`ship`, `pick`) or a test fixture
+/// (`scripted`, `batchall`, `wrongworld`).
+pub fn guest(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        build_workspace(&root().join("examples/Cargo.toml"));
+        build_workspace(&root().join("tests/guests/Cargo.toml"));
+    });
+    let path = guest_target()
+        .join("wasm32-wasip2/release")
+        .join(format!("{name}.wasm"));
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
+
+/// A scratch directory, removed when dropped.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(tag: &str) -> Scratch {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("shardhost-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    pub fn write(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One NDJSON line with text data.
+pub fn text_record(partition_key: &str, text: &str) -> String {
+    serde_json::json!({ "partition_key": partition_key, "data": text }).to_string()
+}
+
+/// A partition key that the embedded stream puts on shard `shard` of `shards`.
+pub fn key_on_shard(shard: usize, shards: usize, tag: &str) -> String {
+    let width = u128::MAX / shards as u128;
+    (0..)
+        .map(|i| format!("{tag}-{i}"))
+        .find(|k| {
+            let h = shardhost::source::memory::hash_key(k);
+            ((h / width) as usize).min(shards - 1) == shard
+        })
+        .unwrap()
+}
+
+/// A host running in process on its own runtime.
+pub struct Running {
+    pub status: StatusBoard,
+    pub leases: std::sync::Arc<dyn shardhost::lease::LeaseStore>,
+    stop: CancellationToken,
+    rt: tokio::runtime::Runtime,
+    done: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Prepares and starts a host from config text written into `dir`.
+    pub fn start(dir: &Scratch, config: &str) -> Running {
+        init_logs();
+        let path = dir.write("shardhost.toml", config);
+        let config = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let host = Host::prepare(config).unwrap_or_else(|e| panic!("{e}"));
+        let status = host.status();
+        let leases = host.lease_store();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let stop = CancellationToken::new();
+        let token = stop.clone();
+        let done = rt.spawn(async move { host.run(token).await.unwrap() });
+        Running {
+            status,
+            leases,
+            stop,
+            rt,
+            done: Some(done),
+        }
+    }
+
+    /// Waits (up to 60 s) until `pred` holds for the status board.
+    pub fn wait_for(&self, what: &str, pred: impl Fn(&StatusBoard) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !pred(&self.status) {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}: {:#?}", self.status.snapshot());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Stops gracefully and waits for the host to finish.
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
+    /// Stops gracefully and waits for the host to finish.
+    pub fn stop(self) -> StatusBoard {
+        self.stop_keep().status.clone()
+    }
+
+    /// Stops gracefully; keeps the runtime so the lease store can still be read.
+    pub fn stop_keep(mut self) -> Running {
+        self.stop.cancel();
+        let done = self.done.take().unwrap();
+        self.rt.block_on(done).unwrap();
+        self
+    }
+}
+
+fn init_logs() {
+    static INIT: OnceLock<()> = OnceLock::new();
+    INIT.get_or_init(|| {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "warn".into()),
+            )
+            .with_test_writer()
+            .try_init();
+    });
+}
