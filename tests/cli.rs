@@ -48,7 +48,11 @@ fn invoke_prints_each_records_outcome_in_input_order() {
     assert_eq!(lines.len(), input.len(), "one line per record");
     for (i, (line, record)) in lines.iter().zip(&input).enumerate() {
         assert_eq!(line["partition_key"], record["partition_key"], "line {i}");
-        assert!(line["sequence_number"].as_str().is_some_and(|s| !s.is_empty()));
+        assert!(
+            line["sequence_number"]
+                .as_str()
+                .is_some_and(|s| !s.is_empty())
+        );
         let data = &record["data"];
         let expected = if data["address"] == "" {
             "drop"
@@ -60,7 +64,10 @@ fn invoke_prints_each_records_outcome_in_input_order() {
         assert_eq!(line["outcome"], expected, "record {i}: {record}");
     }
     for outcome in ["ack", "drop", "retry"] {
-        assert!(lines.iter().any(|l| l["outcome"] == outcome), "the example shows {outcome}");
+        assert!(
+            lines.iter().any(|l| l["outcome"] == outcome),
+            "the example shows {outcome}"
+        );
     }
 }
 
@@ -75,7 +82,11 @@ fn invoke_text_output_has_one_line_per_record() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
-    let n = std::fs::read_to_string(shipments()).unwrap().lines().filter(|l| !l.trim().is_empty()).count();
+    let n = std::fs::read_to_string(shipments())
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count();
     assert_eq!(stdout.lines().count(), n);
     assert!(stdout.lines().any(|l| l.contains(" drop ")), "{stdout}");
 }
@@ -99,10 +110,18 @@ fn invoke_reports_a_trap_and_exits_1() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    let lines: Vec<serde_json::Value> = text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines[0]["outcome"], "ack");
     assert_eq!(lines[1]["outcome"], "retry");
-    assert!(lines[1]["error"].as_str().unwrap().contains("poison record"));
+    assert!(
+        lines[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("poison record")
+    );
 }
 
 /// Writes the shipping example's config into a scratch dir with a replaced body.
@@ -134,13 +153,19 @@ fn assert_refused(config: &Path, must_name: &[&str]) {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "check: {stderr}");
     for needle in must_name {
-        assert!(stderr.contains(needle), "check's message should name `{needle}`:\n{stderr}");
+        assert!(
+            stderr.contains(needle),
+            "check's message should name `{needle}`:\n{stderr}"
+        );
     }
     let started = Instant::now();
     let out = shardhost().arg("run").arg(config).output().unwrap();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "run: {stderr}");
-    assert!(!stderr.contains("host running"), "run started a host: {stderr}");
+    assert!(
+        !stderr.contains("host running"),
+        "run started a host: {stderr}"
+    );
     assert!(started.elapsed() < Duration::from_secs(30));
 }
 
@@ -149,8 +174,14 @@ fn the_examples_pass_check() {
     for example in ["shipping", "orders"] {
         // The examples name their handler next to the config; point at the built ones.
         let dir = Scratch::new("examples");
-        let src = std::fs::read_to_string(root().join("examples").join(example).join("shardhost.toml")).unwrap();
-        let wasm = if example == "shipping" { "ship" } else { "pick" };
+        let src =
+            std::fs::read_to_string(root().join("examples").join(example).join("shardhost.toml"))
+                .unwrap();
+        let wasm = if example == "shipping" {
+            "ship"
+        } else {
+            "pick"
+        };
         std::fs::copy(guest(wasm), dir.0.join(format!("{wasm}.wasm"))).unwrap();
         let feed = root().join("examples").join(example);
         let src = src.replace("feed = \"", &format!("feed = \"{}/", feed.display()));
@@ -163,7 +194,10 @@ fn the_examples_pass_check() {
 #[test]
 fn malformed_toml_is_refused_with_its_line() {
     let dir = Scratch::new("bad");
-    let path = config_in(&dir, "[kinesis]\nendpoint = \"memory\"\n[[subscription]\nname = 1\n");
+    let path = config_in(
+        &dir,
+        "[kinesis]\nendpoint = \"memory\"\n[[subscription]\nname = 1\n",
+    );
     assert_refused(&path, &["shardhost.toml:3"]);
 }
 
@@ -195,7 +229,10 @@ fn a_file_that_is_not_wasm_is_refused() {
     let dir = Scratch::new("bad");
     let handler = dir.write("ship.wasm", "not wasm at all");
     let path = config_in(&dir, &good_config(&handler));
-    assert_refused(&path, &["shardhost.toml:7", "ship.wasm", "not a WebAssembly file"]);
+    assert_refused(
+        &path,
+        &["shardhost.toml:7", "ship.wasm", "not a WebAssembly file"],
+    );
 }
 
 #[test]
@@ -204,29 +241,43 @@ fn a_core_module_is_refused_as_not_a_component() {
     // The smallest valid core module: magic + version 1.
     let handler = dir.write("core.wasm", b"\0asm\x01\0\0\0");
     let path = config_in(&dir, &good_config(&handler));
-    assert_refused(&path, &["core.wasm", "core WebAssembly module, not a component"]);
+    assert_refused(
+        &path,
+        &["core.wasm", "core WebAssembly module, not a component"],
+    );
 }
 
 #[test]
 fn a_component_of_another_world_is_refused() {
     let dir = Scratch::new("bad");
     let path = config_in(&dir, &good_config(&guest("wrongworld")));
-    assert_refused(&path, &["wrongworld.wasm", "does not implement the world shardhost:handler/handler@0.1.0"]);
+    assert_refused(
+        &path,
+        &[
+            "wrongworld.wasm",
+            "does not implement the world shardhost:handler/handler@0.1.0",
+        ],
+    );
 }
 
 #[test]
 fn limits_that_do_not_parse_are_refused() {
     let dir = Scratch::new("bad");
-    let body = good_config(&guest("ship")) + "[subscription.limits]\nmemory = \"lots\"\ntimeout = \"soon\"\n";
+    let body = good_config(&guest("ship"))
+        + "[subscription.limits]\nmemory = \"lots\"\ntimeout = \"soon\"\n";
     let path = config_in(&dir, &body);
-    assert_refused(&path, &["shardhost.toml:9", "memory", "shardhost.toml:10", "timeout"]);
+    assert_refused(
+        &path,
+        &["shardhost.toml:9", "memory", "shardhost.toml:10", "timeout"],
+    );
 }
 
 #[test]
 fn run_shows_outcomes_and_checkpoints_then_stops_cleanly_on_sigint() {
     let dir = Scratch::new("run");
     std::fs::copy(shipments(), dir.0.join("shipments.ndjson")).unwrap();
-    let body = good_config(&guest("ship")) + "feed = \"shipments.ndjson\"\npoll_interval = \"50ms\"\n";
+    let body =
+        good_config(&guest("ship")) + "feed = \"shipments.ndjson\"\npoll_interval = \"50ms\"\n";
     let path = config_in(&dir, &body);
     let mut child = shardhost()
         .arg("-v")
@@ -240,18 +291,40 @@ fn run_shows_outcomes_and_checkpoints_then_stops_cleanly_on_sigint() {
     let mut lines = BufReader::new(stderr).lines();
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !seen.iter().any(|l: &String| l.contains("checkpoint")) || !seen.iter().any(|l| l.contains("record held")) {
-        assert!(Instant::now() < deadline, "no outcomes seen:\n{}", seen.join("\n"));
+    while !seen.iter().any(|l: &String| l.contains("checkpoint"))
+        || !seen.iter().any(|l| l.contains("record held"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no outcomes seen:\n{}",
+            seen.join("\n")
+        );
         match lines.next() {
             Some(Ok(l)) => seen.push(l),
             _ => panic!("shardhost exited early:\n{}", seen.join("\n")),
         }
     }
-    assert!(seen.iter().any(|l| l.contains("ack")), "{}", seen.join("\n"));
-    assert!(seen.iter().any(|l| l.contains("drop")), "{}", seen.join("\n"));
-    Command::new("kill").arg("-INT").arg(child.id().to_string()).status().unwrap();
+    assert!(
+        seen.iter().any(|l| l.contains("ack")),
+        "{}",
+        seen.join("\n")
+    );
+    assert!(
+        seen.iter().any(|l| l.contains("drop")),
+        "{}",
+        seen.join("\n")
+    );
+    Command::new("kill")
+        .arg("-INT")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "{}", rest.join("\n"));
-    assert!(rest.iter().any(|l| l.contains("lease released")), "{}", rest.join("\n"));
+    assert!(
+        rest.iter().any(|l| l.contains("lease released")),
+        "{}",
+        rest.join("\n")
+    );
 }

@@ -68,7 +68,10 @@ fn ack_and_drop_move_the_checkpoint_and_retry_holds_it_in_front_of_the_record() 
     host.wait_for("six deliveries", |b| delivered(b) == 6);
     let board = host.stop();
     let st = shard_status(&board, &shard(0));
-    assert_eq!(st.counts.settled, 5, "records behind the held one are handled");
+    assert_eq!(
+        st.counts.settled, 5,
+        "records behind the held one are handled"
+    );
     assert_eq!(st.counts.held, 1);
     assert_eq!(
         st.checkpoint.as_deref(),

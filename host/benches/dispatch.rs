@@ -77,10 +77,26 @@ fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize) -> f64 {
     streams.create("shipments", 1);
     for i in 0..n {
         // ~100 bytes of JSON; every 50th has an unknown carrier (held), every 40th no address.
-        let carrier = if i % 50 == 0 { "fedex" } else { CARRIERS[i % 2] };
-        let address = if i % 40 == 0 { "" } else { "1 Main Street, Springfield" };
-        let data = format!(r#"{{"id":{i},"address":"{address}","carrier":"{carrier}","note":"fragile, keep dry"}}"#);
-        streams.put_now("shipments", &format!("customer-{}", i % 97), data.into_bytes()).unwrap();
+        let carrier = if i % 50 == 0 {
+            "fedex"
+        } else {
+            CARRIERS[i % 2]
+        };
+        let address = if i % 40 == 0 {
+            ""
+        } else {
+            "1 Main Street, Springfield"
+        };
+        let data = format!(
+            r#"{{"id":{i},"address":"{address}","carrier":"{carrier}","note":"fragile, keep dry"}}"#
+        );
+        streams
+            .put_now(
+                "shipments",
+                &format!("customer-{}", i % 97),
+                data.into_bytes(),
+            )
+            .unwrap();
     }
     let status = StatusBoard::new();
     let coordinator = Coordinator {
@@ -122,7 +138,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn build_guest(root: &Path) -> std::path::PathBuf {
     let target = root.join("target/guest");
     let ok = Command::new(env!("CARGO"))
-        .args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir"])
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--target-dir",
+        ])
         .arg(&target)
         .arg("--manifest-path")
         .arg(root.join("examples/Cargo.toml"))
@@ -142,8 +164,17 @@ fn main() {
         .unwrap();
     let native: Arc<dyn HandlerFactory> = Arc::new(NativeFactory);
     let runs = 5;
-    println!("machine: {} cores; {} runs each, medians", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), runs);
-    for (label, batch, n) in [("batch of 500", 500, 200_000), ("one record per call", 1, 50_000)] {
+    println!(
+        "machine: {} cores; {} runs each, medians",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0),
+        runs
+    );
+    for (label, batch, n) in [
+        ("batch of 500", 500, 200_000),
+        ("one record per call", 1, 50_000),
+    ] {
         let w = median((0..runs).map(|_| drain(wasm.clone(), n, batch)).collect());
         let nat = median((0..runs).map(|_| drain(native.clone(), n, batch)).collect());
         println!(

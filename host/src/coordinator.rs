@@ -76,7 +76,9 @@ impl Coordinator {
         for (shard, h) in held.drain() {
             match h.lease.release().await {
                 Ok(()) => tracing::info!(subscription = %self.plan.name, shard, "lease released"),
-                Err(e) => tracing::warn!(subscription = %self.plan.name, shard, error = %e, "cannot release lease"),
+                Err(e) => {
+                    tracing::warn!(subscription = %self.plan.name, shard, error = %e, "cannot release lease")
+                }
             }
         }
     }
@@ -140,7 +142,11 @@ impl Coordinator {
                 continue;
             }
             let key = LeaseKey::new(&self.plan.stream, id);
-            let lease = match self.store.acquire(&key, &self.owner, self.timings.ttl).await {
+            let lease = match self
+                .store
+                .acquire(&key, &self.owner, self.timings.ttl)
+                .await
+            {
                 Ok(Some(lease)) => lease,
                 Ok(None) => continue,
                 Err(e) => {

@@ -124,9 +124,10 @@ impl ShardWorker {
 
     fn fail(&self, e: SourceError) -> WorkerExit {
         tracing::error!(subscription = %self.plan.name, shard = %self.ctx.shard_id, error = %e, "cannot read shard");
-        self.status.update(&self.plan.name, &self.ctx.shard_id, |s| {
-            s.last_error = Some(e.to_string());
-        });
+        self.status
+            .update(&self.plan.name, &self.ctx.shard_id, |s| {
+                s.last_error = Some(e.to_string());
+            });
         WorkerExit::Failed(e.to_string())
     }
 }
@@ -252,7 +253,8 @@ impl Run<'_> {
             .as_ref()
             .map(|h| h.version().to_owned())
             .unwrap_or_else(|| w.plan.handler.version());
-        let outcomes = result.and_then(|answer| outcomes_per_record(answer, records.len(), &version));
+        let outcomes =
+            result.and_then(|answer| outcomes_per_record(answer, records.len(), &version));
         match outcomes {
             Ok(outcomes) => {
                 self.handler = handler;
@@ -265,7 +267,13 @@ impl Run<'_> {
         }
     }
 
-    fn settle_all(&mut self, tickets: &[u64], records: &[Record], outcomes: &[Outcome], version: &str) {
+    fn settle_all(
+        &mut self,
+        tickets: &[u64],
+        records: &[Record],
+        outcomes: &[Outcome],
+        version: &str,
+    ) {
         let w = self.worker;
         let handler = short_version(version);
         for ((&ticket, record), &outcome) in tickets.iter().zip(records).zip(outcomes) {
@@ -295,7 +303,10 @@ impl Run<'_> {
 
     fn failed_call(&mut self, tickets: &[u64], records: &[Record], error: &CallError) {
         let w = self.worker;
-        let first = records.first().map(|r| r.position().to_string()).unwrap_or_default();
+        let first = records
+            .first()
+            .map(|r| r.position().to_string())
+            .unwrap_or_default();
         tracing::error!(
             subscription = %w.plan.name, shard = %w.ctx.shard_id,
             records = records.len(), first_sequence_number = %first,

@@ -218,7 +218,10 @@ mod tests {
         t.settle(tickets[0], Outcome::Ack);
         assert!(!t.settle(tickets[1], Outcome::Retry));
         for &k in &tickets[2..] {
-            assert!(t.settle(k, Outcome::Ack), "records behind a held one are handled");
+            assert!(
+                t.settle(k, Outcome::Ack),
+                "records behind a held one are handled"
+            );
         }
         assert_eq!(t.checkpoint(), at(1).as_ref());
         assert_eq!(t.blocked_at(), Some(&pos(2)));

@@ -85,7 +85,10 @@ pub fn unsupported(config: &Config) -> Vec<String> {
     }
     for s in &config.subscriptions {
         if s.lanes > 1 {
-            out.push(format!("subscription `{}`: lanes > 1 is not available in this version of shardhost", s.name));
+            out.push(format!(
+                "subscription `{}`: lanes > 1 is not available in this version of shardhost",
+                s.name
+            ));
         }
         if s.max_attempts.is_some() || s.dead_letter.is_some() {
             out.push(format!(
@@ -119,7 +122,11 @@ impl Host {
         if let Some(reason) = unsupported(&config).into_iter().next() {
             return Err(StartError::Unsupported(reason));
         }
-        let cache = config.host.cache_dir.clone().or_else(Runtime::default_cache_dir);
+        let cache = config
+            .host
+            .cache_dir
+            .clone()
+            .or_else(Runtime::default_cache_dir);
         let runtime = Arc::new(Runtime::new(cache).map_err(StartError::Runtime)?);
         let mut subscriptions = Vec::new();
         for s in &config.subscriptions {

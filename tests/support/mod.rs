@@ -14,7 +14,10 @@ use tokio_util::sync::CancellationToken;
 
 /// The repository root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
 }
 
 /// Where guest components are built (their own target dir: a nested cargo on the host's target
@@ -25,7 +28,13 @@ pub fn guest_target() -> PathBuf {
 
 fn build_workspace(manifest: &Path) {
     let status = Command::new(env!("CARGO"))
-        .args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir"])
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--target-dir",
+        ])
         .arg(guest_target())
         .arg("--manifest-path")
         .arg(manifest)
@@ -138,7 +147,11 @@ impl Running {
     pub fn wait_for(&self, what: &str, pred: impl Fn(&StatusBoard) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(60);
         while !pred(&self.status) {
-            assert!(Instant::now() < deadline, "timed out waiting for {what}: {:#?}", self.status.snapshot());
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}: {:#?}",
+                self.status.snapshot()
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
     }

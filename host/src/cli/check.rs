@@ -24,7 +24,11 @@ pub fn check(path: &Path) -> u8 {
         .into_iter()
         .map(|reason| format!("{}: {reason}", path.display()))
         .collect();
-    let cache = config.host.cache_dir.clone().or_else(Runtime::default_cache_dir);
+    let cache = config
+        .host
+        .cache_dir
+        .clone()
+        .or_else(Runtime::default_cache_dir);
     let runtime = match Runtime::new(cache) {
         Ok(r) => r,
         Err(e) => {

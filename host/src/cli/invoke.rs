@@ -47,13 +47,14 @@ pub fn invoke(args: &InvokeArgs) -> u8 {
             return EXIT_RUNTIME;
         }
     };
-    let component = match runtime.load_file(&args.handler, Limits::default(), &WasiGrants::default()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return EXIT_CONFIG;
-        }
-    };
+    let component =
+        match runtime.load_file(&args.handler, Limits::default(), &WasiGrants::default()) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("{e}");
+                return EXIT_CONFIG;
+            }
+        };
     // One shard, so records keep their file order.
     let streams = MemoryStreams::new();
     streams.create(STREAM, 1);

@@ -15,7 +15,11 @@ pub const EXIT_RUNTIME: u8 = 1;
 pub const EXIT_CONFIG: u8 = 2;
 
 #[derive(Parser, Debug)]
-#[command(name = "shardhost", version, about = "Reads Kinesis shards and calls WebAssembly handlers")]
+#[command(
+    name = "shardhost",
+    version,
+    about = "Reads Kinesis shards and calls WebAssembly handlers"
+)]
 struct Cli {
     /// More log output: -v shows every record's outcome and every checkpoint, -vv everything.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]

@@ -23,7 +23,10 @@ pub fn run(path: &Path) -> u8 {
             return EXIT_CONFIG;
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cannot start the async runtime: {e}");
@@ -56,7 +59,9 @@ async fn stop_on_signal(stop: CancellationToken) {
             _ = term.recv() => {}
         }
         if n == 0 {
-            tracing::info!("stopping: finishing in-flight batches, writing checkpoints, releasing leases (signal again to exit at once)");
+            tracing::info!(
+                "stopping: finishing in-flight batches, writing checkpoints, releasing leases (signal again to exit at once)"
+            );
             stop.cancel();
         } else {
             tracing::warn!("second signal: exiting without a clean stop");

@@ -86,7 +86,12 @@ impl LeaseStore for MemoryLeaseStore {
     }
 
     async fn read(&self, key: &LeaseKey) -> Result<Option<Lease>, LeaseError> {
-        Ok(self.rows.lock().expect("lease rows poisoned").get(key).cloned())
+        Ok(self
+            .rows
+            .lock()
+            .expect("lease rows poisoned")
+            .get(key)
+            .cloned())
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), LeaseError> {
@@ -127,12 +132,19 @@ mod tests {
         // Expire it, let b take it: a's next write is refused and changes nothing.
         store.rows.lock().unwrap().get_mut(&key).unwrap().expiry_ms = 0;
         let b = store.acquire(&key, "b", TTL).await.unwrap().unwrap();
-        assert_eq!(b.checkpoint, Some(cp.clone()), "the new holder resumes from it");
+        assert_eq!(
+            b.checkpoint,
+            Some(cp.clone()),
+            "the new holder resumes from it"
+        );
         let stale = store
             .checkpoint(&a, &Checkpoint::At(Position::new("9", 0)))
             .await;
         assert!(matches!(stale, Err(LeaseError::Lost { .. })));
-        assert!(matches!(store.renew(&a, TTL).await, Err(LeaseError::Lost { .. })));
+        assert!(matches!(
+            store.renew(&a, TTL).await,
+            Err(LeaseError::Lost { .. })
+        ));
         let row = store.read(&key).await.unwrap().unwrap();
         assert_eq!(row.checkpoint, Some(cp));
         assert_eq!(row.owner.as_deref(), Some("b"));
@@ -143,10 +155,7 @@ mod tests {
         let store = MemoryLeaseStore::new();
         let key = LeaseKey::new("orders", "shardId-000000000001");
         let a = store.acquire(&key, "a", TTL).await.unwrap().unwrap();
-        let a = store
-            .checkpoint(&a, &Checkpoint::ShardEnd)
-            .await
-            .unwrap();
+        let a = store.checkpoint(&a, &Checkpoint::ShardEnd).await.unwrap();
         store.release(&a).await.unwrap();
         let b = store.acquire(&key, "b", TTL).await.unwrap().unwrap();
         assert_eq!(b.checkpoint, Some(Checkpoint::ShardEnd));

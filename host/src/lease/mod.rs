@@ -166,7 +166,10 @@ mod tests {
     fn checkpoints_round_trip_through_their_stored_text() {
         for cp in [
             Checkpoint::ShardEnd,
-            Checkpoint::At(Position::new("49590338271490256608559692538361571095921575989136588898", 0)),
+            Checkpoint::At(Position::new(
+                "49590338271490256608559692538361571095921575989136588898",
+                0,
+            )),
             Checkpoint::At(Position::new("4959", 3)),
         ] {
             assert_eq!(Checkpoint::from_stored(&cp.to_stored()), Some(cp));

@@ -140,7 +140,11 @@ impl MemoryStreams {
     }
 }
 
-fn find_shard<'a>(stream: &'a Stream, name: &str, shard_id: &str) -> Result<&'a Shard, SourceError> {
+fn find_shard<'a>(
+    stream: &'a Stream,
+    name: &str,
+    shard_id: &str,
+) -> Result<&'a Shard, SourceError> {
     stream
         .shards
         .iter()
@@ -197,7 +201,8 @@ impl StreamSource for MemoryStreams {
         partition_key: &str,
         data: Vec<u8>,
     ) -> Result<String, SourceError> {
-        self.put_now(stream, partition_key, data).map(|(_, seq)| seq)
+        self.put_now(stream, partition_key, data)
+            .map(|(_, seq)| seq)
     }
 }
 
@@ -293,7 +298,10 @@ mod tests {
         assert_eq!(first.records.len(), 3);
         assert!(first.millis_behind_latest.is_some());
         let second = r.read(3).await.unwrap();
-        assert_eq!(second.records.iter().map(|r| r.data[0]).collect::<Vec<_>>(), vec![3, 4]);
+        assert_eq!(
+            second.records.iter().map(|r| r.data[0]).collect::<Vec<_>>(),
+            vec![3, 4]
+        );
         assert!(r.read(3).await.unwrap().records.is_empty());
     }
 }

@@ -101,7 +101,11 @@ impl Runtime {
     /// The default cache directory: `$SHARDHOST_CACHE_DIR`, `$XDG_CACHE_HOME/shardhost` or
     /// `$HOME/.cache/shardhost`.
     pub fn default_cache_dir() -> Option<PathBuf> {
-        let env = |k| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let env = |k| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
         env("SHARDHOST_CACHE_DIR")
             .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("shardhost")))
             .or_else(|| env("HOME").map(|d| d.join(".cache").join("shardhost")))
@@ -208,7 +212,10 @@ impl HandlerComponent {
         self.limits
     }
 
-    fn instantiate_wasm(&self, ctx: &CallContext) -> Result<WasmInstance, instance::InstantiateError> {
+    fn instantiate_wasm(
+        &self,
+        ctx: &CallContext,
+    ) -> Result<WasmInstance, instance::InstantiateError> {
         WasmInstance::new(self, ctx)
     }
 }
