@@ -51,11 +51,24 @@ fn build_workspace(manifest: &Path) {
     );
 }
 
+/// Adds the guest target when it is missing (as `scripts/demo` does).
+fn ensure_wasm_target() {
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l == "wasm32-wasip2"))
+        .unwrap_or(true);
+    if !installed {
+        let _ = Command::new("rustup").args(["target", "add", "wasm32-wasip2"]).status();
+    }
+}
+
 /// The path of a built guest component: an example (`ship`, `pick`) or a test fixture
 /// (`scripted`, `batchall`, `wrongworld`).
 pub fn guest(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
+        ensure_wasm_target();
         build_workspace(&root().join("examples/Cargo.toml"));
         build_workspace(&root().join("tests/guests/Cargo.toml"));
     });
