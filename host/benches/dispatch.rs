@@ -47,28 +47,34 @@ fn ship(record: &Record) -> Outcome {
     }
 }
 
+#[async_trait::async_trait]
 impl Handler for NativeShip {
     fn version(&self) -> &str {
         "native"
     }
-    fn handle(&mut self, _: &BatchInfo, records: &[Record]) -> Result<BatchOutcome, CallError> {
+    async fn handle(
+        &mut self,
+        _: &BatchInfo,
+        records: &[Record],
+    ) -> Result<BatchOutcome, CallError> {
         Ok(BatchOutcome::Each(records.iter().map(ship).collect()))
     }
 }
 
 struct NativeFactory;
 
+#[async_trait::async_trait]
 impl HandlerFactory for NativeFactory {
     fn version(&self) -> String {
         "native".into()
     }
-    fn instantiate(&self, _: &CallContext) -> Result<Box<dyn Handler>, CallError> {
+    async fn instantiate(&self, _: &CallContext) -> Result<Box<dyn Handler>, CallError> {
         Ok(Box::new(NativeShip))
     }
 }
 
 /// One drain of `n` preloaded shipments through a coordinator; answers records/s.
-fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize) -> f64 {
+fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize, call_batch: usize) -> f64 {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -104,6 +110,7 @@ fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize) -> f64 {
             name: Arc::from("bench"),
             stream: Arc::from("shipments"),
             batch,
+            call_batch,
             poll_interval: Duration::from_millis(1),
             start_at: StartAt::TrimHorizon,
             handler: factory,
@@ -159,10 +166,16 @@ fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let wasm_path = build_guest(root);
     let runtime = Runtime::new(None).unwrap();
-    let wasm: Arc<dyn HandlerFactory> = runtime
-        .load_file(&wasm_path, Limits::default(), &WasiGrants::default())
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let wasm: Arc<dyn HandlerFactory> = rt
+        .block_on(runtime.load_file(&wasm_path, Limits::default(), &WasiGrants::default()))
         .unwrap();
     let native: Arc<dyn HandlerFactory> = Arc::new(NativeFactory);
+    // `cargo bench --bench dispatch -- wasm` runs only the wasm side (for profiling).
+    let only: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let runs = 5;
     println!(
         "machine: {} cores; {} runs each, medians",
@@ -171,14 +184,25 @@ fn main() {
             .unwrap_or(0),
         runs
     );
-    for (label, batch, n) in [
-        ("batch of 500", 500, 200_000),
-        ("one record per call", 1, 50_000),
+    for (label, batch, call_batch, n) in [
+        ("batch of 500", 500, 500, 200_000),
+        ("reads of 500, 1 record per call", 500, 1, 200_000),
+        ("batch = 1 (read and call)", 1, 1, 50_000),
     ] {
-        let w = median((0..runs).map(|_| drain(wasm.clone(), n, batch)).collect());
-        let nat = median((0..runs).map(|_| drain(native.clone(), n, batch)).collect());
+        let side = |f: &Arc<dyn HandlerFactory>, name: &str| {
+            if only.as_deref().is_some_and(|o| o != name) {
+                return f64::NAN;
+            }
+            median(
+                (0..runs)
+                    .map(|_| drain(f.clone(), n, batch, call_batch))
+                    .collect(),
+            )
+        };
+        let w = side(&wasm, "wasm");
+        let nat = side(&native, "native");
         println!(
-            "{label:<20} wasm {w:>10.0} rec/s   native {nat:>10.0} rec/s   wasm/native {:.2}",
+            "{label:<32} wasm {w:>10.0} rec/s   native {nat:>10.0} rec/s   wasm/native {:.2}",
             w / nat
         );
     }

@@ -1,8 +1,9 @@
 //! Dispatch: one worker per leased shard reads batches, calls the handler, settles each record
 //! by its outcome and writes the checkpoint when it moves.
 //!
-//! Handler calls run on the blocking pool (a call may take up to its timeout), one batch at a
-//! time per shard, so a shard's records reach the handler in order. The instance is reused
+//! One batch at a time per shard, so a shard's records reach the handler in order. Calls run on
+//! the async runtime: a wasm guest yields back at every epoch tick, so a slow handler holds up
+//! only its own shard. The instance is reused
 //! across batches and replaced after a failed call; the records of a failed call are held like
 //! `retry`, and the host and the other shards go on.
 
@@ -15,17 +16,19 @@ use crate::config::StartAt;
 use crate::handler::{CallContext, CallError, Handler, HandlerFactory, outcomes_per_record};
 use crate::lease::{Checkpoint, LeaseError, LeaseHandle};
 use crate::record::{BatchInfo, Outcome, Record};
-use crate::settle::Tracker;
+use crate::settle::{Ticket, Tracker};
 use crate::source::{ShardReader, SourceError, StartPosition, StreamSource};
-use crate::status::StatusBoard;
+use crate::status::{ShardCell, StatusBoard};
 use crate::wasm::short_version;
 
 /// What a subscription's shard workers share.
 pub struct SubscriptionPlan {
     pub name: Arc<str>,
     pub stream: Arc<str>,
-    /// Records per read and per handler call.
+    /// Records per read.
     pub batch: usize,
+    /// Records per handler call (the config's `batch` sets both; benchmarks split them).
+    pub call_batch: usize,
     pub poll_interval: Duration,
     pub start_at: StartAt,
     pub handler: Arc<dyn HandlerFactory>,
@@ -51,7 +54,7 @@ pub struct ShardWorker {
     plan: Arc<SubscriptionPlan>,
     ctx: CallContext,
     lease: Arc<LeaseHandle>,
-    status: StatusBoard,
+    status: ShardCell,
     stop: CancellationToken,
 }
 
@@ -69,10 +72,10 @@ impl ShardWorker {
             shard_id: Arc::from(shard_id),
         };
         ShardWorker {
+            status: status.shard(&plan.name, shard_id),
             plan,
             ctx,
             lease,
-            status,
             stop,
         }
     }
@@ -99,7 +102,7 @@ impl ShardWorker {
             Err(e) => return self.fail(e),
         };
         let owner = lease.owner.clone().unwrap_or_default();
-        self.status.update(&self.plan.name, &shard, |s| {
+        self.status.update(|s| {
             s.owner = owner;
             s.checkpoint = lease.checkpoint.as_ref().map(Checkpoint::to_stored);
             s.state = "reading".into();
@@ -117,17 +120,15 @@ impl ShardWorker {
             WorkerExit::LeaseLost => "lease lost",
             WorkerExit::Failed(_) => "failed",
         };
-        self.status
-            .update(&self.plan.name, &shard, |s| s.state = state.into());
+        self.status.update(|s| s.state = state.into());
         exit
     }
 
     fn fail(&self, e: SourceError) -> WorkerExit {
         tracing::error!(subscription = %self.plan.name, shard = %self.ctx.shard_id, error = %e, "cannot read shard");
-        self.status
-            .update(&self.plan.name, &self.ctx.shard_id, |s| {
-                s.last_error = Some(e.to_string());
-            });
+        self.status.update(|s| {
+            s.last_error = Some(e.to_string());
+        });
         WorkerExit::Failed(e.to_string())
     }
 }
@@ -153,18 +154,15 @@ impl Run<'_> {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::warn!(subscription = %w.plan.name, shard = %w.ctx.shard_id, error = %e, "read failed; trying again");
-                    w.status.update(&w.plan.name, &w.ctx.shard_id, |s| {
-                        s.last_error = Some(e.to_string())
-                    });
+                    w.status.update(|s| s.last_error = Some(e.to_string()));
                     if Self::pause(w, &lost).await {
                         return self.finish().await;
                     }
                     continue;
                 }
             };
-            w.status.update(&w.plan.name, &w.ctx.shard_id, |s| {
-                s.millis_behind_latest = batch.millis_behind_latest
-            });
+            w.status
+                .update(|s| s.millis_behind_latest = batch.millis_behind_latest);
             let empty = batch.records.is_empty();
             if !empty {
                 let info = BatchInfo {
@@ -216,67 +214,80 @@ impl Run<'_> {
         }
     }
 
-    /// Calls the handler on one batch and settles every record by its outcome.
+    /// Hands one read batch to the handler, `call_batch` records per call, and settles every
+    /// record by its outcome.
     async fn dispatch(&mut self, info: BatchInfo, records: Vec<Record>) {
         let w = self.worker;
-        let tickets: Vec<_> = records
-            .iter()
-            .map(|r| self.tracker.deliver(r.position()))
-            .collect();
-        let handler = match self.handler.take() {
-            Some(h) => Ok(h),
-            None => w.plan.handler.instantiate(&w.ctx),
-        };
-        let (handler, records, result) = match handler {
-            Err(e) => (None, records, Err(e)),
-            Ok(mut h) => {
-                let joined = tokio::task::spawn_blocking(move || {
-                    let result = h.handle(&info, &records);
-                    (h, records, result)
-                })
-                .await;
-                match joined {
-                    Ok((h, records, result)) => (Some(h), records, result),
-                    Err(panic) => {
-                        // A native handler panicked; wasm traps arrive as `Err` above.
-                        let message = format!("handler panicked: {panic}");
-                        tracing::error!(subscription = %w.plan.name, shard = %w.ctx.shard_id, "{message}");
-                        for &t in &tickets {
-                            self.tracker.settle(t, Outcome::Retry);
-                        }
-                        return;
-                    }
-                }
+        let mut first = None;
+        for r in &records {
+            let t = self.tracker.deliver(r.position());
+            first.get_or_insert(t);
+        }
+        let mut ticket = first.unwrap_or_default();
+        let mut error = None;
+        for chunk in records.chunks(w.plan.call_batch.max(1)) {
+            if let Err(e) = self.call(&info, chunk, ticket).await {
+                error = Some(e.to_string());
             }
+            ticket += chunk.len() as u64;
+        }
+        let counts = self.tracker.counts();
+        let held_at = self.tracker.blocked_at().map(|p| p.to_string());
+        let version = self.handler.as_ref().map(|h| h.version());
+        w.status.update(|s| {
+            s.counts = counts;
+            s.held_at = held_at;
+            if let Some(v) = version
+                && s.handler_version != v
+            {
+                s.handler_version = v.to_owned();
+            }
+            if error.is_some() {
+                s.last_error = error;
+            }
+        });
+    }
+
+    /// One handler call; its records' tickets start at `first`. A failed call drops the
+    /// instance (the next call gets a fresh one) and holds the records.
+    async fn call(
+        &mut self,
+        info: &BatchInfo,
+        records: &[Record],
+        first: Ticket,
+    ) -> Result<(), CallError> {
+        let w = self.worker;
+        let mut handler = match self.handler.take() {
+            Some(h) => h,
+            None => match w.plan.handler.instantiate(&w.ctx).await {
+                Ok(h) => h,
+                Err(e) => return Err(self.failed_call(first, records, e)),
+            },
         };
-        let version = handler
-            .as_ref()
-            .map(|h| h.version().to_owned())
-            .unwrap_or_else(|| w.plan.handler.version());
-        let outcomes =
-            result.and_then(|answer| outcomes_per_record(answer, records.len(), &version));
+        let outcomes = handler
+            .handle(info, records)
+            .await
+            .and_then(|answer| outcomes_per_record(answer, records.len(), handler.version()));
         match outcomes {
             Ok(outcomes) => {
-                self.handler = handler;
-                self.settle_all(&tickets, &records, &outcomes, &version);
+                self.settle_all(first, records, &outcomes, handler.version());
+                self.handler = Some(handler);
+                Ok(())
             }
-            Err(error) => {
-                // The instance is dropped here; the next batch gets a fresh one.
-                self.failed_call(&tickets, &records, &error);
-            }
+            Err(e) => Err(self.failed_call(first, records, e)),
         }
     }
 
     fn settle_all(
         &mut self,
-        tickets: &[u64],
+        first: Ticket,
         records: &[Record],
         outcomes: &[Outcome],
         version: &str,
     ) {
         let w = self.worker;
         let handler = short_version(version);
-        for ((&ticket, record), &outcome) in tickets.iter().zip(records).zip(outcomes) {
+        for ((ticket, record), &outcome) in (first..).zip(records).zip(outcomes) {
             if self.tracker.settle(ticket, outcome) {
                 tracing::debug!(
                     subscription = %w.plan.name, shard = %w.ctx.shard_id,
@@ -292,36 +303,23 @@ impl Run<'_> {
                 );
             }
         }
-        let counts = self.tracker.counts();
-        let held_at = self.tracker.blocked_at().map(|p| p.to_string());
-        w.status.update(&w.plan.name, &w.ctx.shard_id, |s| {
-            s.counts = counts;
-            s.held_at = held_at;
-            s.handler_version = version.to_owned();
-        });
     }
 
-    fn failed_call(&mut self, tickets: &[u64], records: &[Record], error: &CallError) {
+    fn failed_call(&mut self, first: Ticket, records: &[Record], error: CallError) -> CallError {
         let w = self.worker;
-        let first = records
+        let first_seq = records
             .first()
             .map(|r| r.position().to_string())
             .unwrap_or_default();
         tracing::error!(
             subscription = %w.plan.name, shard = %w.ctx.shard_id,
-            records = records.len(), first_sequence_number = %first,
-            "{error}; the batch's records are held and the instance is replaced"
+            records = records.len(), first_sequence_number = %first_seq,
+            "{error}; the call's records are held and the instance is replaced"
         );
-        for &t in tickets {
-            self.tracker.settle(t, Outcome::Retry);
+        for ticket in first..first + records.len() as u64 {
+            self.tracker.settle(ticket, Outcome::Retry);
         }
-        let counts = self.tracker.counts();
-        let held_at = self.tracker.blocked_at().map(|p| p.to_string());
-        w.status.update(&w.plan.name, &w.ctx.shard_id, |s| {
-            s.counts = counts;
-            s.held_at = held_at;
-            s.last_error = Some(error.to_string());
-        });
+        error
     }
 
     async fn write_checkpoint(&mut self) -> Result<(), LeaseError> {
@@ -329,9 +327,7 @@ impl Run<'_> {
         if let Some(cp) = self.tracker.take_checkpoint() {
             w.lease.checkpoint(&cp).await?;
             tracing::debug!(subscription = %w.plan.name, shard = %w.ctx.shard_id, checkpoint = %cp, "checkpoint");
-            w.status.update(&w.plan.name, &w.ctx.shard_id, |s| {
-                s.checkpoint = Some(cp.to_stored())
-            });
+            w.status.update(|s| s.checkpoint = Some(cp.to_stored()));
         }
         Ok(())
     }

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
+
 use crate::record::{BatchInfo, BatchOutcome, Record};
 
 /// Who is calling, for the handler's log lines and error reports.
@@ -16,22 +18,31 @@ pub struct CallContext {
 
 /// Something that answers for batches of records. One instance serves one shard at a time and
 /// is reused across calls.
+///
+/// Calls run on the async runtime's threads: a long wasm call yields back to the runtime at
+/// every epoch tick, so it never starves other shards or lease renewals.
+#[async_trait]
 pub trait Handler: Send {
     /// The version this instance runs (a content hash for wasm).
     fn version(&self) -> &str;
 
     /// Handles one batch. An `Err` means the call failed as a whole (trap, timeout, memory limit,
     /// an answer that does not fit the batch); the instance must not be used again.
-    fn handle(&mut self, info: &BatchInfo, records: &[Record]) -> Result<BatchOutcome, CallError>;
+    async fn handle(
+        &mut self,
+        info: &BatchInfo,
+        records: &[Record],
+    ) -> Result<BatchOutcome, CallError>;
 }
 
 /// Makes handler instances.
+#[async_trait]
 pub trait HandlerFactory: Send + Sync {
     /// The version new instances will run.
     fn version(&self) -> String;
 
     /// A fresh instance for one shard.
-    fn instantiate(&self, ctx: &CallContext) -> Result<Box<dyn Handler>, CallError>;
+    async fn instantiate(&self, ctx: &CallContext) -> Result<Box<dyn Handler>, CallError>;
 }
 
 /// Why a handler call failed.

@@ -2,7 +2,7 @@
 //! workers after every batch. `status` and metrics read it.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use crate::settle::Counts;
 
@@ -22,10 +22,24 @@ pub struct ShardStatus {
     pub state: String,
 }
 
+/// One shard's entry on the board; its worker updates it without touching the board's map.
+#[derive(Clone, Debug, Default)]
+pub struct ShardCell(Arc<Mutex<ShardStatus>>);
+
+impl ShardCell {
+    pub fn update(&self, f: impl FnOnce(&mut ShardStatus)) {
+        f(&mut self.0.lock().expect("status poisoned"));
+    }
+
+    pub fn get(&self) -> ShardStatus {
+        self.0.lock().expect("status poisoned").clone()
+    }
+}
+
 /// Shared, cheap to clone.
 #[derive(Clone, Debug, Default)]
 pub struct StatusBoard {
-    shards: Arc<RwLock<BTreeMap<(String, String), ShardStatus>>>,
+    shards: Arc<RwLock<BTreeMap<(String, String), ShardCell>>>,
 }
 
 impl StatusBoard {
@@ -33,11 +47,18 @@ impl StatusBoard {
         Self::default()
     }
 
-    pub fn update(&self, subscription: &str, shard_id: &str, f: impl FnOnce(&mut ShardStatus)) {
-        let mut shards = self.shards.write().expect("status poisoned");
-        f(shards
-            .entry((subscription.to_owned(), shard_id.to_owned()))
-            .or_default());
+    /// The entry of one shard, made on first use.
+    pub fn shard(&self, subscription: &str, shard_id: &str) -> ShardCell {
+        let key = (subscription.to_owned(), shard_id.to_owned());
+        if let Some(cell) = self.shards.read().expect("status poisoned").get(&key) {
+            return cell.clone();
+        }
+        self.shards
+            .write()
+            .expect("status poisoned")
+            .entry(key)
+            .or_default()
+            .clone()
     }
 
     /// Every shard, ordered by subscription and shard id.
@@ -46,7 +67,7 @@ impl StatusBoard {
             .read()
             .expect("status poisoned")
             .iter()
-            .map(|((sub, shard), s)| (sub.clone(), shard.clone(), s.clone()))
+            .map(|((sub, shard), s)| (sub.clone(), shard.clone(), s.get()))
             .collect()
     }
 
@@ -61,7 +82,8 @@ impl StatusBoard {
         shards
             .iter()
             .filter(|((sub, _), _)| sub == subscription)
-            .fold(Counts::default(), |mut acc, (_, s)| {
+            .fold(Counts::default(), |mut acc, (_, cell)| {
+                let s = cell.0.lock().expect("status poisoned");
                 acc.delivered += s.counts.delivered;
                 acc.settled += s.counts.settled;
                 acc.held += s.counts.held;

@@ -118,7 +118,7 @@ pub fn owner_id(config: &Config) -> String {
 
 impl Host {
     /// Loads every handler and feed of the config. Fails on the first part that cannot load.
-    pub fn prepare(config: Config) -> Result<Host, StartError> {
+    pub async fn prepare(config: Config) -> Result<Host, StartError> {
         if let Some(reason) = unsupported(&config).into_iter().next() {
             return Err(StartError::Unsupported(reason));
         }
@@ -132,6 +132,7 @@ impl Host {
         for s in &config.subscriptions {
             let component = runtime
                 .load_file(&s.handler, s.limits, &s.wasi)
+                .await
                 .map_err(|source| StartError::Handler {
                     subscription: s.name.clone(),
                     source,
@@ -152,6 +153,7 @@ impl Host {
                     name: Arc::from(s.name.as_str()),
                     stream: Arc::from(s.stream.as_str()),
                     batch: s.batch,
+                    call_batch: s.batch,
                     poll_interval: s.poll_interval,
                     start_at: s.start_at.unwrap_or(if s.feed.is_some() {
                         StartAt::TrimHorizon

@@ -56,10 +56,16 @@ fn ensure_wasm_target() {
     let installed = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l == "wasm32-wasip2"))
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l == "wasm32-wasip2")
+        })
         .unwrap_or(true);
     if !installed {
-        let _ = Command::new("rustup").args(["target", "add", "wasm32-wasip2"]).status();
+        let _ = Command::new("rustup")
+            .args(["target", "add", "wasm32-wasip2"])
+            .status();
     }
 }
 
@@ -137,13 +143,15 @@ impl Running {
         init_logs();
         let path = dir.write("shardhost.toml", config);
         let config = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
-        let host = Host::prepare(config).unwrap_or_else(|e| panic!("{e}"));
-        let status = host.status();
-        let leases = host.lease_store();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .unwrap();
+        let host = rt
+            .block_on(Host::prepare(config))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let status = host.status();
+        let leases = host.lease_store();
         let stop = CancellationToken::new();
         let token = stop.clone();
         let done = rt.spawn(async move { host.run(token).await.unwrap() });

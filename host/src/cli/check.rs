@@ -10,6 +10,19 @@ use shardhost::wasm::{Runtime, short_version};
 use super::EXIT_CONFIG;
 
 pub fn check(path: &Path) -> u8 {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(check_async(path)),
+        Err(e) => {
+            eprintln!("cannot start the async runtime: {e}");
+            super::EXIT_RUNTIME
+        }
+    }
+}
+
+async fn check_async(path: &Path) -> u8 {
     let config = match Config::load(path) {
         Ok(c) => c,
         Err(e) => {
@@ -38,7 +51,7 @@ pub fn check(path: &Path) -> u8 {
     };
     let mut loaded = Vec::new();
     for s in &config.subscriptions {
-        match runtime.load_file(&s.handler, s.limits, &s.wasi) {
+        match runtime.load_file(&s.handler, s.limits, &s.wasi).await {
             Ok(c) => loaded.push(format!(
                 "subscription `{}`: handler {} (version {})",
                 s.name,

@@ -33,6 +33,19 @@ pub struct InvokeArgs {
 const STREAM: &str = "invoke";
 
 pub fn invoke(args: &InvokeArgs) -> u8 {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(invoke_async(args)),
+        Err(e) => {
+            eprintln!("cannot start the async runtime: {e}");
+            EXIT_RUNTIME
+        }
+    }
+}
+
+async fn invoke_async(args: &InvokeArgs) -> u8 {
     let input = match feed::load(&args.records) {
         Ok(r) => r,
         Err(e) => {
@@ -47,14 +60,16 @@ pub fn invoke(args: &InvokeArgs) -> u8 {
             return EXIT_RUNTIME;
         }
     };
-    let component =
-        match runtime.load_file(&args.handler, Limits::default(), &WasiGrants::default()) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("{e}");
-                return EXIT_CONFIG;
-            }
-        };
+    let component = match runtime
+        .load_file(&args.handler, Limits::default(), &WasiGrants::default())
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return EXIT_CONFIG;
+        }
+    };
     // One shard, so records keep their file order.
     let streams = MemoryStreams::new();
     streams.create(STREAM, 1);
@@ -83,7 +98,7 @@ pub fn invoke(args: &InvokeArgs) -> u8 {
     for batch in records.chunks(args.batch as usize) {
         let mut handler = match instance.take() {
             Some(h) => h,
-            None => match component.instantiate(&ctx) {
+            None => match component.instantiate(&ctx).await {
                 Ok(h) => h,
                 Err(e) => {
                     eprintln!("{e}");
@@ -93,6 +108,7 @@ pub fn invoke(args: &InvokeArgs) -> u8 {
         };
         let result = handler
             .handle(&info, batch)
+            .await
             .and_then(|a| outcomes_per_record(a, batch.len(), handler.version()));
         let (outcomes, error) = match result {
             Ok(o) => {

@@ -16,13 +16,6 @@ pub fn run(path: &Path) -> u8 {
             return EXIT_CONFIG;
         }
     };
-    let host = match Host::prepare(config) {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("{}: {e}", path.display());
-            return EXIT_CONFIG;
-        }
-    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -34,6 +27,13 @@ pub fn run(path: &Path) -> u8 {
         }
     };
     rt.block_on(async {
+        let host = match Host::prepare(config).await {
+            Ok(h) => h,
+            Err(e) => {
+                eprintln!("{}: {e}", path.display());
+                return EXIT_CONFIG;
+            }
+        };
         let stop = CancellationToken::new();
         tokio::spawn(stop_on_signal(stop.clone()));
         match host.run(stop).await {

@@ -2,12 +2,16 @@
 //! typed call into the guest's `handle` export.
 
 use std::sync::Arc;
+use std::time::Instant;
 
+use async_trait::async_trait;
 use wasmtime::component::{Func, Linker, ResourceTable, TypedFunc};
-use wasmtime::{Engine, Store, StoreContextMut, StoreLimits, StoreLimitsBuilder, Trap};
+use wasmtime::{
+    Engine, Store, StoreContextMut, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline,
+};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::{EPOCH_TICK, HandlerComponent, short_version};
+use super::{HandlerComponent, short_version};
 use crate::config::WasiGrants;
 use crate::handler::{CallContext, CallError, Handler};
 use crate::record::{BatchInfo, BatchOutcome, Level, Record};
@@ -22,6 +26,8 @@ pub struct HostState {
     /// The last error-level line the guest logged during the current call (its panic message,
     /// when the SDK's panic hook ran), to name in a trap report.
     last_error: Option<String>,
+    /// When the current call (or instantiation) runs out of time.
+    deadline: Instant,
 }
 
 impl WasiView for HostState {
@@ -39,7 +45,7 @@ type HandleFn<'a> = TypedFunc<(&'a BatchInfo, &'a [Record]), (BatchOutcome,)>;
 /// `WasiCtx` grants) and the `shardhost:handler/host` imports.
 pub(super) fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
     let mut linker = Linker::new(engine);
-    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     linker.instance("shardhost:handler/types@0.1.0")?;
     let mut host = linker.instance("shardhost:handler/host@0.1.0")?;
     host.func_wrap(
@@ -115,12 +121,11 @@ pub struct WasmInstance {
     store: Store<HostState>,
     handle: Func,
     version: String,
-    timeout_ticks: u64,
-    timeout_ms: u64,
+    timeout: std::time::Duration,
 }
 
 impl WasmInstance {
-    pub(super) fn new(
+    pub(super) async fn new(
         component: &HandlerComponent,
         ctx: &CallContext,
     ) -> Result<WasmInstance, InstantiateError> {
@@ -138,15 +143,26 @@ impl WasmInstance {
             ctx: ctx.clone(),
             version: Arc::from(component.version.as_str()),
             last_error: None,
+            deadline: Instant::now() + limits.timeout,
         };
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limits);
-        let timeout_ticks = limits.timeout.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64 + 1;
-        // Start-up code runs under the same deadline as a call.
-        store.set_epoch_deadline(timeout_ticks);
+        // At every epoch tick a running guest yields to the async runtime, and traps once its
+        // call is past the deadline. Start-up code runs under the same timeout as a call.
+        store.epoch_deadline_callback(|cx| {
+            if Instant::now() >= cx.data().deadline {
+                return Ok(UpdateDeadline::Interrupt);
+            }
+            Ok(UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(tokio::task::yield_now()),
+            ))
+        });
+        store.set_epoch_deadline(1);
         let instance = component
             .pre
-            .instantiate(&mut store)
+            .instantiate_async(&mut store)
+            .await
             .map_err(|e| InstantiateError::Other(format!("{e:#}")))?;
         let handle = instance
             .get_func(&mut store, component.export)
@@ -163,8 +179,7 @@ impl WasmInstance {
             store,
             handle,
             version: component.version.clone(),
-            timeout_ticks,
-            timeout_ms: limits.timeout.as_millis() as u64,
+            timeout: limits.timeout,
         })
     }
 
@@ -173,7 +188,7 @@ impl WasmInstance {
         if let Some(Trap::Interrupt) = error.downcast_ref::<Trap>() {
             return CallError::Timeout {
                 version,
-                timeout_ms: self.timeout_ms,
+                timeout_ms: self.timeout.as_millis() as u64,
             };
         }
         let text = format!("{error:#}");
@@ -195,18 +210,25 @@ fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or(s).to_owned()
 }
 
+#[async_trait]
 impl Handler for WasmInstance {
     fn version(&self) -> &str {
         &self.version
     }
 
-    fn handle(&mut self, info: &BatchInfo, records: &[Record]) -> Result<BatchOutcome, CallError> {
-        self.store.data_mut().last_error = None;
-        self.store.set_epoch_deadline(self.timeout_ticks);
+    async fn handle(
+        &mut self,
+        info: &BatchInfo,
+        records: &[Record],
+    ) -> Result<BatchOutcome, CallError> {
+        let state = self.store.data_mut();
+        state.last_error = None;
+        state.deadline = Instant::now() + self.timeout;
+        self.store.set_epoch_deadline(1);
         // SAFETY: `new` checked this function's type against exactly these parameter and
         // result types (`Func::typed`); the lifetimes differ per call, the types do not.
         let typed: HandleFn<'_> = unsafe { TypedFunc::new_unchecked(self.handle) };
-        match typed.call(&mut self.store, (info, records)) {
+        match typed.call_async(&mut self.store, (info, records)).await {
             Ok((answer,)) => Ok(answer),
             Err(e) => Err(self.classify(e)),
         }

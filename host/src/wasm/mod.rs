@@ -72,6 +72,8 @@ impl Runtime {
     /// A runtime that caches compiled components under `cache_dir` (none: compile every time).
     pub fn new(cache_dir: Option<PathBuf>) -> Result<Runtime, LoadError> {
         let mut config = Config::new();
+        // Calls run on fibers (`call_async`); a running guest yields to the async runtime at
+        // every epoch tick, and the epoch callback turns the per-call timeout into a trap.
         config.epoch_interruption(true);
         let engine = Engine::new(&config).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
         let linker = instance::linker(&engine).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
@@ -112,7 +114,7 @@ impl Runtime {
     }
 
     /// Reads, compiles and validates a handler file.
-    pub fn load_file(
+    pub async fn load_file(
         &self,
         path: &Path,
         limits: Limits,
@@ -123,10 +125,11 @@ impl Runtime {
             source,
         })?;
         self.load_bytes(&path.display().to_string(), &bytes, limits, wasi)
+            .await
     }
 
     /// Compiles and validates handler bytes; `name` names them in errors.
-    pub fn load_bytes(
+    pub async fn load_bytes(
         &self,
         name: &str,
         bytes: &[u8],
@@ -174,7 +177,7 @@ impl Runtime {
             stream: Arc::from(""),
             shard_id: Arc::from(""),
         };
-        match handler.instantiate_wasm(&probe) {
+        match WasmInstance::new(&handler, &probe).await {
             Ok(_) => Ok(Arc::new(handler)),
             Err(instance::InstantiateError::Type(message)) => Err(wrong_world(message)),
             Err(instance::InstantiateError::Other(message)) => {
@@ -211,22 +214,17 @@ impl HandlerComponent {
     pub fn limits(&self) -> Limits {
         self.limits
     }
-
-    fn instantiate_wasm(
-        &self,
-        ctx: &CallContext,
-    ) -> Result<WasmInstance, instance::InstantiateError> {
-        WasmInstance::new(self, ctx)
-    }
 }
 
+#[async_trait::async_trait]
 impl HandlerFactory for HandlerComponent {
     fn version(&self) -> String {
         self.version.clone()
     }
 
-    fn instantiate(&self, ctx: &CallContext) -> Result<Box<dyn Handler>, CallError> {
-        self.instantiate_wasm(ctx)
+    async fn instantiate(&self, ctx: &CallContext) -> Result<Box<dyn Handler>, CallError> {
+        WasmInstance::new(self, ctx)
+            .await
             .map(|i| Box::new(i) as Box<dyn Handler>)
             .map_err(|e| CallError::Instantiate {
                 version: self.version.clone(),
