@@ -16,6 +16,33 @@
 //! ```
 
 use std::fmt;
+use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
+
+/// The least severe level the host records, as `Level as u8`; 5 when it records none. Native
+/// builds record everything.
+static THRESHOLD: AtomicU8 = AtomicU8::new(0);
+
+/// Whether the host records lines of this level now. The log functions and macros check it
+/// themselves, so a line the host would drop is never formatted or sent.
+pub fn enabled(level: Level) -> bool {
+    level as u8 >= THRESHOLD.load(Ordering::Relaxed)
+}
+
+/// Asks the host which levels it records: on the first call and every 64th after it (the
+/// answer changes only when the host's filter is reloaded), from the export adapters.
+#[doc(hidden)]
+pub fn refresh_threshold() {
+    static CALLS: AtomicU32 = AtomicU32::new(0);
+    if CALLS.fetch_add(1, Ordering::Relaxed).is_multiple_of(64) {
+        THRESHOLD.store(imp::threshold(), Ordering::Relaxed);
+    }
+}
+
+/// Sends a line whatever the threshold (the panic hook: the host names it in the trap report).
+#[doc(hidden)]
+pub fn log_always(level: Level, message: &str) {
+    imp::log(level, message);
+}
 
 /// How severe a log line is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -53,7 +80,9 @@ impl fmt::Display for Level {
 
 /// Writes a line to the host's log at this level.
 pub fn log(level: Level, message: &str) {
-    imp::log(level, message);
+    if enabled(level) {
+        imp::log(level, message);
+    }
 }
 
 /// Writes a line at [`Level::Trace`].
@@ -96,6 +125,17 @@ mod imp {
         };
         host::log(level, message);
     }
+
+    pub(super) fn threshold() -> u8 {
+        match host::max_log_level() {
+            Some(host::Level::Trace) => Level::Trace as u8,
+            Some(host::Level::Debug) => Level::Debug as u8,
+            Some(host::Level::Info) => Level::Info as u8,
+            Some(host::Level::Warn) => Level::Warn as u8,
+            Some(host::Level::Error) => Level::Error as u8,
+            None => Level::Error as u8 + 1,
+        }
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -104,6 +144,10 @@ mod imp {
 
     pub(super) fn log(level: Level, message: &str) {
         eprintln!("[{level:>5}] {message}");
+    }
+
+    pub(super) fn threshold() -> u8 {
+        0
     }
 }
 
@@ -118,7 +162,9 @@ mod imp {
 #[macro_export]
 macro_rules! log {
     ($level:expr, $($arg:tt)+) => {
-        $crate::log::log($level, &::std::format!($($arg)+))
+        if $crate::log::enabled($level) {
+            $crate::log::log($level, &::std::format!($($arg)+))
+        }
     };
 }
 
@@ -126,7 +172,9 @@ macro_rules! log {
 #[macro_export]
 macro_rules! trace {
     ($($arg:tt)+) => {
-        $crate::log::trace(&::std::format!($($arg)+))
+        if $crate::log::enabled($crate::log::Level::Trace) {
+            $crate::log::trace(&::std::format!($($arg)+))
+        }
     };
 }
 
@@ -134,7 +182,9 @@ macro_rules! trace {
 #[macro_export]
 macro_rules! debug {
     ($($arg:tt)+) => {
-        $crate::log::debug(&::std::format!($($arg)+))
+        if $crate::log::enabled($crate::log::Level::Debug) {
+            $crate::log::debug(&::std::format!($($arg)+))
+        }
     };
 }
 
@@ -142,7 +192,9 @@ macro_rules! debug {
 #[macro_export]
 macro_rules! info {
     ($($arg:tt)+) => {
-        $crate::log::info(&::std::format!($($arg)+))
+        if $crate::log::enabled($crate::log::Level::Info) {
+            $crate::log::info(&::std::format!($($arg)+))
+        }
     };
 }
 
@@ -150,7 +202,9 @@ macro_rules! info {
 #[macro_export]
 macro_rules! warn {
     ($($arg:tt)+) => {
-        $crate::log::warn(&::std::format!($($arg)+))
+        if $crate::log::enabled($crate::log::Level::Warn) {
+            $crate::log::warn(&::std::format!($($arg)+))
+        }
     };
 }
 
@@ -158,6 +212,8 @@ macro_rules! warn {
 #[macro_export]
 macro_rules! error {
     ($($arg:tt)+) => {
-        $crate::log::error(&::std::format!($($arg)+))
+        if $crate::log::enabled($crate::log::Level::Error) {
+            $crate::log::error(&::std::format!($($arg)+))
+        }
     };
 }

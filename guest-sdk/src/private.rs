@@ -39,6 +39,7 @@ where
     F: FnMut(&Record) -> Outcome,
 {
     drop(info);
+    crate::log::refresh_threshold();
     let outcomes = records
         .into_iter()
         .map(|r| handler(&Record::from_wit(r)).into_wit())
@@ -55,6 +56,7 @@ pub fn per_batch<F>(
 where
     F: FnOnce(&BatchInfo, &[Record]) -> BatchOutcome,
 {
+    crate::log::refresh_threshold();
     let info = BatchInfo::from_wit(info);
     let records: Vec<Record> = records.into_iter().map(Record::from_wit).collect();
     handler(&info, &records).into_wit()
@@ -65,7 +67,11 @@ where
 /// host's report of the trap can name the panic.
 pub fn install_panic_hook() {
     static ONCE: Once = Once::new();
-    ONCE.call_once(|| std::panic::set_hook(Box::new(|info| crate::log::error(&panic_line(info)))));
+    ONCE.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            crate::log::log_always(crate::log::Level::Error, &panic_line(info))
+        }))
+    });
 }
 
 fn panic_line(info: &PanicHookInfo<'_>) -> String {

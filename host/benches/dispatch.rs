@@ -31,18 +31,33 @@ struct Shipment {
     carrier: String,
 }
 
-/// The shipping example's logic, natively.
+/// The shipping example's logic (`examples/shipping/src/lib.rs`), natively, with the same log
+/// lines through tracing.
 struct NativeShip;
 
 fn ship(record: &Record) -> Outcome {
-    let Ok(s) = serde_json::from_slice::<Shipment>(&record.data) else {
-        return Outcome::Drop;
+    let s = match serde_json::from_slice::<Shipment>(&record.data) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(
+                "not a shipment, retired: sequence_number={} error={e}",
+                record.sequence_number
+            );
+            return Outcome::Drop;
+        }
     };
     if s.address.is_empty() {
+        tracing::warn!("shipment without an address retired: id={}", s.id);
         Outcome::Drop
     } else if !CARRIERS.contains(&s.carrier.as_str()) {
+        tracing::warn!(
+            "unknown carrier, shipment held: id={} carrier={}",
+            s.id,
+            s.carrier
+        );
         Outcome::Retry
     } else {
+        tracing::info!("shipment booked: id={} carrier={}", s.id, s.carrier);
         Outcome::Ack
     }
 }
@@ -164,7 +179,11 @@ fn build_guest(root: &Path) -> std::path::PathBuf {
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let wasm_path = build_guest(root);
+    // SHARDHOST_BENCH_GUEST=path.wasm measures another guest against the same native handler.
+    let wasm_path = match std::env::var_os("SHARDHOST_BENCH_GUEST") {
+        Some(p) => p.into(),
+        None => build_guest(root),
+    };
     let runtime = Runtime::new(None).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -175,7 +194,13 @@ fn main() {
         .unwrap();
     let native: Arc<dyn HandlerFactory> = Arc::new(NativeFactory);
     // `cargo bench --bench dispatch -- wasm` runs only the wasm side (for profiling).
-    let only: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with("--"));
+    // A second word keeps only the modes whose label contains it: `-- wasm reads`.
+    let words: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let only = words.first().cloned();
+    let mode = words.get(1).cloned();
     let runs = 5;
     println!(
         "machine: {} cores; {} runs each, medians",
@@ -189,6 +214,9 @@ fn main() {
         ("reads of 500, 1 record per call", 500, 1, 200_000),
         ("batch = 1 (read and call)", 1, 1, 50_000),
     ] {
+        if mode.as_deref().is_some_and(|m| !label.contains(m)) {
+            continue;
+        }
         let side = |f: &Arc<dyn HandlerFactory>, name: &str| {
             if only.as_deref().is_some_and(|o| o != name) {
                 return f64::NAN;

@@ -28,6 +28,8 @@ pub struct HostState {
     last_error: Option<String>,
     /// When the current call (or instantiation) runs out of time.
     deadline: Instant,
+    max_level: Option<Level>,
+    max_level_checked_at: Instant,
 }
 
 impl WasiView for HostState {
@@ -56,6 +58,10 @@ pub(super) fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
         },
     )?;
     host.func_wrap(
+        "max-log-level",
+        |mut cx: StoreContextMut<'_, HostState>, (): ()| Ok((cx.data_mut().max_log_level(),)),
+    )?;
+    host.func_wrap(
         "publish",
         |_cx: StoreContextMut<'_, HostState>, (stream, _key, _data): (String, String, Vec<u8>)| {
             Ok((Err::<String, String>(format!(
@@ -73,6 +79,40 @@ pub(super) fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
         },
     )?;
     Ok(linker)
+}
+
+impl HostState {
+    /// The most detailed level the host records from guests, asked of the tracing subscriber at
+    /// most once a second per instance (the answer only changes when the filter is reloaded).
+    fn max_log_level(&mut self) -> Option<Level> {
+        let now = Instant::now();
+        if now >= self.max_level_checked_at {
+            self.max_level = guest_max_level();
+            self.max_level_checked_at = now + std::time::Duration::from_secs(1);
+        }
+        self.max_level
+    }
+}
+
+fn guest_max_level() -> Option<Level> {
+    macro_rules! on {
+        ($lvl:ident) => {
+            tracing::enabled!(target: "shardhost::guest", tracing::Level::$lvl)
+        };
+    }
+    if on!(TRACE) {
+        Some(Level::Trace)
+    } else if on!(DEBUG) {
+        Some(Level::Debug)
+    } else if on!(INFO) {
+        Some(Level::Info)
+    } else if on!(WARN) {
+        Some(Level::Warn)
+    } else if on!(ERROR) {
+        Some(Level::Error)
+    } else {
+        None
+    }
 }
 
 fn guest_log(state: &mut HostState, level: Level, message: String) {
@@ -144,6 +184,8 @@ impl WasmInstance {
             version: Arc::from(component.version.as_str()),
             last_error: None,
             deadline: Instant::now() + limits.timeout,
+            max_level: None,
+            max_level_checked_at: Instant::now(),
         };
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limits);

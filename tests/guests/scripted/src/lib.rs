@@ -9,6 +9,8 @@
 //! | `panic`                  | panics with "poison record" (the guest traps)                |
 //! | `spin`                   | loops forever (for the call timeout)                         |
 //! | `hog`                    | allocates and touches 1 MiB after 1 MiB until an allocation fails, then panics (for the memory limit) |
+//! | `env:NAME=VALUE`          | ack when the environment has NAME=VALUE, retry otherwise (for WASI grants) |
+//! | `file:PATH`              | ack when PATH can be read, retry otherwise (for WASI grants)  |
 //! | `log:TEXT`               | logs TEXT at info level, answers ack                         |
 //! | `publish:STREAM:TEXT`    | publishes TEXT to STREAM under the record's partition key; ack, or retry (and a warn line) when the host refuses |
 //! | `seek:SEQUENCE_NUMBER`   | seeks the shard there; ack, or retry (and a warn line) when the host refuses |
@@ -38,6 +40,22 @@ fn script(record: &Record) -> Outcome {
 fn command(record: &Record, text: &str) -> Outcome {
     if let Some(ms) = text.strip_prefix("retry-after:") {
         return ms.parse().map_or(Outcome::Ack, Outcome::RetryAfter);
+    }
+    if let Some(pair) = text.strip_prefix("env:") {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let seen = std::env::var(name);
+        return if seen.as_deref() == Ok(value) {
+            Outcome::Ack
+        } else {
+            Outcome::Retry
+        };
+    }
+    if let Some(path) = text.strip_prefix("file:") {
+        return if std::fs::read(path).is_ok() {
+            Outcome::Ack
+        } else {
+            Outcome::Retry
+        };
     }
     if let Some(line) = text.strip_prefix("log:") {
         shardhost_guest::log::info(line);

@@ -1,0 +1,94 @@
+//! What a handler can reach: nothing unless the subscription's `[subscription.wasi]` grants it,
+//! and compiled components are cached by content hash.
+
+mod support;
+
+use std::process::Command;
+
+use support::{Running, Scratch, guest, key_on_shard, text_record};
+
+fn run(dir: &Scratch, records: &[&str], wasi: &str) -> shardhost::settle::Counts {
+    let k = key_on_shard(0, 1, "k");
+    let lines: Vec<_> = records.iter().map(|t| text_record(&k, t)).collect();
+    dir.write("feed.ndjson", lines.join("\n"));
+    let config = format!(
+        r#"
+[kinesis]
+endpoint = "memory"
+
+[[subscription]]
+name = "test"
+stream = "s"
+handler = "{}"
+feed = "feed.ndjson"
+poll_interval = "20ms"
+{wasi}
+"#,
+        guest("scripted").display()
+    );
+    let host = Running::start(dir, &config);
+    let n = records.len() as u64;
+    host.wait_for("every delivery", |b| b.totals("test").delivered == n);
+    host.stop().totals("test")
+}
+
+#[test]
+fn a_handler_sees_no_environment_or_files_unless_granted() {
+    let dir = Scratch::new("sandbox");
+    let secret = dir.write("secret.txt", "s3cret");
+    // SAFETY: set before any host starts in this test process; nothing reads it concurrently.
+    unsafe { std::env::set_var("SHARDHOST_TEST_SECRET", "hunter2") };
+    let denied = run(
+        &dir,
+        &[
+            "env:SHARDHOST_TEST_SECRET=hunter2",
+            "env:HOME=/root",
+            &format!("file:{}", secret.display()),
+        ],
+        "",
+    );
+    assert_eq!(
+        denied.held, 3,
+        "no variable and no file is visible: {denied:?}"
+    );
+    let granted = run(
+        &dir,
+        &["env:SHARDHOST_TEST_SECRET=hunter2", "env:REGION=eu-west-1"],
+        "[subscription.wasi]\nenv = [\"SHARDHOST_TEST_SECRET\", \"REGION=eu-west-1\"]\n",
+    );
+    assert_eq!(
+        granted.settled, 2,
+        "granted variables are visible: {granted:?}"
+    );
+    assert_eq!(granted.held, 0);
+}
+
+#[test]
+fn compiled_components_are_cached_by_content_hash() {
+    let dir = Scratch::new("cache");
+    let records = dir.write("r.ndjson", text_record("k", "ack"));
+    let wasm = guest("scripted");
+    let out = Command::new(env!("CARGO_BIN_EXE_shardhost"))
+        .arg("invoke")
+        .arg(&wasm)
+        .arg("--records")
+        .arg(&records)
+        .env("SHARDHOST_CACHE_DIR", &dir.0)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let version = shardhost::wasm::version_of(&std::fs::read(&wasm).unwrap());
+    let cached: Vec<_> = std::fs::read_dir(dir.0.join("components"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(cached.len(), 1, "{cached:?}");
+    assert!(
+        cached[0].starts_with(&version) && cached[0].ends_with(".cwasm"),
+        "{cached:?}"
+    );
+}
