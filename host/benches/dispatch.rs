@@ -129,6 +129,7 @@ fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize, call_batch: u
             poll_interval: Duration::from_millis(1),
             start_at: StartAt::TrimHorizon,
             handler: factory,
+            tap: None,
         }),
         source: Arc::new(streams),
         store: Arc::new(MemoryLeaseStore::new()),

@@ -21,6 +21,17 @@ use crate::source::{ShardReader, SourceError, StartPosition, StreamSource};
 use crate::status::{ShardCell, StatusBoard};
 use crate::wasm::short_version;
 
+/// One record's outcome, as a tap sees it.
+pub struct Settled<'a> {
+    pub subscription: &'a str,
+    pub shard_id: &'a str,
+    pub record: &'a Record,
+    pub outcome: Outcome,
+}
+
+/// Called with every record's outcome (after settlement), e.g. to observe a host in tests.
+pub type OutcomeTap = Arc<dyn Fn(&Settled<'_>) + Send + Sync>;
+
 /// What a subscription's shard workers share.
 pub struct SubscriptionPlan {
     pub name: Arc<str>,
@@ -32,6 +43,7 @@ pub struct SubscriptionPlan {
     pub poll_interval: Duration,
     pub start_at: StartAt,
     pub handler: Arc<dyn HandlerFactory>,
+    pub tap: Option<OutcomeTap>,
 }
 
 /// How a shard worker ended.
@@ -288,6 +300,7 @@ impl Run<'_> {
         let w = self.worker;
         let handler = short_version(version);
         for ((ticket, record), &outcome) in (first..).zip(records).zip(outcomes) {
+            self.tap(record, outcome);
             if self.tracker.settle(ticket, outcome) {
                 tracing::debug!(
                     subscription = %w.plan.name, shard = %w.ctx.shard_id,
@@ -316,10 +329,23 @@ impl Run<'_> {
             records = records.len(), first_sequence_number = %first_seq,
             "{error}; the call's records are held and the instance is replaced"
         );
-        for ticket in first..first + records.len() as u64 {
+        for (ticket, record) in (first..).zip(records) {
+            self.tap(record, Outcome::Retry);
             self.tracker.settle(ticket, Outcome::Retry);
         }
         error
+    }
+
+    fn tap(&self, record: &Record, outcome: Outcome) {
+        let w = self.worker;
+        if let Some(tap) = &w.plan.tap {
+            tap(&Settled {
+                subscription: &w.plan.name,
+                shard_id: &w.ctx.shard_id,
+                record,
+                outcome,
+            });
+        }
     }
 
     async fn write_checkpoint(&mut self) -> Result<(), LeaseError> {

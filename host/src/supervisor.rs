@@ -11,10 +11,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, KinesisEndpoint, LeaseStoreKind, StartAt};
 use crate::coordinator::{Coordinator, LeaseTimings};
-use crate::dispatch::SubscriptionPlan;
+use crate::dispatch::{OutcomeTap, SubscriptionPlan};
 use crate::feed::{self, FeedError, FeedRecord};
 use crate::handler::HandlerFactory;
 use crate::lease::{LeaseStore, MemoryLeaseStore};
+use crate::source::kinesis::KinesisStreams;
 use crate::source::memory::MemoryStreams;
 use crate::source::{SourceError, StreamSource};
 use crate::status::StatusBoard;
@@ -66,13 +67,6 @@ struct Prepared {
 /// The reasons a config names parts this build does not have, for `check` and `run` alike.
 pub fn unsupported(config: &Config) -> Vec<String> {
     let mut out = Vec::new();
-    if config.kinesis.endpoint != KinesisEndpoint::Memory {
-        out.push(
-            "[kinesis] endpoint: only the embedded stream (endpoint = \"memory\") is available \
-             in this version of shardhost"
-                .to_owned(),
-        );
-    }
     if matches!(config.leases.store, LeaseStoreKind::Dynamo { .. }) {
         out.push(
             "[leases] store = \"dynamodb\" is not available in this version of shardhost; use \
@@ -117,7 +111,8 @@ pub fn owner_id(config: &Config) -> String {
 }
 
 impl Host {
-    /// Loads every handler and feed of the config. Fails on the first part that cannot load.
+    /// Loads every handler and feed of the config and makes sure every stream exists (creating
+    /// those with `create_if_missing`). Fails on the first part that cannot load; nothing reads yet.
     pub async fn prepare(config: Config) -> Result<Host, StartError> {
         if let Some(reason) = unsupported(&config).into_iter().next() {
             return Err(StartError::Unsupported(reason));
@@ -161,18 +156,40 @@ impl Host {
                         StartAt::Latest
                     }),
                     handler: component as Arc<dyn HandlerFactory>,
+                    tap: None,
                 }),
-                // The embedded stream has nothing else to create streams: make one shard by
-                // default.
-                create: Some(s.create_if_missing.unwrap_or(1)),
+                // The embedded stream has nothing else to create streams: one shard by default.
+                create: match config.kinesis.endpoint {
+                    KinesisEndpoint::Memory => Some(s.create_if_missing.unwrap_or(1)),
+                    _ => s.create_if_missing,
+                },
                 feed,
             });
         }
-        let memory = MemoryStreams::new();
+        let (source, memory): (Arc<dyn StreamSource>, _) = match config.kinesis.endpoint {
+            KinesisEndpoint::Memory => {
+                let memory = MemoryStreams::new();
+                (Arc::new(memory.clone()), Some(memory))
+            }
+            _ => (
+                Arc::new(KinesisStreams::connect(&config.kinesis).await),
+                None,
+            ),
+        };
+        // Every stream must exist (or be created) before anything reads.
+        for s in &subscriptions {
+            source
+                .ensure_stream(&s.plan.stream, s.create)
+                .await
+                .map_err(|source| StartError::Stream {
+                    subscription: s.plan.name.to_string(),
+                    source,
+                })?;
+        }
         Ok(Host {
             owner: Arc::from(owner_id(&config).as_str()),
-            source: Arc::new(memory.clone()),
-            memory: Some(memory),
+            source,
+            memory,
             store: Arc::new(MemoryLeaseStore::new()),
             subscriptions,
             status: StatusBoard::new(),
@@ -184,6 +201,21 @@ impl Host {
     /// The live status of every shard.
     pub fn status(&self) -> StatusBoard {
         self.status.clone()
+    }
+
+    /// Calls `tap` with every record's outcome, on every subscription. Call before `run`.
+    pub fn on_outcome(&mut self, tap: OutcomeTap) {
+        for s in &mut self.subscriptions {
+            Arc::get_mut(&mut s.plan)
+                .expect("plans are shared only once the host runs")
+                .tap = Some(tap.clone());
+        }
+    }
+
+    /// Keeps leases and checkpoints in `store` instead of the configured one (e.g. to restart a
+    /// host in process over the checkpoints of an earlier one). Call before `run`.
+    pub fn use_lease_store(&mut self, store: Arc<dyn LeaseStore>) {
+        self.store = store;
     }
 
     /// Where this host keeps its leases and checkpoints.
@@ -204,15 +236,6 @@ impl Host {
     /// Runs every subscription until `stop` fires; then every shard finishes its batch, writes
     /// its checkpoint and releases its lease before this returns.
     pub async fn run(self, stop: CancellationToken) -> Result<(), StartError> {
-        for s in &self.subscriptions {
-            self.source
-                .ensure_stream(&s.plan.stream, s.create)
-                .await
-                .map_err(|source| StartError::Stream {
-                    subscription: s.plan.name.to_string(),
-                    source,
-                })?;
-        }
         for s in &self.subscriptions {
             for r in &s.feed {
                 self.source

@@ -2,6 +2,8 @@
 //! hosts in process.
 #![allow(dead_code)]
 
+pub mod kinesis;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -140,6 +142,11 @@ pub struct Running {
 impl Running {
     /// Prepares and starts a host from config text written into `dir`.
     pub fn start(dir: &Scratch, config: &str) -> Running {
+        Running::start_with(dir, config, |_| {})
+    }
+
+    /// As `start`, letting `customize` change the host before it runs.
+    pub fn start_with(dir: &Scratch, config: &str, customize: impl FnOnce(&mut Host)) -> Running {
         init_logs();
         let path = dir.write("shardhost.toml", config);
         let config = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
@@ -147,9 +154,10 @@ impl Running {
             .enable_all()
             .build()
             .unwrap();
-        let host = rt
+        let mut host = rt
             .block_on(Host::prepare(config))
             .unwrap_or_else(|e| panic!("{e}"));
+        customize(&mut host);
         let status = host.status();
         let leases = host.lease_store();
         let stop = CancellationToken::new();
@@ -207,4 +215,78 @@ fn init_logs() {
             .with_test_writer()
             .try_init();
     });
+}
+
+/// The kinesis-mock endpoint that `tests/stack` started. Under CI a missing endpoint fails the
+/// test; elsewhere the test is skipped with a notice.
+pub fn kinesis_endpoint() -> Option<String> {
+    emulator("KINESIS_TEST_ENDPOINT")
+}
+
+/// The dynalite endpoint that `tests/stack` started (same rules).
+pub fn dynamodb_endpoint() -> Option<String> {
+    emulator("DYNAMODB_TEST_ENDPOINT")
+}
+
+fn emulator(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => Some(v),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("{var} is not set: run the tests through `tests/stack cargo test --workspace`")
+        }
+        _ => {
+            eprintln!("skipped: {var} is not set (run the tests through `tests/stack`)");
+            None
+        }
+    }
+}
+
+/// A name no other test (or earlier run against the same emulator) uses.
+pub fn unique(tag: &str) -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    format!("{tag}-{}-{t}-{n}", std::process::id())
+}
+
+/// Records every outcome a host settles, in order.
+#[derive(Clone, Default)]
+pub struct Outcomes(pub std::sync::Arc<std::sync::Mutex<Vec<Seen>>>);
+
+/// One settled record.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub shard_id: String,
+    pub partition_key: String,
+    pub sequence_number: String,
+    pub sub_sequence_number: u32,
+    pub data: String,
+    pub outcome: shardhost::record::Outcome,
+}
+
+impl Outcomes {
+    pub fn tap(&self) -> shardhost::dispatch::OutcomeTap {
+        let seen = self.0.clone();
+        std::sync::Arc::new(move |s: &shardhost::dispatch::Settled<'_>| {
+            seen.lock().unwrap().push(Seen {
+                shard_id: s.shard_id.to_owned(),
+                partition_key: s.record.partition_key.clone(),
+                sequence_number: s.record.sequence_number.clone(),
+                sub_sequence_number: s.record.sub_sequence_number,
+                data: String::from_utf8_lossy(&s.record.data).into_owned(),
+                outcome: s.outcome,
+            })
+        })
+    }
+
+    pub fn all(&self) -> Vec<Seen> {
+        self.0.lock().unwrap().clone()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
 }

@@ -1,8 +1,12 @@
 //! Reading shards. [`StreamSource`] lists a stream's shards and opens a [`ShardReader`] on one;
 //! a reader hands out that shard's records in order, batch by batch.
 //!
-//! `memory` is the embedded in-process stream (the demo, `invoke`, fast tests).
+//! `kinesis` reads real Kinesis (or an emulator) through aws-sdk-kinesis; `memory` is the
+//! embedded in-process stream (the demo, `invoke`, fast tests); `kpl` de-aggregates records
+//! written by the Kinesis Producer Library.
 
+pub mod kinesis;
+pub mod kpl;
 pub mod memory;
 
 use async_trait::async_trait;
@@ -43,7 +47,10 @@ pub struct ReadBatch {
 /// Why the source failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
-    #[error("stream `{0}` does not exist")]
+    #[error(
+        "stream `{0}` does not exist (set `create_if_missing = <shard count>` on the \
+         subscription to create it)"
+    )]
     NoSuchStream(String),
     #[error("shard `{shard}` of stream `{stream}` does not exist")]
     NoSuchShard { stream: String, shard: String },

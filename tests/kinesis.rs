@@ -1,0 +1,352 @@
+//! Reading real Kinesis, against kinesis-mock over HTTP (`tests/stack` starts it): start
+//! positions, resuming after a checkpoint, resharding while records flow, held records in closed
+//! shards, KPL aggregates, and the stream checks at start.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use shardhost::lease::{LeaseStore, MemoryLeaseStore};
+use shardhost::record::Outcome;
+use support::kinesis::{Kinesis, aggregate};
+use support::{Outcomes, Running, Scratch, guest, kinesis_endpoint, unique};
+
+fn config(endpoint: &str, stream: &str, start_at: &str, extra: &str) -> String {
+    format!(
+        r#"
+[kinesis]
+endpoint = "{endpoint}"
+test_credentials = true
+
+[leases]
+renew_every = "1s"
+list_every = "300ms"
+
+[[subscription]]
+name = "test"
+stream = "{stream}"
+handler = "{handler}"
+start_at = {start_at}
+batch = 50
+poll_interval = "50ms"
+{extra}
+"#,
+        handler = guest("scripted").display()
+    )
+}
+
+/// Runs a host until `n` outcomes are seen; answers them.
+fn run_until(
+    dir: &Scratch,
+    config: &str,
+    n: usize,
+    store: Option<Arc<dyn LeaseStore>>,
+) -> Vec<support::Seen> {
+    let seen = Outcomes::default();
+    let host = Running::start_with(dir, config, |h| {
+        h.on_outcome(seen.tap());
+        if let Some(store) = store {
+            h.use_lease_store(store);
+        }
+    });
+    host.wait_for(&format!("{n} outcomes"), |_| seen.len() >= n);
+    // A moment more: nothing else may arrive.
+    std::thread::sleep(Duration::from_millis(300));
+    host.stop();
+    seen.all()
+}
+
+fn data(seen: &[support::Seen]) -> Vec<&str> {
+    seen.iter().map(|s| s.data.as_str()).collect()
+}
+
+#[test]
+fn reads_from_trim_horizon_a_timestamp_and_latest() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("positions");
+    k.create(&stream, 1);
+    for i in 0..3 {
+        k.put(&stream, "k", format!("early-{i}"));
+    }
+    std::thread::sleep(Duration::from_millis(1100));
+    let between = SystemTime::now();
+    std::thread::sleep(Duration::from_millis(1100));
+    for i in 0..3 {
+        k.put(&stream, "k", format!("late-{i}"));
+    }
+    let dir = Scratch::new("positions");
+
+    let all = run_until(&dir, &config(&ep, &stream, "\"trim_horizon\"", ""), 6, None);
+    assert_eq!(
+        data(&all),
+        [
+            "early-0", "early-1", "early-2", "late-0", "late-1", "late-2"
+        ]
+    );
+
+    let ts = humantime::format_rfc3339_millis(between);
+    let late = run_until(
+        &dir,
+        &config(&ep, &stream, &format!("{{ timestamp = \"{ts}\" }}"), ""),
+        3,
+        None,
+    );
+    assert_eq!(data(&late), ["late-0", "late-1", "late-2"]);
+
+    // latest: only what is put after the reader opened.
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, &config(&ep, &stream, "\"latest\"", ""), |h| {
+        h.on_outcome(seen.tap())
+    });
+    host.wait_for("the shard reading", |b| {
+        b.snapshot().iter().any(|(_, _, s)| s.state == "reading")
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    k.put(&stream, "k", "new-0");
+    host.wait_for("the new record", |_| seen.len() == 1);
+    host.stop();
+    assert_eq!(data(&seen.all()), ["new-0"]);
+}
+
+#[test]
+fn a_restarted_host_resumes_after_the_last_checkpoint() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("resume");
+    k.create(&stream, 1);
+    for t in ["a1", "a2", "retry", "a3"] {
+        k.put(&stream, "k", t);
+    }
+    let dir = Scratch::new("resume");
+    let store: Arc<dyn LeaseStore> = Arc::new(MemoryLeaseStore::new());
+    let first = run_until(
+        &dir,
+        &config(&ep, &stream, "\"trim_horizon\"", ""),
+        4,
+        Some(store.clone()),
+    );
+    assert_eq!(first[2].outcome, Outcome::Retry);
+    k.put(&stream, "k", "b1");
+    // start_at no longer matters: the checkpoint (in front of the held record) does.
+    let second = run_until(
+        &dir,
+        &config(&ep, &stream, "\"latest\"", ""),
+        3,
+        Some(store),
+    );
+    assert_eq!(
+        data(&second),
+        ["retry", "a3", "b1"],
+        "the held record and everything behind it come again"
+    );
+}
+
+#[test]
+fn splits_and_merges_while_records_flow_keep_every_record_and_each_keys_order() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Arc::new(Kinesis::new(&ep));
+    let stream = unique("reshard");
+    k.create(&stream, 2);
+    let dir = Scratch::new("reshard");
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, &config(&ep, &stream, "\"trim_horizon\"", ""), |h| {
+        h.on_outcome(seen.tap())
+    });
+
+    let keys: Vec<String> = (0..16).map(|i| format!("key-{i}")).collect();
+    let per_key = 30;
+    let writer = {
+        let (k, stream, keys) = (k.clone(), stream.clone(), keys.clone());
+        std::thread::spawn(move || {
+            for n in 0..per_key {
+                for key in &keys {
+                    k.put(&stream, key, format!("{key}:{n}"));
+                }
+                std::thread::sleep(Duration::from_millis(40));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    k.split(&stream, "shardId-000000000000");
+    let shards = k.shards(&stream);
+    // The split's upper child and the untouched shard 1 are adjacent: merge them.
+    let upper = shards
+        .iter()
+        .filter(|s| s.parent.as_deref() == Some("shardId-000000000000"))
+        .max_by_key(|s| s.start)
+        .unwrap()
+        .id
+        .clone();
+    std::thread::sleep(Duration::from_millis(500));
+    k.merge(&stream, &upper, "shardId-000000000001");
+    writer.join().unwrap();
+    let total = keys.len() * per_key;
+    host.wait_for("every record", |_| seen.len() >= total);
+    std::thread::sleep(Duration::from_millis(300));
+    host.stop();
+
+    let all = seen.all();
+    assert_eq!(all.len(), total, "every record handled once");
+    let mut by_key: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for s in &all {
+        let (key, n) = s.data.split_once(':').unwrap();
+        by_key.entry(key).or_default().push(n.parse().unwrap());
+    }
+    for (key, ns) in by_key {
+        assert_eq!(ns, (0..per_key).collect::<Vec<_>>(), "order of {key}");
+    }
+    let shards_seen: std::collections::BTreeSet<_> =
+        all.iter().map(|s| s.shard_id.as_str()).collect();
+    assert!(
+        shards_seen.len() >= 4,
+        "parents and children were read: {shards_seen:?}"
+    );
+}
+
+#[test]
+fn a_held_record_in_a_closed_parent_keeps_its_children_waiting() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("heldparent");
+    k.create(&stream, 1);
+    for t in ["ack", "retry", "ack"] {
+        k.put(&stream, "k", t);
+    }
+    let dir = Scratch::new("heldparent");
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, &config(&ep, &stream, "\"trim_horizon\"", ""), |h| {
+        h.on_outcome(seen.tap())
+    });
+    host.wait_for("the parent's records", |_| seen.len() == 3);
+    k.split(&stream, "shardId-000000000000");
+    for i in 0..10 {
+        k.put(&stream, &format!("child-{i}"), "ack");
+    }
+    host.wait_for("the parent read to its end", |b| {
+        b.snapshot()
+            .iter()
+            .any(|(_, shard, s)| shard == "shardId-000000000000" && s.state == "held at end")
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let board = host.stop();
+    assert_eq!(
+        seen.len(),
+        3,
+        "no child record was handled: {:?}",
+        seen.all()
+    );
+    assert!(
+        board
+            .snapshot()
+            .iter()
+            .all(|(_, shard, _)| shard == "shardId-000000000000")
+    );
+}
+
+#[test]
+fn kpl_aggregates_arrive_as_their_user_records() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("kpl");
+    k.create(&stream, 1);
+    let (_, seq) = k.put(
+        &stream,
+        "outer",
+        aggregate(&[("u1", b"ack"), ("u2", b"drop"), ("u1", b"ack")]),
+    );
+    let mut corrupt = aggregate(&[("u3", b"ack")]);
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff; // breaks the digest
+    k.put(&stream, "outer", corrupt.clone());
+    let dir = Scratch::new("kpl");
+    let seen = run_until(&dir, &config(&ep, &stream, "\"trim_horizon\"", ""), 4, None);
+    let users: Vec<_> = seen[..3]
+        .iter()
+        .map(|s| {
+            (
+                s.partition_key.as_str(),
+                s.sub_sequence_number,
+                s.data.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        users,
+        [("u1", 0, "ack"), ("u2", 1, "drop"), ("u1", 2, "ack")]
+    );
+    assert!(seen[..3].iter().all(|s| s.sequence_number == seq));
+    assert_eq!(
+        seen[3].partition_key, "outer",
+        "a corrupt aggregate arrives whole"
+    );
+    assert_eq!(seen[3].data.as_bytes(), corrupt.as_slice());
+}
+
+#[test]
+fn a_checkpoint_can_stand_between_the_user_records_of_an_aggregate() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("kplresume");
+    k.create(&stream, 1);
+    k.put(
+        &stream,
+        "outer",
+        aggregate(&[("a", b"ack"), ("b", b"retry"), ("c", b"ack")]),
+    );
+    let dir = Scratch::new("kplresume");
+    let store: Arc<dyn LeaseStore> = Arc::new(MemoryLeaseStore::new());
+    run_until(
+        &dir,
+        &config(&ep, &stream, "\"trim_horizon\"", ""),
+        3,
+        Some(store.clone()),
+    );
+    let again = run_until(
+        &dir,
+        &config(&ep, &stream, "\"trim_horizon\"", ""),
+        2,
+        Some(store),
+    );
+    let keys: Vec<_> = again
+        .iter()
+        .map(|s| (s.partition_key.as_str(), s.sub_sequence_number))
+        .collect();
+    assert_eq!(
+        keys,
+        [("b", 1), ("c", 2)],
+        "resumes inside the aggregate, after `a`"
+    );
+}
+
+#[test]
+fn a_missing_stream_is_an_error_naming_it_unless_create_if_missing() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let stream = unique("missing");
+    let dir = Scratch::new("missing");
+    let path = dir.write("shardhost.toml", config(&ep, &stream, "\"latest\"", ""));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cfg = shardhost::config::Config::load(&path).unwrap();
+    let err = rt
+        .block_on(shardhost::supervisor::Host::prepare(cfg))
+        .err()
+        .expect("refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&stream)
+            && msg.contains("does not exist")
+            && msg.contains("create_if_missing"),
+        "{msg}"
+    );
+
+    let path = dir.write(
+        "shardhost.toml",
+        config(&ep, &stream, "\"latest\"", "create_if_missing = 3"),
+    );
+    let cfg = shardhost::config::Config::load(&path).unwrap();
+    rt.block_on(shardhost::supervisor::Host::prepare(cfg))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(Kinesis::new(&ep).shards(&stream).len(), 3);
+}

@@ -1,0 +1,188 @@
+//! A plain aws-sdk-kinesis client for arranging emulator tests (independent of the host's own
+//! source), and a KPL aggregate encoder.
+
+use std::time::Duration;
+
+use aws_sdk_kinesis::Client;
+use aws_sdk_kinesis::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_kinesis::primitives::Blob;
+use aws_sdk_kinesis::types::StreamStatus;
+
+/// One shard as ListShards answers it.
+pub struct ShardRow {
+    pub id: String,
+    pub start: u128,
+    pub end: u128,
+    pub parent: Option<String>,
+}
+
+/// A client with its own runtime, for synchronous test code.
+pub struct Kinesis {
+    rt: tokio::runtime::Runtime,
+    pub client: Client,
+}
+
+impl Kinesis {
+    pub fn new(endpoint: &str) -> Kinesis {
+        let config = aws_sdk_kinesis::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .endpoint_url(endpoint)
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("test", "test", None, None, "test"))
+            .build();
+        Kinesis {
+            rt: tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap(),
+            client: Client::from_conf(config),
+        }
+    }
+
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
+    /// Creates a stream and waits until it is ACTIVE.
+    pub fn create(&self, stream: &str, shards: i32) {
+        self.block_on(
+            self.client
+                .create_stream()
+                .stream_name(stream)
+                .shard_count(shards)
+                .send(),
+        )
+        .unwrap();
+        self.wait_active(stream);
+    }
+
+    pub fn wait_active(&self, stream: &str) {
+        for _ in 0..600 {
+            let out = self
+                .block_on(
+                    self.client
+                        .describe_stream_summary()
+                        .stream_name(stream)
+                        .send(),
+                )
+                .unwrap();
+            if out.stream_description_summary().unwrap().stream_status() == &StreamStatus::Active {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("stream {stream} did not become ACTIVE");
+    }
+
+    /// Puts one record; answers (shard id, sequence number).
+    pub fn put(
+        &self,
+        stream: &str,
+        partition_key: &str,
+        data: impl Into<Vec<u8>>,
+    ) -> (String, String) {
+        let out = self
+            .block_on(
+                self.client
+                    .put_record()
+                    .stream_name(stream)
+                    .partition_key(partition_key)
+                    .data(Blob::new(data.into()))
+                    .send(),
+            )
+            .unwrap();
+        (out.shard_id().to_owned(), out.sequence_number().to_owned())
+    }
+
+    /// Every shard of the stream, as listed.
+    pub fn shards(&self, stream: &str) -> Vec<ShardRow> {
+        let out = self
+            .block_on(self.client.list_shards().stream_name(stream).send())
+            .unwrap();
+        out.shards()
+            .iter()
+            .map(|s| {
+                let r = s.hash_key_range().unwrap();
+                ShardRow {
+                    id: s.shard_id().to_owned(),
+                    start: r.starting_hash_key().parse().unwrap(),
+                    end: r.ending_hash_key().parse().unwrap(),
+                    parent: s.parent_shard_id().map(str::to_owned),
+                }
+            })
+            .collect()
+    }
+
+    /// Splits a shard in the middle of its hash key range and waits until the stream is ACTIVE.
+    pub fn split(&self, stream: &str, shard_id: &str) {
+        let row = self
+            .shards(stream)
+            .into_iter()
+            .find(|s| s.id == shard_id)
+            .unwrap();
+        let middle = row.start + (row.end - row.start) / 2;
+        self.block_on(
+            self.client
+                .split_shard()
+                .stream_name(stream)
+                .shard_to_split(shard_id)
+                .new_starting_hash_key(middle.to_string())
+                .send(),
+        )
+        .unwrap();
+        self.wait_active(stream);
+    }
+
+    /// Merges two adjacent shards and waits until the stream is ACTIVE.
+    pub fn merge(&self, stream: &str, shard: &str, adjacent: &str) {
+        self.block_on(
+            self.client
+                .merge_shards()
+                .stream_name(stream)
+                .shard_to_merge(shard)
+                .adjacent_shard_to_merge(adjacent)
+                .send(),
+        )
+        .unwrap();
+        self.wait_active(stream);
+    }
+}
+
+/// The KPL aggregation format: magic, protobuf `AggregatedRecord`, MD5 of the protobuf.
+pub fn aggregate(records: &[(&str, &[u8])]) -> Vec<u8> {
+    fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    fn field(out: &mut Vec<u8>, number: u64, bytes: &[u8]) {
+        varint(out, number << 3 | 2);
+        varint(out, bytes.len() as u64);
+        out.extend_from_slice(bytes);
+    }
+    let mut keys: Vec<&str> = Vec::new();
+    let mut body = Vec::new();
+    for (key, _) in records {
+        if !keys.contains(key) {
+            keys.push(key);
+        }
+    }
+    for key in &keys {
+        field(&mut body, 1, key.as_bytes());
+    }
+    for (key, data) in records {
+        let mut r = Vec::new();
+        varint(&mut r, 1 << 3);
+        varint(&mut r, keys.iter().position(|k| k == key).unwrap() as u64);
+        field(&mut r, 3, data);
+        field(&mut body, 3, &r);
+    }
+    use md5::{Digest, Md5};
+    let mut out = vec![0xF3, 0x89, 0x9A, 0xC2];
+    out.extend_from_slice(&body);
+    out.extend_from_slice(&Md5::digest(&body));
+    out
+}
