@@ -11,7 +11,9 @@ use std::time::{Duration, SystemTime};
 use shardhost::lease::{LeaseStore, MemoryLeaseStore};
 use shardhost::record::Outcome;
 use support::kinesis::{Kinesis, aggregate};
-use support::{Outcomes, Running, Scratch, guest, kinesis_endpoint, unique};
+use support::{
+    Outcomes, Running, Scratch, guest, kinesis_clock_endpoint, kinesis_endpoint, unique,
+};
 
 fn config(endpoint: &str, stream: &str, start_at: &str, extra: &str) -> String {
     format!(
@@ -282,7 +284,7 @@ fn kpl_aggregates_arrive_as_their_user_records() {
         seen[3].partition_key, "outer",
         "a corrupt aggregate arrives whole"
     );
-    assert_eq!(seen[3].data.as_bytes(), corrupt.as_slice());
+    assert_eq!(seen[3].bytes, corrupt);
 }
 
 #[test]
@@ -349,4 +351,41 @@ fn a_missing_stream_is_an_error_naming_it_unless_create_if_missing() {
     rt.block_on(shardhost::supervisor::Host::prepare(cfg))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(Kinesis::new(&ep).shards(&stream).len(), 3);
+}
+
+#[test]
+fn an_expired_iterator_is_reopened_after_the_last_delivered_record() {
+    let Some((ep, pid)) = kinesis_clock_endpoint() else {
+        return;
+    };
+    let k = Kinesis::new(&ep);
+    let stream = unique("expiry");
+    k.create(&stream, 1);
+    for i in 0..5 {
+        k.put(&stream, "k", format!("r{i}"));
+    }
+    let dir = Scratch::new("expiry");
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, &config(&ep, &stream, "\"trim_horizon\"", ""), |h| {
+        h.on_outcome(seen.tap())
+    });
+    host.wait_for("the first records", |_| seen.len() == 5);
+    // Every iterator the reader holds is now past its 300 s.
+    let jumped = std::process::Command::new("kill")
+        .args(["-USR2", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(jumped.success());
+    for i in 5..10 {
+        k.put(&stream, "k", format!("r{i}"));
+    }
+    host.wait_for("the records after the expiry", |_| seen.len() >= 10);
+    std::thread::sleep(Duration::from_millis(300));
+    host.stop();
+    let expected: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
+    assert_eq!(
+        data(&seen.all()),
+        expected,
+        "nothing skipped, nothing repeated"
+    );
 }

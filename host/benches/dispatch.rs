@@ -5,7 +5,6 @@
 //! paste them into BENCHMARKS.md.
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +19,8 @@ use shardhost::source::memory::MemoryStreams;
 use shardhost::status::StatusBoard;
 use shardhost::wasm::Runtime;
 use tokio_util::sync::CancellationToken;
+
+mod common;
 
 const CARRIERS: [&str; 2] = ["dhl", "ups"];
 
@@ -153,37 +154,12 @@ fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize, call_batch: u
     n as f64 / elapsed.as_secs_f64()
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
-fn build_guest(root: &Path) -> std::path::PathBuf {
-    let target = root.join("target/guest");
-    let ok = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--release",
-            "--target",
-            "wasm32-wasip2",
-            "--target-dir",
-        ])
-        .arg(&target)
-        .arg("--manifest-path")
-        .arg(root.join("examples/Cargo.toml"))
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "building the example guests failed");
-    target.join("wasm32-wasip2/release/ship.wasm")
-}
-
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     // SHARDHOST_BENCH_GUEST=path.wasm measures another guest against the same native handler.
     let wasm_path = match std::env::var_os("SHARDHOST_BENCH_GUEST") {
         Some(p) => p.into(),
-        None => build_guest(root),
+        None => common::build_examples(root).join("ship.wasm"),
     };
     let runtime = Runtime::new(None).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -222,7 +198,7 @@ fn main() {
             if only.as_deref().is_some_and(|o| o != name) {
                 return f64::NAN;
             }
-            median(
+            common::median(
                 (0..runs)
                     .map(|_| drain(f.clone(), n, batch, call_batch))
                     .collect(),

@@ -223,6 +223,14 @@ pub fn kinesis_endpoint() -> Option<String> {
     emulator("KINESIS_TEST_ENDPOINT")
 }
 
+/// The kinesis-mock whose clock jumps 301 s on each SIGUSR2 (expiring every shard iterator), and
+/// the pid to signal; one test at a time may use it.
+pub fn kinesis_clock_endpoint() -> Option<(String, u32)> {
+    let endpoint = emulator("KINESIS_CLOCK_TEST_ENDPOINT")?;
+    let pid = emulator("KINESIS_CLOCK_TEST_PID")?.parse().expect("a pid");
+    Some((endpoint, pid))
+}
+
 /// The dynalite endpoint that `tests/stack` started (same rules).
 pub fn dynamodb_endpoint() -> Option<String> {
     emulator("DYNAMODB_TEST_ENDPOINT")
@@ -263,7 +271,9 @@ pub struct Seen {
     pub partition_key: String,
     pub sequence_number: String,
     pub sub_sequence_number: u32,
+    /// The data as text (lossy).
     pub data: String,
+    pub bytes: Vec<u8>,
     pub outcome: shardhost::record::Outcome,
 }
 
@@ -277,6 +287,7 @@ impl Outcomes {
                 sequence_number: s.record.sequence_number.clone(),
                 sub_sequence_number: s.record.sub_sequence_number,
                 data: String::from_utf8_lossy(&s.record.data).into_owned(),
+                bytes: s.record.data.clone(),
                 outcome: s.outcome,
             })
         })

@@ -1,0 +1,195 @@
+//! Drain 20 000 JSON orders (~100 B) from a 4-shard stream of kinesis-mock with the orders
+//! example handler: records/s, CPU seconds and peak RSS of the host process.
+//!
+//! `tests/stack cargo bench -p shardhost --bench kinesis_drain` — needs the emulator stack. Each
+//! run puts the records into a fresh stream, then runs the host in a child process under
+//! `/usr/bin/time -v` until every record is settled. Prints the medians of 3 runs.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use aws_sdk_kinesis::Client;
+use aws_sdk_kinesis::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_kinesis::primitives::Blob;
+use aws_sdk_kinesis::types::PutRecordsRequestEntry;
+use shardhost::config::Config;
+use shardhost::supervisor::Host;
+use tokio_util::sync::CancellationToken;
+
+mod common;
+
+const RECORDS: usize = 20_000;
+const SHARDS: i32 = 4;
+const RUNS: usize = 3;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--host-mode") {
+        host_mode(Path::new(&args[i + 1]), args[i + 2].parse().unwrap());
+        return;
+    }
+    let Ok(endpoint) = std::env::var("KINESIS_TEST_ENDPOINT") else {
+        eprintln!("KINESIS_TEST_ENDPOINT is not set: run under tests/stack");
+        std::process::exit(2);
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let pick = common::build_examples(root).join("pick.wasm");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = client(&endpoint);
+    let dir = std::env::temp_dir().join(format!("shardhost-drain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mut rates, mut cpus, mut rsss) = (Vec::new(), Vec::new(), Vec::new());
+    for run in 0..RUNS {
+        let stream = format!("drain-{}-{run}", std::process::id());
+        rt.block_on(fill(&client, &stream));
+        let config = dir.join("shardhost.toml");
+        std::fs::write(
+            &config,
+            format!(
+                r#"[kinesis]
+endpoint = "{endpoint}"
+test_credentials = true
+
+[[subscription]]
+name = "pick"
+stream = "{stream}"
+handler = "{}"
+start_at = "trim_horizon"
+batch = 500
+poll_interval = "200ms"
+"#,
+                pick.display()
+            ),
+        )
+        .unwrap();
+        let out = Command::new("/usr/bin/time")
+            .arg("-v")
+            .arg(std::env::current_exe().unwrap())
+            .arg("--host-mode")
+            .arg(&config)
+            .arg(RECORDS.to_string())
+            .output()
+            .expect("/usr/bin/time runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "host run failed:\n{stdout}\n{stderr}");
+        let drain: f64 = field(&stdout, "drained in").expect("drain time");
+        let cpu = field(&stderr, "User time (seconds):").unwrap()
+            + field(&stderr, "System time (seconds):").unwrap();
+        let rss_mib = field(&stderr, "Maximum resident set size (kbytes):").unwrap() / 1024.0;
+        println!(
+            "run {run}: {RECORDS} records in {drain:.2} s = {:.0} rec/s; host CPU {cpu:.2} s; peak RSS {rss_mib:.1} MiB",
+            RECORDS as f64 / drain
+        );
+        rates.push(RECORDS as f64 / drain);
+        cpus.push(cpu);
+        rsss.push(rss_mib);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "median of {RUNS}: {:.0} rec/s, host CPU {:.2} s, peak RSS {:.1} MiB ({RECORDS} records, {SHARDS} shards, batch 500)",
+        common::median(rates),
+        common::median(cpus),
+        common::median(rsss)
+    );
+}
+
+fn field(text: &str, label: &str) -> Option<f64> {
+    let line = text.lines().find(|l| l.contains(label))?;
+    let rest = &line[line.find(label)? + label.len()..];
+    rest.split_whitespace()
+        .next()?
+        .trim_end_matches('s')
+        .parse()
+        .ok()
+}
+
+fn client(endpoint: &str) -> Client {
+    Client::from_conf(
+        aws_sdk_kinesis::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .endpoint_url(endpoint)
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("test", "test", None, None, "bench"))
+            .build(),
+    )
+}
+
+async fn fill(client: &Client, stream: &str) {
+    client
+        .create_stream()
+        .stream_name(stream)
+        .shard_count(SHARDS)
+        .send()
+        .await
+        .unwrap();
+    loop {
+        let s = client
+            .describe_stream_summary()
+            .stream_name(stream)
+            .send()
+            .await
+            .unwrap();
+        if s.stream_description_summary()
+            .unwrap()
+            .stream_status()
+            .as_str()
+            == "ACTIVE"
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for chunk in (0..RECORDS).collect::<Vec<_>>().chunks(500) {
+        let entries = chunk
+            .iter()
+            .map(|i| {
+                let data = format!(
+                    r#"{{"id":{i},"sku":"SKU-{:05}","customer":"customer-{}","qty":{}}}"#,
+                    i * 7 % 100_000,
+                    i % 997,
+                    i % 5 + 1
+                );
+                PutRecordsRequestEntry::builder()
+                    .partition_key(format!("customer-{}", i % 997))
+                    .data(Blob::new(data.into_bytes()))
+                    .build()
+                    .unwrap()
+            })
+            .collect::<Vec<_>>();
+        let out = client
+            .put_records()
+            .stream_name(stream)
+            .set_records(Some(entries))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(out.failed_record_count(), Some(0));
+    }
+}
+
+/// The child: runs the host until `n` records are settled, prints the drain time, stops.
+fn host_mode(config: &Path, n: u64) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("warn")
+        .with_writer(std::io::stderr)
+        .try_init();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let host = Host::prepare(Config::load(config).unwrap()).await.unwrap();
+        let status = host.status();
+        let stop = CancellationToken::new();
+        let started = Instant::now();
+        let run = tokio::spawn(host.run(stop.clone()));
+        while status.totals("pick").delivered < n {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        println!("drained in {:.3}s", started.elapsed().as_secs_f64());
+        stop.cancel();
+        run.await.unwrap().unwrap();
+    });
+}
