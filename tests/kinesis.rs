@@ -209,6 +209,35 @@ fn splits_and_merges_while_records_flow_keep_every_record_and_each_keys_order() 
 }
 
 #[test]
+fn under_latest_a_closed_shard_nobody_read_is_skipped_and_its_children_open_at_the_tip() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("latestclosed");
+    k.create(&stream, 1);
+    k.put(&stream, "k", "old-parent");
+    k.split(&stream, "shardId-000000000000");
+    k.put(&stream, "k", "old-child");
+    let dir = Scratch::new("latestclosed");
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, &config(&ep, &stream, "\"latest\"", ""), |h| {
+        h.on_outcome(seen.tap())
+    });
+    host.wait_for("both children reading", |b| {
+        b.snapshot()
+            .iter()
+            .filter(|(_, _, s)| s.state == "reading")
+            .count()
+            == 2
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    k.put(&stream, "k", "new");
+    host.wait_for("the new record", |_| seen.len() >= 1);
+    std::thread::sleep(Duration::from_millis(300));
+    host.stop();
+    assert_eq!(data(&seen.all()), ["new"]);
+}
+
+#[test]
 fn a_held_record_in_a_closed_parent_keeps_its_children_waiting() {
     let Some(ep) = kinesis_endpoint() else { return };
     let k = Kinesis::new(&ep);

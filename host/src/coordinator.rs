@@ -11,10 +11,20 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::StartAt;
 use crate::dispatch::{ShardWorker, SubscriptionPlan, WorkerExit};
 use crate::lease::{Checkpoint, LeaseHandle, LeaseKey, LeaseStore};
 use crate::source::{ShardInfo, StreamSource};
 use crate::status::StatusBoard;
+
+/// How a shard came to its end, for its children's start position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    /// Read to SHARD_END (here or by another instance).
+    Read,
+    /// Closed and never read (start_at = latest).
+    Skipped,
+}
 
 /// `[leases]` timings.
 #[derive(Clone, Copy, Debug)]
@@ -46,7 +56,7 @@ impl Coordinator {
     /// Runs until `stop` fires, then stops every worker gracefully and releases every lease.
     pub async fn run(self, stop: CancellationToken) {
         let mut held: HashMap<String, Held> = HashMap::new();
-        let mut ended: HashSet<String> = HashSet::new();
+        let mut ended: HashMap<String, Ended> = HashMap::new();
         let mut workers: JoinSet<(String, WorkerExit)> = JoinSet::new();
         let mut list = tokio::time::interval(self.timings.list_every);
         let mut renew = tokio::time::interval(self.timings.renew_every);
@@ -89,7 +99,7 @@ impl Coordinator {
         shard: &str,
         exit: WorkerExit,
         held: &mut HashMap<String, Held>,
-        ended: &mut HashSet<String>,
+        ended: &mut HashMap<String, Ended>,
     ) -> bool {
         match exit {
             WorkerExit::HeldAtEnd => {
@@ -99,7 +109,7 @@ impl Coordinator {
                 false
             }
             WorkerExit::ShardEnded => {
-                ended.insert(shard.to_owned());
+                ended.insert(shard.to_owned(), Ended::Read);
                 if let Some(h) = held.remove(shard) {
                     let _ = h.lease.release().await;
                 }
@@ -122,7 +132,7 @@ impl Coordinator {
     async fn take_shards(
         &self,
         held: &mut HashMap<String, Held>,
-        ended: &mut HashSet<String>,
+        ended: &mut HashMap<String, Ended>,
         workers: &mut JoinSet<(String, WorkerExit)>,
     ) {
         let shards = match self.source.list_shards(&self.plan.stream).await {
@@ -135,12 +145,12 @@ impl Coordinator {
         let listed: HashSet<&str> = shards.iter().map(|s| s.shard_id.as_str()).collect();
         for shard in &shards {
             let id = &shard.shard_id;
-            if held.contains_key(id) || ended.contains(id) {
+            if held.contains_key(id) || ended.contains_key(id) {
                 continue;
             }
-            if !self.parents_ended(shard, &listed, ended).await {
+            let Some(after_parents) = self.parents_ended(shard, &listed, ended).await else {
                 continue;
-            }
+            };
             let key = LeaseKey::new(&self.plan.stream, id);
             let lease = match self
                 .store
@@ -155,8 +165,14 @@ impl Coordinator {
                 }
             };
             let handle = Arc::new(LeaseHandle::new(self.store.clone(), lease.clone()));
-            if lease.checkpoint == Some(Checkpoint::ShardEnd) {
-                ended.insert(id.clone());
+            // A closed shard nobody read, under start_at = latest, holds nothing new: its
+            // children start at the tip as well.
+            let skip = lease.checkpoint.is_none()
+                && shard.closed
+                && !after_parents
+                && self.plan.start_at == StartAt::Latest;
+            if lease.checkpoint == Some(Checkpoint::ShardEnd) || skip {
+                ended.insert(id.clone(), if skip { Ended::Skipped } else { Ended::Read });
                 let _ = handle.release().await;
                 continue;
             }
@@ -168,7 +184,8 @@ impl Coordinator {
                 handle.clone(),
                 self.status.clone(),
                 stop.clone(),
-            );
+            )
+            .from_trim_horizon(after_parents);
             let source = self.source.clone();
             let shard_id = id.clone();
             workers.spawn(async move { (shard_id, worker.run(source).await) });
@@ -183,27 +200,33 @@ impl Coordinator {
         }
     }
 
-    /// A child shard may start once each parent has ended, here or in the lease table, or has
-    /// aged out of the stream.
+    /// Whether a shard may start: `None` while a parent is still to be read; otherwise whether
+    /// any parent was read to its end (then the shard, a continuation of its parents, opens at
+    /// its beginning when it has no checkpoint of its own).
     async fn parents_ended(
         &self,
         shard: &ShardInfo,
         listed: &HashSet<&str>,
-        ended: &mut HashSet<String>,
-    ) -> bool {
+        ended: &mut HashMap<String, Ended>,
+    ) -> Option<bool> {
+        let mut any_read = false;
         for parent in &shard.parents {
-            if ended.contains(parent) || !listed.contains(parent.as_str()) {
+            if let Some(how) = ended.get(parent) {
+                any_read |= *how == Ended::Read;
                 continue;
             }
             let key = LeaseKey::new(&self.plan.stream, parent);
             match self.store.read(&key).await {
                 Ok(Some(row)) if row.checkpoint == Some(Checkpoint::ShardEnd) => {
-                    ended.insert(parent.clone());
+                    ended.insert(parent.clone(), Ended::Read);
+                    any_read = true;
                 }
-                _ => return false,
+                // Aged out of the stream and never read here.
+                Ok(_) if !listed.contains(parent.as_str()) => {}
+                _ => return None,
             }
         }
-        true
+        Some(any_read)
     }
 
     /// Renews every held lease. Any failed renewal fences the shard at once: its worker stops

@@ -68,6 +68,7 @@ pub struct ShardWorker {
     lease: Arc<LeaseHandle>,
     status: ShardCell,
     stop: CancellationToken,
+    from_trim_horizon: bool,
 }
 
 impl ShardWorker {
@@ -89,7 +90,15 @@ impl ShardWorker {
             ctx,
             lease,
             stop,
+            from_trim_horizon: false,
         }
+    }
+
+    /// Opens the shard at its beginning when it has no checkpoint (a child whose parents were
+    /// read to their end), whatever `start_at` says.
+    pub fn from_trim_horizon(mut self, yes: bool) -> Self {
+        self.from_trim_horizon = yes;
+        self
     }
 
     /// Runs the shard to its end.
@@ -99,6 +108,7 @@ impl ShardWorker {
         let start = match &lease.checkpoint {
             Some(Checkpoint::ShardEnd) => return WorkerExit::ShardEnded,
             Some(Checkpoint::At(p)) => StartPosition::After(p.clone()),
+            None if self.from_trim_horizon => StartPosition::TrimHorizon,
             None => match self.plan.start_at {
                 StartAt::Latest => StartPosition::Latest,
                 StartAt::TrimHorizon => StartPosition::TrimHorizon,

@@ -176,6 +176,9 @@ impl StreamSource for KinesisStreams {
                         .flatten()
                         .map(str::to_owned)
                         .collect(),
+                    closed: s
+                        .sequence_number_range()
+                        .is_some_and(|r| r.ending_sequence_number().is_some()),
                 });
             }
             token = out.next_token().map(str::to_owned);

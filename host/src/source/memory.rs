@@ -175,6 +175,7 @@ impl StreamSource for MemoryStreams {
             .map(|s| ShardInfo {
                 shard_id: s.id.clone(),
                 parents: Vec::new(),
+                closed: false,
             })
             .collect())
     }

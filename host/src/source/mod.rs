@@ -19,6 +19,8 @@ pub struct ShardInfo {
     pub shard_id: String,
     /// The shards this one was split or merged from; it starts only after they all ended.
     pub parents: Vec<String>,
+    /// Closed by a split or a merge: no record will be added to it.
+    pub closed: bool,
 }
 
 /// Where a reader opens.
