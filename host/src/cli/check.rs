@@ -10,16 +10,7 @@ use shardhost::wasm::{Runtime, short_version};
 use super::EXIT_CONFIG;
 
 pub fn check(path: &Path) -> u8 {
-    match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt.block_on(check_async(path)),
-        Err(e) => {
-            eprintln!("cannot start the async runtime: {e}");
-            super::EXIT_RUNTIME
-        }
-    }
+    super::block_on(check_async(path))
 }
 
 async fn check_async(path: &Path) -> u8 {

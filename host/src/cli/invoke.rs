@@ -33,16 +33,7 @@ pub struct InvokeArgs {
 const STREAM: &str = "invoke";
 
 pub fn invoke(args: &InvokeArgs) -> u8 {
-    match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt.block_on(invoke_async(args)),
-        Err(e) => {
-            eprintln!("cannot start the async runtime: {e}");
-            EXIT_RUNTIME
-        }
-    }
+    super::block_on(invoke_async(args))
 }
 
 async fn invoke_async(args: &InvokeArgs) -> u8 {

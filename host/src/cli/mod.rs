@@ -67,6 +67,20 @@ pub fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
+/// Runs a subcommand's async body on a single-threaded runtime.
+fn block_on(body: impl std::future::Future<Output = u8>) -> u8 {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(body),
+        Err(e) => {
+            eprintln!("cannot start the async runtime: {e}");
+            EXIT_RUNTIME
+        }
+    }
+}
+
 fn init_logging(verbose: u8, format: LogFormat) {
     let default = match verbose {
         0 => "info,cranelift=warn,wasmtime=warn",
