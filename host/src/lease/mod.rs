@@ -119,6 +119,10 @@ pub enum LeaseError {
     /// The store could not be reached or answered an error.
     #[error("lease store: {0}")]
     Store(String),
+    /// This shard must not be taken: the message says why and what to do (e.g. an
+    /// earlier-version row without `legacy_stream`).
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// Where leases and checkpoints live. Implement it to keep them in another database.
