@@ -127,6 +127,7 @@ fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize, call_batch: u
             stream: Arc::from("shipments"),
             batch,
             call_batch,
+            checkpoint_every: Duration::from_secs(1),
             poll_interval: Duration::from_millis(1),
             start_at: StartAt::TrimHorizon,
             handler: factory,

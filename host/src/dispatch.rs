@@ -8,7 +8,7 @@
 //! `retry`, and the host and the other shards go on.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
@@ -40,6 +40,8 @@ pub struct SubscriptionPlan {
     pub batch: usize,
     /// Records per handler call (the config's `batch` sets both; benchmarks split them).
     pub call_batch: usize,
+    /// At most one checkpoint write per shard per this period (always on stop and SHARD_END).
+    pub checkpoint_every: Duration,
     pub poll_interval: Duration,
     pub start_at: StartAt,
     pub handler: Arc<dyn HandlerFactory>,
@@ -131,6 +133,8 @@ impl ShardWorker {
         });
         let mut run = Run {
             tracker: Tracker::new(lease.checkpoint),
+            pending: None,
+            last_write: Instant::now(),
             handler: None,
             worker: &self,
         };
@@ -157,6 +161,9 @@ impl ShardWorker {
 
 struct Run<'w> {
     tracker: Tracker,
+    /// A moved checkpoint not written yet (coalescing).
+    pending: Option<Checkpoint>,
+    last_write: Instant,
     handler: Option<Box<dyn Handler>>,
     worker: &'w ShardWorker,
 }
@@ -201,7 +208,7 @@ impl Run<'_> {
             }
             if batch.end_of_shard {
                 self.tracker.mark_read_to_end();
-                if let Err(e) = self.write_checkpoint().await {
+                if let Err(e) = self.write_checkpoint(true).await {
                     return self.lease_error(e);
                 }
                 return if self.tracker.is_complete() {
@@ -212,7 +219,7 @@ impl Run<'_> {
                     WorkerExit::HeldAtEnd
                 };
             }
-            if let Err(e) = self.write_checkpoint().await {
+            if let Err(e) = self.write_checkpoint(false).await {
                 return self.lease_error(e);
             }
             if empty {
@@ -358,10 +365,19 @@ impl Run<'_> {
         }
     }
 
-    async fn write_checkpoint(&mut self) -> Result<(), LeaseError> {
+    /// Writes the checkpoint if it moved, at most once per `checkpoint_every` unless `force`
+    /// (release, SHARD_END, stop): a crash re-delivers at most that period's records.
+    async fn write_checkpoint(&mut self, force: bool) -> Result<(), LeaseError> {
         let w = self.worker;
         if let Some(cp) = self.tracker.take_checkpoint() {
+            self.pending = Some(cp);
+        }
+        if !force && self.last_write.elapsed() < w.plan.checkpoint_every {
+            return Ok(());
+        }
+        if let Some(cp) = self.pending.take() {
             w.lease.checkpoint(&cp).await?;
+            self.last_write = Instant::now();
             tracing::debug!(subscription = %w.plan.name, shard = %w.ctx.shard_id, checkpoint = %cp, "checkpoint");
             w.status.update(|s| s.checkpoint = Some(cp.to_stored()));
         }
@@ -370,7 +386,7 @@ impl Run<'_> {
 
     /// A graceful stop: nothing is in flight between batches; write the final checkpoint.
     async fn finish(&mut self) -> WorkerExit {
-        match self.write_checkpoint().await {
+        match self.write_checkpoint(true).await {
             Ok(()) => WorkerExit::Stopped,
             Err(e) => self.lease_error(e),
         }

@@ -149,6 +149,7 @@ impl Host {
                     stream: Arc::from(s.stream.as_str()),
                     batch: s.batch,
                     call_batch: s.batch,
+                    checkpoint_every: config.leases.checkpoint_every,
                     poll_interval: s.poll_interval,
                     start_at: s.start_at.unwrap_or(if s.feed.is_some() {
                         StartAt::TrimHorizon

@@ -78,6 +78,11 @@ pub struct LeaseConfig {
     pub renew_every: Duration,
     /// Default 10 s.
     pub list_every: Duration,
+    /// Checkpoint writes are coalesced per shard: at most one per this period (default 1 s),
+    /// and always on release, on SHARD_END and on stop.
+    pub checkpoint_every: Duration,
+    /// Hand extra shards to instances holding fewer than their fair share (default true).
+    pub balance: bool,
 }
 
 /// `[admin]`

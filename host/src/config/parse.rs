@@ -25,6 +25,8 @@ const LEASES_KEYS: &[&str] = &[
     "table",
     "endpoint",
     "legacy_stream",
+    "checkpoint_every",
+    "balance",
     "ttl",
     "renew_every",
     "list_every",
@@ -147,6 +149,8 @@ fn leases(w: &mut Walker<'_>, root: &Section<'_, '_>) -> LeaseConfig {
         ttl: Duration::from_secs(10),
         renew_every: Duration::from_secs(3),
         list_every: Duration::from_secs(10),
+        checkpoint_every: Duration::from_secs(1),
+        balance: true,
     };
     let Some(sec) = w.table(root, "leases", LEASES_KEYS) else {
         return leases;
@@ -207,6 +211,14 @@ fn leases(w: &mut Walker<'_>, root: &Section<'_, '_>) -> LeaseConfig {
     leases.ttl = ttl.unwrap_or(leases.ttl);
     leases.renew_every = renew_every.unwrap_or(leases.renew_every);
     leases.list_every = list_every.unwrap_or(leases.list_every);
+    if let Some(every) = sec.get("checkpoint_every") {
+        if let Some(d) = w.duration(&every) {
+            leases.checkpoint_every = d;
+        }
+    }
+    if let Some(f) = sec.get("balance") {
+        leases.balance = w.boolean(&f).unwrap_or(true);
+    }
     leases
 }
 

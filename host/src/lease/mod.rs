@@ -8,6 +8,7 @@
 //! counter), so two owners never both hold a shard and a checkpoint lands only while its writer
 //! holds the lease. A write that fails that condition answers [`LeaseError::Lost`].
 
+mod dynamo;
 mod handle;
 mod memory;
 
@@ -16,6 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
+pub use dynamo::DynamoLeaseStore;
 pub use handle::LeaseHandle;
 pub use memory::MemoryLeaseStore;
 

@@ -1,0 +1,392 @@
+//! Leases in a DynamoDB table shared by many instances, in the layout ruststream-kinesis 0.7
+//! writes, so a service moves between that crate and shardhost on the same table.
+//!
+//! The table has one string partition key, `lease_key`, and nothing else. One row holds one shard
+//! of one stream, with exactly these attributes:
+//!
+//! | attribute       | type | value                                                   |
+//! |-----------------|------|---------------------------------------------------------|
+//! | `lease_key`     | S    | `stream:shard`                                          |
+//! | `lease_owner`   | S    | the holder; absent while nobody holds it                |
+//! | `lease_expiry`  | N    | ms since the Unix epoch; 0 after a release              |
+//! | `lease_counter` | N    | +1 on every write                                       |
+//! | `checkpoint`    | S    | a sequence number, `SEQ/SUB` in a KPL aggregate, or `SHARD_END` |
+//!
+//! Every write is a conditional UpdateItem: acquire on the row being free, expired or already the
+//! caller's; renew, checkpoint and release on the owner and counter the caller last saw. Rows keyed
+//! by a bare shard id are earlier-version rows, read only through `legacy_stream` (see `legacy`).
+
+mod legacy;
+mod row;
+mod table;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_config::BehaviorVersion;
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::{Credentials, Region};
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+
+use super::{Checkpoint, Lease, LeaseError, LeaseKey, LeaseStore, now_ms};
+use legacy::Legacy;
+use row::{CHECKPOINT, COUNTER, EXPIRY, KEY, OWNER, n, s};
+
+/// A [`LeaseStore`] in a DynamoDB table (`[leases] store = "dynamodb"`).
+///
+/// The service's credentials need `dynamodb:GetItem` and `dynamodb:UpdateItem` on the table, and
+/// `dynamodb:DescribeTable` for [`check_table`](Self::check_table).
+#[derive(Debug)]
+pub struct DynamoLeaseStore {
+    client: Client,
+    table: String,
+    endpoint: Option<String>,
+    legacy_stream: Option<String>,
+    /// The checkpoint of each bare (earlier-version) row looked at so far, by shard id.
+    bare_rows: Mutex<HashMap<String, Option<Checkpoint>>>,
+    /// Rows seen with a checkpoint of their own: earlier-version rows no longer matter for them
+    /// (a checkpoint is never removed).
+    checkpointed: Mutex<HashSet<LeaseKey>>,
+}
+
+/// One conditional UpdateItem.
+struct Write<'a> {
+    /// What the write does, for error messages ("renew", "checkpoint", ...).
+    what: &'static str,
+    update: String,
+    condition: String,
+    values: Vec<(&'static str, AttributeValue)>,
+    key: &'a LeaseKey,
+}
+
+/// The condition of acquire: the row is free, expired, or already the caller's.
+const TAKEABLE: &str = "(attribute_not_exists(lease_key) OR attribute_not_exists(lease_owner) \
+                        OR lease_owner = :me OR lease_expiry <= :now)";
+
+/// The condition of renew, checkpoint and release: the row is as the caller last saw it.
+const HELD: &str = "lease_owner = :me AND lease_counter = :seen";
+
+impl DynamoLeaseStore {
+    /// A store on `table`, with a client from `[leases]`: the endpoint (else the AWS chain, which
+    /// honours `AWS_ENDPOINT_URL_DYNAMODB`), the region, and static dummy credentials when
+    /// `test_credentials` is set. `legacy_stream` names the stream that earlier-version rows
+    /// (keyed by the bare shard id) belong to. Nothing is sent until the first call.
+    pub async fn connect(
+        table: &str,
+        endpoint: Option<&str>,
+        region: Option<&str>,
+        test_credentials: bool,
+        legacy_stream: Option<&str>,
+    ) -> DynamoLeaseStore {
+        let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .retry_config(
+                RetryConfig::standard()
+                    .with_max_attempts(5)
+                    .with_initial_backoff(Duration::from_millis(100))
+                    .with_max_backoff(Duration::from_secs(2)),
+            )
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(Duration::from_secs(3))
+                    .operation_attempt_timeout(Duration::from_secs(5))
+                    .build(),
+            );
+        match (region, endpoint.is_some() || test_credentials) {
+            (Some(region), _) => loader = loader.region(Region::new(region.to_owned())),
+            // A local stack does not care; the SDK insists on some region.
+            (None, true) => loader = loader.region(Region::new("us-east-1")),
+            (None, false) => {}
+        }
+        if let Some(url) = endpoint {
+            loader = loader.endpoint_url(url);
+        }
+        if test_credentials {
+            loader = loader.credentials_provider(Credentials::new(
+                "test",
+                "test",
+                None,
+                None,
+                "shardhost-test",
+            ));
+        }
+        let sdk = loader.load().await;
+        DynamoLeaseStore {
+            client: Client::new(&sdk),
+            table: table.to_owned(),
+            endpoint: endpoint.map(str::to_owned),
+            legacy_stream: legacy_stream.map(str::to_owned),
+            bare_rows: Mutex::default(),
+            checkpointed: Mutex::default(),
+        }
+    }
+
+    /// Checks at start that the table exists and is keyed by one string partition key
+    /// `lease_key`; answers [`LeaseError::Refused`] saying what is wrong (with the AWS CLI command
+    /// that creates the table when it is missing). Waits while the table is still being created.
+    pub async fn check_table(&self) -> Result<(), LeaseError> {
+        table::check(&self.client, &self.table, self.endpoint.as_deref()).await
+    }
+
+    /// The row of `key` as stored, without looking at earlier-version rows.
+    async fn get(&self, key: &LeaseKey) -> Result<Option<Lease>, LeaseError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(KEY, s(key.to_string()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| self.sdk_error("read", &key.to_string(), e))?;
+        let lease = out
+            .item()
+            .map(|item| row::lease(&self.table, key, item))
+            .transpose()?;
+        self.note(lease.as_ref());
+        Ok(lease)
+    }
+
+    /// Sends one conditional UpdateItem; `None` when its condition failed.
+    async fn write(&self, w: Write<'_>) -> Result<Option<Lease>, LeaseError> {
+        let name = w.key.to_string();
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(KEY, s(name.as_str()))
+            .update_expression(w.update)
+            .condition_expression(w.condition)
+            .return_values(ReturnValue::AllNew);
+        for (placeholder, value) in w.values {
+            request = request.expression_attribute_values(placeholder, value);
+        }
+        match request.send().await {
+            Ok(out) => {
+                let item = out.attributes().ok_or_else(|| {
+                    LeaseError::Store(format!(
+                        "{} `{name}` in lease table `{}`: the answer holds no row",
+                        w.what, self.table
+                    ))
+                })?;
+                let lease = row::lease(&self.table, w.key, item)?;
+                self.note(Some(&lease));
+                Ok(Some(lease))
+            }
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(self.sdk_error(w.what, &name, e)),
+        }
+    }
+
+    /// Takes the row for `owner` if it is takeable; with `adopt`, also writes that checkpoint,
+    /// on the condition that the row has none yet.
+    async fn take(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        ttl: Duration,
+        adopt: Option<&Checkpoint>,
+    ) -> Result<Option<Lease>, LeaseError> {
+        let now = now_ms();
+        let mut update = format!(
+            "SET {OWNER} = :me, {EXPIRY} = :expiry, \
+             {COUNTER} = if_not_exists({COUNTER}, :zero) + :one"
+        );
+        let mut values = vec![
+            (":me", s(owner)),
+            (":now", n(now)),
+            (":expiry", n(now + ttl.as_millis() as u64)),
+            (":zero", n(0)),
+            (":one", n(1)),
+        ];
+        let mut condition = TAKEABLE.to_owned();
+        if let Some(checkpoint) = adopt {
+            update.push_str(&format!(", {CHECKPOINT} = :legacy"));
+            values.push((":legacy", s(checkpoint.to_stored())));
+            condition.push_str(&format!(" AND attribute_not_exists({CHECKPOINT})"));
+        }
+        self.write(Write {
+            what: "acquire",
+            update,
+            condition,
+            values,
+            key,
+        })
+        .await
+    }
+
+    /// Takes the row starting from an earlier-version row's checkpoint.
+    async fn adopt(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        ttl: Duration,
+        checkpoint: &Checkpoint,
+    ) -> Result<Option<Lease>, LeaseError> {
+        if let Some(lease) = self.take(key, owner, ttl, Some(checkpoint)).await? {
+            tracing::info!(
+                table = %self.table,
+                key = %key,
+                checkpoint = %checkpoint,
+                "adopted the checkpoint of the earlier-version row `{}` (legacy_stream)",
+                key.shard_id
+            );
+            return Ok(Some(lease));
+        }
+        // Held by another owner, or the row got a checkpoint of its own meanwhile (which wins).
+        match self.get(key).await? {
+            Some(row) if row.checkpoint.is_some() => self.take(key, owner, ttl, None).await,
+            _ => Ok(None),
+        }
+    }
+
+    /// A write on a held lease, conditional on its owner and counter as the caller saw them.
+    async fn guarded(
+        &self,
+        lease: &Lease,
+        what: &'static str,
+        set: &str,
+        mut values: Vec<(&'static str, AttributeValue)>,
+    ) -> Result<Lease, LeaseError> {
+        let lost = || LeaseError::Lost {
+            key: lease.key.clone(),
+            owner: lease.owner.clone().unwrap_or_default(),
+        };
+        let owner = lease.owner.as_deref().ok_or_else(lost)?;
+        values.extend([
+            (":me", s(owner)),
+            (":seen", n(lease.counter)),
+            (":one", n(1)),
+        ]);
+        let write = Write {
+            what,
+            update: format!("{set}, {COUNTER} = {COUNTER} + :one"),
+            condition: HELD.to_owned(),
+            values,
+            key: &lease.key,
+        };
+        self.write(write).await?.ok_or_else(lost)
+    }
+
+    /// Remembers that a row has a checkpoint of its own.
+    fn note(&self, lease: Option<&Lease>) {
+        if let Some(lease) = lease
+            && lease.checkpoint.is_some()
+        {
+            let mut checkpointed = self.checkpointed.lock().expect("checkpointed poisoned");
+            if !checkpointed.contains(&lease.key) {
+                checkpointed.insert(lease.key.clone());
+            }
+        }
+    }
+
+    fn has_checkpoint(&self, key: &LeaseKey) -> bool {
+        self.checkpointed
+            .lock()
+            .expect("checkpointed poisoned")
+            .contains(key)
+    }
+
+    /// A store error naming what was done, on which row of which table.
+    fn sdk_error<E, R>(&self, what: &str, row: &str, e: SdkError<E, R>) -> LeaseError
+    where
+        E: std::error::Error + ProvideErrorMetadata + 'static,
+        R: std::fmt::Debug,
+    {
+        let service = e.as_service_error();
+        if service.and_then(|s| s.code()) == Some("ResourceNotFoundException") {
+            return LeaseError::Store(format!(
+                "{what} `{row}`: lease table `{}` does not exist",
+                self.table
+            ));
+        }
+        let detail = match service.and_then(|s| s.message()) {
+            Some(message) => format!(
+                "{}: {message}",
+                service.and_then(|s| s.code()).unwrap_or("")
+            ),
+            None => DisplayErrorContext(&e).to_string(),
+        };
+        LeaseError::Store(format!(
+            "{what} `{row}` in lease table `{}`: {detail}",
+            self.table
+        ))
+    }
+}
+
+#[async_trait]
+impl LeaseStore for DynamoLeaseStore {
+    async fn acquire(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LeaseError> {
+        if !self.has_checkpoint(key)
+            && let Some(legacy) = self.legacy(key).await?
+        {
+            let has_own = self.get(key).await?.is_some_and(|r| r.checkpoint.is_some());
+            match legacy {
+                _ if has_own => {}
+                Legacy::Refuse(message) => return Err(LeaseError::Refused(message)),
+                Legacy::Adopt(checkpoint) => return self.adopt(key, owner, ttl, &checkpoint).await,
+            }
+        }
+        self.take(key, owner, ttl, None).await
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LeaseError> {
+        let expiry = now_ms() + ttl.as_millis() as u64;
+        let set = format!("SET {EXPIRY} = :expiry");
+        self.guarded(lease, "renew", &set, vec![(":expiry", n(expiry))])
+            .await
+    }
+
+    async fn checkpoint(
+        &self,
+        lease: &Lease,
+        checkpoint: &Checkpoint,
+    ) -> Result<Lease, LeaseError> {
+        let set = format!("SET {CHECKPOINT} = :checkpoint");
+        let values = vec![(":checkpoint", s(checkpoint.to_stored()))];
+        self.guarded(lease, "checkpoint", &set, values).await
+    }
+
+    async fn read(&self, key: &LeaseKey) -> Result<Option<Lease>, LeaseError> {
+        let row = self.get(key).await?;
+        if row.as_ref().is_some_and(|r| r.checkpoint.is_some()) {
+            return Ok(row);
+        }
+        match self.legacy(key).await? {
+            None => Ok(row),
+            Some(Legacy::Refuse(message)) => Err(LeaseError::Refused(message)),
+            // What an acquire would start from; the table is left as it is.
+            Some(Legacy::Adopt(checkpoint)) => Ok(Some(Lease {
+                checkpoint: Some(checkpoint),
+                ..row.unwrap_or_else(|| Lease {
+                    key: key.clone(),
+                    owner: None,
+                    expiry_ms: 0,
+                    counter: 0,
+                    checkpoint: None,
+                })
+            })),
+        }
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), LeaseError> {
+        let set = format!("REMOVE {OWNER} SET {EXPIRY} = :zero");
+        self.guarded(lease, "release", &set, vec![(":zero", n(0))])
+            .await
+            .map(drop)
+    }
+}
