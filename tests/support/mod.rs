@@ -2,6 +2,7 @@
 //! hosts in process.
 #![allow(dead_code)]
 
+pub mod dynamo;
 pub mod kinesis;
 
 use std::path::{Path, PathBuf};

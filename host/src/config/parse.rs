@@ -211,10 +211,10 @@ fn leases(w: &mut Walker<'_>, root: &Section<'_, '_>) -> LeaseConfig {
     leases.ttl = ttl.unwrap_or(leases.ttl);
     leases.renew_every = renew_every.unwrap_or(leases.renew_every);
     leases.list_every = list_every.unwrap_or(leases.list_every);
-    if let Some(every) = sec.get("checkpoint_every") {
-        if let Some(d) = w.duration(&every) {
-            leases.checkpoint_every = d;
-        }
+    if let Some(every) = sec.get("checkpoint_every")
+        && let Some(d) = w.duration(&every)
+    {
+        leases.checkpoint_every = d;
     }
     if let Some(f) = sec.get("balance") {
         leases.balance = w.boolean(&f).unwrap_or(true);

@@ -93,7 +93,9 @@ impl DynamoLeaseStore {
             .timeout_config(
                 TimeoutConfig::builder()
                     .connect_timeout(Duration::from_secs(3))
-                    .operation_attempt_timeout(Duration::from_secs(5))
+                    .operation_attempt_timeout(Duration::from_secs(3))
+                    // Within the default lease ttl: a stalled write must not outlive the lease.
+                    .operation_timeout(Duration::from_secs(8))
                     .build(),
             );
         match (region, endpoint.is_some() || test_credentials) {
@@ -303,18 +305,16 @@ impl DynamoLeaseStore {
         R: std::fmt::Debug,
     {
         let service = e.as_service_error();
-        if service.and_then(|s| s.code()) == Some("ResourceNotFoundException") {
+        let code = service.and_then(|s| s.code());
+        if code == Some("ResourceNotFoundException") {
             return LeaseError::Store(format!(
                 "{what} `{row}`: lease table `{}` does not exist",
                 self.table
             ));
         }
-        let detail = match service.and_then(|s| s.message()) {
-            Some(message) => format!(
-                "{}: {message}",
-                service.and_then(|s| s.code()).unwrap_or("")
-            ),
-            None => DisplayErrorContext(&e).to_string(),
+        let detail = match (code, service.and_then(|s| s.message())) {
+            (Some(code), Some(message)) => format!("{code}: {message}"),
+            _ => DisplayErrorContext(&e).to_string(),
         };
         LeaseError::Store(format!(
             "{what} `{row}` in lease table `{}`: {detail}",
