@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::StartAt;
 use crate::dispatch::{ShardWorker, SubscriptionPlan, WorkerExit};
-use crate::lease::{Checkpoint, LeaseHandle, LeaseKey, LeaseStore};
+use crate::lease::{Checkpoint, LeaseError, LeaseHandle, LeaseKey, LeaseStore};
 use crate::source::{ShardInfo, StreamSource};
 use crate::status::StatusBoard;
 
@@ -159,6 +159,18 @@ impl Coordinator {
             {
                 Ok(Some(lease)) => lease,
                 Ok(None) => continue,
+                Err(LeaseError::Refused(why)) => {
+                    // Said once per shard: it stays refused until the table is fixed.
+                    let cell = self.status.shard(&self.plan.name, id);
+                    if cell.get().last_error.as_deref() != Some(why.as_str()) {
+                        tracing::error!(subscription = %self.plan.name, shard = %id, "shard not started: {why}");
+                        cell.update(|s| {
+                            s.state = "refused".into();
+                            s.last_error = Some(why);
+                        });
+                    }
+                    continue;
+                }
                 Err(e) => {
                     tracing::warn!(subscription = %self.plan.name, shard = %id, error = %e, "cannot take lease");
                     continue;

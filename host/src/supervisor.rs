@@ -14,7 +14,7 @@ use crate::coordinator::{Coordinator, LeaseTimings};
 use crate::dispatch::{OutcomeTap, SubscriptionPlan};
 use crate::feed::{self, FeedError, FeedRecord};
 use crate::handler::HandlerFactory;
-use crate::lease::{LeaseStore, MemoryLeaseStore};
+use crate::lease::{DynamoLeaseStore, LeaseStore, MemoryLeaseStore};
 use crate::source::kinesis::KinesisStreams;
 use crate::source::memory::MemoryStreams;
 use crate::source::{SourceError, StreamSource};
@@ -43,6 +43,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Runtime(LoadError),
+    #[error("[leases] {0}")]
+    Leases(crate::lease::LeaseError),
 }
 
 /// Everything a host needs, loaded and checked, with nothing running yet.
@@ -67,13 +69,6 @@ struct Prepared {
 /// The reasons a config names parts this build does not have, for `check` and `run` alike.
 pub fn unsupported(config: &Config) -> Vec<String> {
     let mut out = Vec::new();
-    if matches!(config.leases.store, LeaseStoreKind::Dynamo { .. }) {
-        out.push(
-            "[leases] store = \"dynamodb\" is not available in this version of shardhost; use \
-             \"memory\""
-                .to_owned(),
-        );
-    }
     if config.admin.is_some() {
         out.push("[admin] the admin API is not available in this version of shardhost".to_owned());
     }
@@ -108,6 +103,25 @@ pub fn owner_id(config: &Config) -> String {
         .unwrap_or_else(|| "shardhost".to_owned());
     let suffix = RandomState::new().hash_one(std::process::id()) as u32;
     format!("{host}-{suffix:08x}")
+}
+
+/// The configured lease store, checked (a DynamoDB table must exist with the right key).
+async fn lease_store(config: &Config) -> Result<Arc<dyn LeaseStore>, StartError> {
+    match &config.leases.store {
+        LeaseStoreKind::Memory => Ok(Arc::new(MemoryLeaseStore::new())),
+        LeaseStoreKind::Dynamo { table, endpoint } => {
+            let store = DynamoLeaseStore::connect(
+                table,
+                endpoint.as_deref(),
+                config.kinesis.region.as_deref(),
+                config.kinesis.test_credentials,
+                config.leases.legacy_stream.as_deref(),
+            )
+            .await;
+            store.check_table().await.map_err(StartError::Leases)?;
+            Ok(Arc::new(store))
+        }
+    }
 }
 
 impl Host {
@@ -191,7 +205,7 @@ impl Host {
             owner: Arc::from(owner_id(&config).as_str()),
             source,
             memory,
-            store: Arc::new(MemoryLeaseStore::new()),
+            store: lease_store(&config).await?,
             subscriptions,
             status: StatusBoard::new(),
             config,

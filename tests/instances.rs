@@ -1,0 +1,363 @@
+//! Several `shardhost` processes on one DynamoDB lease table (dynalite) reading one stream
+//! (kinesis-mock): failover after kill -9, handover on a clean stop, restart under the same
+//! owner id, a stolen lease, and the table checks at start.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use support::dynamo::{Dynamo, n, s};
+use support::kinesis::Kinesis;
+use support::{Scratch, dynamodb_endpoint, guest, kinesis_endpoint, unique};
+
+/// One host process; its JSON log goes to a file the test reads.
+struct Instance {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Instance {
+    fn start(dir: &Scratch, name: &str, config: &str) -> Instance {
+        let path = dir.write(&format!("{name}.toml"), config);
+        let log = dir.0.join(format!("{name}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_shardhost"))
+            .args(["--log-format", "json", "run"])
+            .arg(&path)
+            .env("SHARDHOST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Instance { child, log }
+    }
+
+    fn lines(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// (shard, record text) of every record the handler logged, in order.
+    fn handled(&self) -> Vec<(String, String)> {
+        self.lines()
+            .into_iter()
+            .filter(|v| v["target"] == "shardhost::guest")
+            .map(|v| {
+                let f = &v["fields"];
+                (
+                    f["shard"].as_str().unwrap_or_default().to_owned(),
+                    f["message"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    /// When the first log line with this message was written.
+    fn first_time_of(&self, message: &str) -> Option<SystemTime> {
+        self.lines()
+            .into_iter()
+            .find(|v| v["fields"]["message"] == message)
+            .and_then(|v| {
+                humantime::parse_rfc3339_weak(v["timestamp"].as_str()?.trim_end_matches('Z')).ok()
+            })
+    }
+
+    fn logged(&self, needle: &str) -> bool {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .contains(needle)
+    }
+
+    fn wait_for(&self, what: &str, timeout: Duration, pred: impl Fn(&Instance) -> bool) {
+        let deadline = Instant::now() + timeout;
+        while !pred(self) {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; log:\n{}",
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn interrupt(&mut self) -> Option<i32> {
+        Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        self.child.wait().unwrap().code()
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+struct Stack {
+    kinesis_endpoint: String,
+    dynamo_endpoint: String,
+    k: Kinesis,
+    d: Dynamo,
+    rt: tokio::runtime::Runtime,
+    stream: String,
+    table: String,
+}
+
+fn stack(shards: i32) -> Option<Stack> {
+    let kinesis_endpoint = kinesis_endpoint()?;
+    let dynamo_endpoint = dynamodb_endpoint()?;
+    let k = Kinesis::new(&kinesis_endpoint);
+    let d = Dynamo::new(&dynamo_endpoint);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let stream = unique("inst");
+    let table = unique("leases");
+    k.create(&stream, shards);
+    rt.block_on(d.create_lease_table(&table));
+    Some(Stack {
+        kinesis_endpoint,
+        dynamo_endpoint,
+        k,
+        d,
+        rt,
+        stream,
+        table,
+    })
+}
+
+impl Stack {
+    fn config(&self, owner: &str, ttl: &str) -> String {
+        format!(
+            r#"[host]
+owner_id = "{owner}"
+
+[kinesis]
+endpoint = "{}"
+test_credentials = true
+
+[leases]
+store = "dynamodb"
+table = "{}"
+endpoint = "{}"
+ttl = "{ttl}"
+renew_every = "1s"
+list_every = "1s"
+checkpoint_every = "200ms"
+
+[[subscription]]
+name = "test"
+stream = "{}"
+handler = "{}"
+start_at = "trim_horizon"
+batch = 10
+poll_interval = "100ms"
+"#,
+            self.kinesis_endpoint,
+            self.table,
+            self.dynamo_endpoint,
+            self.stream,
+            guest("scripted").display()
+        )
+    }
+
+    /// Puts `count` records `log:{tag}-{i}` over many partition keys.
+    fn put(&self, tag: &str, count: usize) -> Vec<String> {
+        (0..count)
+            .map(|i| {
+                let text = format!("{tag}-{i}");
+                self.k
+                    .put(&self.stream, &format!("key-{i}"), format!("log:{text}"));
+                text
+            })
+            .collect()
+    }
+
+    fn checkpoint(&self, shard: &str) -> Option<String> {
+        let row = self
+            .rt
+            .block_on(self.d.row(&self.table, &format!("{}:{shard}", self.stream)))?;
+        row.get("checkpoint").and_then(|v| v.as_s().ok()).cloned()
+    }
+
+    fn owner(&self, shard: &str) -> Option<String> {
+        let row = self
+            .rt
+            .block_on(self.d.row(&self.table, &format!("{}:{shard}", self.stream)))?;
+        row.get("lease_owner").and_then(|v| v.as_s().ok()).cloned()
+    }
+}
+
+fn texts(handled: &[(String, String)]) -> BTreeSet<String> {
+    handled.iter().map(|(_, t)| t.clone()).collect()
+}
+
+#[test]
+fn kill_9_fails_over_after_expiry_and_resumes_after_the_last_checkpoint() {
+    let Some(st) = stack(2) else { return };
+    let dir = Scratch::new("failover");
+    let first = st.put("r", 20);
+    let mut a = Instance::start(&dir, "a", &st.config("a", "3s"));
+    a.wait_for(
+        "a to handle the first records",
+        Duration::from_secs(60),
+        |i| texts(&i.handled()).len() == 20,
+    );
+    std::thread::sleep(Duration::from_millis(800)); // the checkpoints are written
+    let b = Instance::start(&dir, "b", &st.config("b", "3s"));
+    std::thread::sleep(Duration::from_secs(1));
+    a.kill9();
+    let killed = SystemTime::now();
+    let at_kill: BTreeMap<String, Option<String>> =
+        ["shardId-000000000000", "shardId-000000000001"]
+            .iter()
+            .map(|s| (s.to_string(), st.checkpoint(s)))
+            .collect();
+    let later = st.put("t", 20);
+    b.wait_for(
+        "b to take over and handle the new records",
+        Duration::from_secs(60),
+        |i| {
+            let seen = texts(&i.handled());
+            later.iter().all(|t| seen.contains(t))
+        },
+    );
+    let taken = b.first_time_of("lease taken").expect("b took a lease");
+    let waited = taken.duration_since(killed).unwrap_or_default();
+    assert!(
+        waited >= Duration::from_secs(1),
+        "b waited for the dead lease to expire (3 s ttl, renewed every 1 s): {waited:?}"
+    );
+    let by_b = b.handled();
+    assert!(
+        by_b.iter().all(|(_, t)| !first.contains(t)),
+        "records before the last checkpoint are not delivered again: {by_b:?} (checkpoints {at_kill:?})"
+    );
+    assert_eq!(st.owner("shardId-000000000000").as_deref(), Some("b"));
+    assert_eq!(st.owner("shardId-000000000001").as_deref(), Some("b"));
+}
+
+#[test]
+fn a_clean_stop_hands_the_shards_over_without_waiting_for_expiry() {
+    let Some(st) = stack(2) else { return };
+    let dir = Scratch::new("handover");
+    let first = st.put("r", 10);
+    let mut a = Instance::start(&dir, "a", &st.config("a", "30s"));
+    a.wait_for("a to handle the records", Duration::from_secs(60), |i| {
+        texts(&i.handled()).len() == 10
+    });
+    let b = Instance::start(&dir, "b", &st.config("b", "30s"));
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(a.interrupt(), Some(0), "a clean stop exits 0");
+    assert!(a.logged("lease released"));
+    let stopped = Instant::now();
+    let later = st.put("t", 10);
+    b.wait_for("b to take over", Duration::from_secs(20), |i| {
+        let seen = texts(&i.handled());
+        later.iter().all(|t| seen.contains(t))
+    });
+    assert!(
+        stopped.elapsed() < Duration::from_secs(15),
+        "b took over long before the 30 s lease would have expired ({:?})",
+        stopped.elapsed()
+    );
+    let by_b = texts(&b.handled());
+    assert!(
+        first.iter().all(|t| !by_b.contains(t)),
+        "a planned handover re-reads nothing: {by_b:?}"
+    );
+}
+
+#[test]
+fn a_restart_under_the_same_owner_id_regains_its_leases_at_once() {
+    let Some(st) = stack(1) else { return };
+    let dir = Scratch::new("sameowner");
+    st.put("r", 5);
+    let mut a = Instance::start(&dir, "a", &st.config("pod-a", "30s"));
+    a.wait_for("the first records", Duration::from_secs(60), |i| {
+        i.handled().len() == 5
+    });
+    a.kill9();
+    let restarted = Instant::now();
+    let again = Instance::start(&dir, "a2", &st.config("pod-a", "30s"));
+    let later = st.put("t", 5);
+    again.wait_for(
+        "the restarted instance to read",
+        Duration::from_secs(20),
+        |i| {
+            let seen = texts(&i.handled());
+            later.iter().all(|t| seen.contains(t))
+        },
+    );
+    assert!(
+        restarted.elapsed() < Duration::from_secs(15),
+        "regained without waiting for the 30 s expiry"
+    );
+}
+
+#[test]
+fn a_stolen_lease_stops_the_old_reader_at_once_and_it_writes_no_checkpoint_after() {
+    let Some(st) = stack(1) else { return };
+    let dir = Scratch::new("stolen");
+    st.put("r", 5);
+    let a = Instance::start(&dir, "a", &st.config("a", "30s"));
+    a.wait_for("the first records", Duration::from_secs(60), |i| {
+        i.handled().len() == 5
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let shard = "shardId-000000000000";
+    let key = format!("{}:{shard}", st.stream);
+    st.rt
+        .block_on(st.d.set(&st.table, &key, "lease_owner", s("thief")));
+    st.rt
+        .block_on(st.d.set(&st.table, &key, "lease_counter", n(1_000_000)));
+    let checkpoint = st.checkpoint(shard);
+    a.wait_for("a to notice", Duration::from_secs(10), |i| {
+        i.logged("lease lost") || i.logged("renewal failed")
+    });
+    let after = st.put("t", 5);
+    std::thread::sleep(Duration::from_secs(2));
+    let seen = texts(&a.handled());
+    assert!(
+        after.iter().all(|t| !seen.contains(t)),
+        "a stopped reading: {seen:?}"
+    );
+    assert_eq!(
+        st.checkpoint(shard),
+        checkpoint,
+        "a wrote no checkpoint after losing the lease"
+    );
+    assert_eq!(st.owner(shard).as_deref(), Some("thief"));
+}
+
+#[test]
+fn a_missing_lease_table_stops_the_start_with_the_command_that_creates_it() {
+    let Some(st) = stack(1) else { return };
+    let dir = Scratch::new("notable");
+    let config = st.config("a", "10s").replace(&st.table, "no-such-table");
+    let path = dir.write("a.toml", &config);
+    let out = Command::new(env!("CARGO_BIN_EXE_shardhost"))
+        .arg("run")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no-such-table") && stderr.contains("aws dynamodb create-table"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("host running"));
+    let _ = Path::new(&path);
+}
