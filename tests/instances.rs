@@ -208,14 +208,19 @@ fn kill_9_fails_over_after_expiry_and_resumes_after_the_last_checkpoint() {
     let Some(st) = stack(2) else { return };
     let dir = Scratch::new("failover");
     let first = st.put("r", 20);
-    let mut a = Instance::start(&dir, "a", &st.config("a", "3s"));
+    // First lister takes all (no balancing), so b holds nothing until a dies.
+    let config = |owner: &str| {
+        st.config(owner, "3s")
+            .replace("checkpoint_every", "balance = false\ncheckpoint_every")
+    };
+    let mut a = Instance::start(&dir, "a", &config("a"));
     a.wait_for(
         "a to handle the first records",
         Duration::from_secs(60),
         |i| texts(&i.handled()).len() == 20,
     );
     std::thread::sleep(Duration::from_millis(800)); // the checkpoints are written
-    let b = Instance::start(&dir, "b", &st.config("b", "3s"));
+    let b = Instance::start(&dir, "b", &config("b"));
     std::thread::sleep(Duration::from_secs(1));
     a.kill9();
     let killed = SystemTime::now();
@@ -360,4 +365,57 @@ fn a_missing_lease_table_stops_the_start_with_the_command_that_creates_it() {
     );
     assert!(!stderr.contains("host running"));
     let _ = Path::new(&path);
+}
+
+#[test]
+fn two_instances_split_four_shards_two_and_two_and_a_handoff_rereads_nothing() {
+    let Some(st) = stack(4) else { return };
+    let dir = Scratch::new("balance");
+    let first = st.put("r", 40);
+    let a = Instance::start(&dir, "a", &st.config("a", "10s"));
+    a.wait_for("a to handle every record", Duration::from_secs(60), |i| {
+        texts(&i.handled()).len() == 40
+    });
+    let b = Instance::start(&dir, "b", &st.config("b", "10s"));
+    let shards: Vec<String> = (0..4).map(|i| format!("shardId-{i:012}")).collect();
+    let owners = || -> Vec<Option<String>> { shards.iter().map(|s| st.owner(s)).collect() };
+    let started = Instant::now();
+    let even = || {
+        let o = owners();
+        o.iter().filter(|x| x.as_deref() == Some("a")).count() == 2
+            && o.iter().filter(|x| x.as_deref() == Some("b")).count() == 2
+    };
+    while !even() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no even split: {:?}\nb's log:\n{}",
+            owners(),
+            std::fs::read_to_string(&b.log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let converged = started.elapsed();
+    let later = st.put("t", 40);
+    let all: BTreeSet<String> = first.iter().chain(&later).cloned().collect();
+    let both = || {
+        let mut seen = texts(&a.handled());
+        seen.extend(texts(&b.handled()));
+        seen
+    };
+    a.wait_for("every record handled", Duration::from_secs(60), |_| {
+        both() == all
+    });
+    // No flapping: the split holds over more listing periods.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(even(), "the split held: {:?}", owners());
+    let (by_a, by_b) = (a.handled(), b.handled());
+    assert_eq!(
+        by_a.len() + by_b.len(),
+        all.len(),
+        "every record handled exactly once: a handled {}, b {} (b: {by_b:?})",
+        by_a.len(),
+        by_b.len()
+    );
+    assert!(!by_b.is_empty(), "b handled its shards' records");
+    eprintln!("converged to 2/2 in {converged:?}");
 }

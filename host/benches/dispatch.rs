@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use shardhost::config::{Limits, StartAt, WasiGrants};
-use shardhost::coordinator::{Coordinator, LeaseTimings};
+use shardhost::coordinator::{Coordinator, LeaseSettings};
 use shardhost::dispatch::SubscriptionPlan;
 use shardhost::handler::{CallContext, CallError, Handler, HandlerFactory};
 use shardhost::lease::MemoryLeaseStore;
@@ -136,10 +136,11 @@ fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize, call_batch: u
         source: Arc::new(streams),
         store: Arc::new(MemoryLeaseStore::new()),
         owner: Arc::from("bench"),
-        timings: LeaseTimings {
+        timings: LeaseSettings {
             ttl: Duration::from_secs(10),
             renew_every: Duration::from_secs(3),
             list_every: Duration::from_secs(10),
+            balance: false,
         },
         status: status.clone(),
     };

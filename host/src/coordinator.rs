@@ -6,14 +6,16 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::StartAt;
 use crate::dispatch::{ShardWorker, SubscriptionPlan, WorkerExit};
-use crate::lease::{Checkpoint, LeaseError, LeaseHandle, LeaseKey, LeaseStore};
+use crate::lease::{
+    Checkpoint, HANDOFF_REQUESTED, Lease, LeaseError, LeaseHandle, LeaseKey, LeaseStore, now_ms,
+};
 use crate::source::{ShardInfo, StreamSource};
 use crate::status::StatusBoard;
 
@@ -26,12 +28,14 @@ enum Ended {
     Skipped,
 }
 
-/// `[leases]` timings.
+/// `[leases]` timings and balancing.
 #[derive(Clone, Copy, Debug)]
-pub struct LeaseTimings {
+pub struct LeaseSettings {
     pub ttl: Duration,
     pub renew_every: Duration,
     pub list_every: Duration,
+    /// Ask instances holding more than their fair share to hand shards over.
+    pub balance: bool,
 }
 
 /// Runs one subscription's shards.
@@ -40,7 +44,7 @@ pub struct Coordinator {
     pub source: Arc<dyn StreamSource>,
     pub store: Arc<dyn LeaseStore>,
     pub owner: Arc<str>,
-    pub timings: LeaseTimings,
+    pub timings: LeaseSettings,
     pub status: StatusBoard,
 }
 
@@ -56,6 +60,10 @@ impl Coordinator {
     /// Runs until `stop` fires, then stops every worker gracefully and releases every lease.
     pub async fn run(self, stop: CancellationToken) {
         let mut held: HashMap<String, Held> = HashMap::new();
+        // Shards this instance asked their holders for (balancing), and when.
+        let mut requested: HashMap<String, Instant> = HashMap::new();
+        // Shards this instance handed over on request, and when: not taken back for a while.
+        let mut yielded: HashMap<String, Instant> = HashMap::new();
         let mut ended: HashMap<String, Ended> = HashMap::new();
         let mut workers: JoinSet<(String, WorkerExit)> = JoinSet::new();
         let mut list = tokio::time::interval(self.timings.list_every);
@@ -67,12 +75,21 @@ impl Coordinator {
                 _ = stop.cancelled() => break,
                 Some(done) = workers.join_next() => {
                     let (shard, exit) = done.expect("shard workers do not panic");
-                    if self.worker_ended(&shard, exit, &mut held, &mut ended).await {
+                    if self.worker_ended(&shard, exit, &mut held, &mut ended, &mut yielded).await {
                         // A shard ended: its children may start now, not at the next listing.
                         list.reset_immediately();
                     }
                 }
-                _ = list.tick() => self.take_shards(&mut held, &mut ended, &mut workers).await,
+                _ = list.tick() => {
+                    let shards = self
+                        .take_shards(&mut held, &mut ended, &mut workers, &mut requested, &mut yielded)
+                        .await;
+                    if self.timings.balance
+                        && let Some(shards) = shards
+                    {
+                        self.balance(&shards, &held, &ended, &mut requested).await;
+                    }
+                }
                 _ = renew.tick() => self.renew(&mut held).await,
             }
         }
@@ -100,6 +117,7 @@ impl Coordinator {
         exit: WorkerExit,
         held: &mut HashMap<String, Held>,
         ended: &mut HashMap<String, Ended>,
+        yielded: &mut HashMap<String, Instant>,
     ) -> bool {
         match exit {
             WorkerExit::HeldAtEnd => {
@@ -120,9 +138,21 @@ impl Coordinator {
                 false
             }
             WorkerExit::Stopped | WorkerExit::Failed(_) => {
-                // Let the shard go; the next listing may take it again.
+                // Let the shard go; the next listing may take it again (unless it was handed
+                // over on request: then leave it to the instance that asked).
                 if let Some(h) = held.remove(shard) {
-                    let _ = h.lease.release().await;
+                    if h.lease.handoff().is_cancelled() {
+                        yielded.insert(shard.to_owned(), Instant::now());
+                    }
+                    match h.lease.release().await {
+                        Ok(()) if h.lease.handoff().is_cancelled() => {
+                            tracing::info!(subscription = %self.plan.name, shard, "shard handed over: final checkpoint written, lease released");
+                        }
+                        Ok(()) => {}
+                        Err(e) => {
+                            tracing::warn!(subscription = %self.plan.name, shard, error = %e, "cannot release lease")
+                        }
+                    }
                 }
                 false
             }
@@ -134,18 +164,21 @@ impl Coordinator {
         held: &mut HashMap<String, Held>,
         ended: &mut HashMap<String, Ended>,
         workers: &mut JoinSet<(String, WorkerExit)>,
-    ) {
+        requested: &mut HashMap<String, Instant>,
+        yielded: &mut HashMap<String, Instant>,
+    ) -> Option<Vec<ShardInfo>> {
+        yielded.retain(|_, at| at.elapsed() < self.timings.ttl * 2);
         let shards = match self.source.list_shards(&self.plan.stream).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(subscription = %self.plan.name, stream = %self.plan.stream, error = %e, "cannot list shards");
-                return;
+                return None;
             }
         };
         let listed: HashSet<&str> = shards.iter().map(|s| s.shard_id.as_str()).collect();
         for shard in &shards {
             let id = &shard.shard_id;
-            if held.contains_key(id) || ended.contains_key(id) {
+            if held.contains_key(id) || ended.contains_key(id) || yielded.contains_key(id) {
                 continue;
             }
             let Some(after_parents) = self.parents_ended(shard, &listed, ended).await else {
@@ -188,6 +221,7 @@ impl Coordinator {
                 let _ = handle.release().await;
                 continue;
             }
+            requested.remove(id);
             tracing::info!(subscription = %self.plan.name, shard = %id, owner = %self.owner, "lease taken");
             let stop = CancellationToken::new();
             let worker = ShardWorker::new(
@@ -210,6 +244,7 @@ impl Coordinator {
                 },
             );
         }
+        Some(shards)
     }
 
     /// Whether a shard may start: `None` while a parent is still to be read; otherwise whether
@@ -239,6 +274,70 @@ impl Coordinator {
             }
         }
         Some(any_read)
+    }
+
+    /// Balancing: live instances are the unexpired owners in the table plus this one. When this
+    /// instance holds fewer than its fair share and another holds more than its share, it asks
+    /// that one to hand shards over (gracefully: a batch boundary, a final checkpoint, a
+    /// release), and takes them once released. Only the instance short of shards asks, so
+    /// instances converge without flapping.
+    async fn balance(
+        &self,
+        shards: &[ShardInfo],
+        held: &HashMap<String, Held>,
+        ended: &HashMap<String, Ended>,
+        requested: &mut HashMap<String, Instant>,
+    ) {
+        requested.retain(|_, at| at.elapsed() < self.timings.ttl * 2);
+        let now = now_ms();
+        let mut others: HashMap<String, Vec<Lease>> = HashMap::new();
+        let mut open = 0;
+        for shard in shards {
+            if ended.contains_key(&shard.shard_id) {
+                continue;
+            }
+            open += 1;
+            if held.contains_key(&shard.shard_id) {
+                continue;
+            }
+            let key = LeaseKey::new(&self.plan.stream, &shard.shard_id);
+            if let Ok(Some(row)) = self.store.read(&key).await
+                && let Some(owner) = row.owner.clone()
+                && owner != *self.owner
+                && (row.expiry_ms > now || row.expiry_ms == HANDOFF_REQUESTED)
+            {
+                others.entry(owner).or_default().push(row);
+            }
+        }
+        if others.is_empty() {
+            return;
+        }
+        let owners = others.len() + 1;
+        let (floor, ceil) = (open / owners, open.div_ceil(owners));
+        let mut want = floor.saturating_sub(held.len() + requested.len());
+        while want > 0 {
+            let Some((victim, rows)) = others.iter_mut().max_by_key(|(_, rows)| rows.len()) else {
+                break;
+            };
+            if rows.len() <= ceil {
+                break;
+            }
+            let Some(row) = rows.pop() else { break };
+            if requested.contains_key(&row.key.shard_id) || row.expiry_ms == HANDOFF_REQUESTED {
+                continue;
+            }
+            match self.store.request_handoff(&row).await {
+                Ok(true) => {
+                    tracing::info!(subscription = %self.plan.name, shard = %row.key.shard_id, holder = %victim, "asked for the shard (balancing)");
+                    requested.insert(row.key.shard_id.clone(), Instant::now());
+                    want -= 1;
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(subscription = %self.plan.name, shard = %row.key.shard_id, error = %e, "cannot ask for the shard");
+                }
+            }
+        }
     }
 
     /// Renews every held lease. Any failed renewal fences the shard at once: its worker stops

@@ -172,11 +172,13 @@ impl Run<'_> {
     async fn loop_(&mut self, mut reader: Box<dyn ShardReader>) -> WorkerExit {
         let w = self.worker;
         let lost = w.lease.lost().clone();
+        let handoff = w.lease.handoff().clone();
         loop {
             let read = tokio::select! {
                 biased;
                 _ = lost.cancelled() => return self.lease_lost(),
                 _ = w.stop.cancelled() => return self.finish().await,
+                _ = handoff.cancelled() => return self.finish().await,
                 read = reader.read(w.plan.batch) => read,
             };
             let batch = match read {
@@ -228,6 +230,7 @@ impl Run<'_> {
                     biased;
                     _ = lost.cancelled() => return self.lease_lost(),
                     _ = w.stop.cancelled() => return self.finish().await,
+                    _ = handoff.cancelled() => return self.finish().await,
                     _ = sleep => {}
                 }
             }

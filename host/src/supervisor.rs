@@ -10,7 +10,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, KinesisEndpoint, LeaseStoreKind, StartAt};
-use crate::coordinator::{Coordinator, LeaseTimings};
+use crate::coordinator::{Coordinator, LeaseSettings};
 use crate::dispatch::{OutcomeTap, SubscriptionPlan};
 use crate::feed::{self, FeedError, FeedRecord};
 use crate::handler::HandlerFactory;
@@ -265,10 +265,11 @@ impl Host {
                 tracing::info!(subscription = %s.plan.name, records = s.feed.len(), stream = %s.plan.stream, "feed put into the embedded stream");
             }
         }
-        let timings = LeaseTimings {
+        let timings = LeaseSettings {
             ttl: self.config.leases.ttl,
             renew_every: self.config.leases.renew_every,
             list_every: self.config.leases.list_every,
+            balance: self.config.leases.balance,
         };
         tracing::info!(owner = %self.owner, subscriptions = self.subscriptions.len(), "host running");
         let mut tasks = tokio::task::JoinSet::new();

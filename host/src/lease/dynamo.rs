@@ -33,7 +33,7 @@ use aws_sdk_dynamodb::config::{Credentials, Region};
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
-use super::{Checkpoint, Lease, LeaseError, LeaseKey, LeaseStore, now_ms};
+use super::{Checkpoint, HANDOFF_REQUESTED, Lease, LeaseError, LeaseKey, LeaseStore, now_ms};
 use legacy::Legacy;
 use row::{CHECKPOINT, COUNTER, EXPIRY, KEY, OWNER, n, s};
 
@@ -380,6 +380,23 @@ impl LeaseStore for DynamoLeaseStore {
                     checkpoint: None,
                 })
             })),
+        }
+    }
+
+    async fn request_handoff(&self, lease: &Lease) -> Result<bool, LeaseError> {
+        let set = format!("SET {EXPIRY} = :handoff");
+        match self
+            .guarded(
+                lease,
+                "request handoff",
+                &set,
+                vec![(":handoff", n(HANDOFF_REQUESTED))],
+            )
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(LeaseError::Lost { .. }) => Ok(false),
+            Err(e) => Err(e),
         }
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use super::{Checkpoint, Lease, LeaseError, LeaseStore};
+use super::{Checkpoint, HANDOFF_REQUESTED, Lease, LeaseError, LeaseStore};
 
 enum Write<'a> {
     Checkpoint(&'a Checkpoint),
@@ -20,6 +20,7 @@ pub struct LeaseHandle {
     store: Arc<dyn LeaseStore>,
     lease: Mutex<Lease>,
     lost: CancellationToken,
+    handoff: CancellationToken,
 }
 
 impl LeaseHandle {
@@ -28,12 +29,19 @@ impl LeaseHandle {
             store,
             lease: Mutex::new(lease),
             lost: CancellationToken::new(),
+            handoff: CancellationToken::new(),
         }
     }
 
     /// Fires when the lease is found lost.
     pub fn lost(&self) -> &CancellationToken {
         &self.lost
+    }
+
+    /// Fires when another instance asked for this shard (balancing): stop at the next batch
+    /// boundary, write the final checkpoint, and release.
+    pub fn handoff(&self) -> &CancellationToken {
+        &self.handoff
     }
 
     /// Treats the lease as lost from now on (e.g. after a failed renewal).
@@ -54,10 +62,18 @@ impl LeaseHandle {
                 owner: lease.owner.clone().unwrap_or_default(),
             });
         }
-        let result = match op {
-            Write::Checkpoint(cp) => self.store.checkpoint(&lease, cp).await,
-            Write::Renew(ttl) => self.store.renew(&lease, ttl).await,
-        };
+        let mut result = self.send(&lease, &op).await;
+        if matches!(result, Err(LeaseError::Lost { .. }))
+            && let Ok(Some(row)) = self.store.read(&lease.key).await
+            && row.owner == lease.owner
+            && row.expiry_ms == HANDOFF_REQUESTED
+        {
+            // Still ours, but another instance asks for it: adopt the row, hand over gracefully.
+            tracing::info!(lease = %lease.key, "another instance asked for this shard; handing it over");
+            self.handoff.cancel();
+            *lease = row;
+            result = self.send(&lease, &op).await;
+        }
         match result {
             Ok(written) => {
                 *lease = written;
@@ -69,6 +85,13 @@ impl LeaseHandle {
                 }
                 Err(e)
             }
+        }
+    }
+
+    async fn send(&self, lease: &Lease, op: &Write<'_>) -> Result<Lease, LeaseError> {
+        match op {
+            Write::Checkpoint(cp) => self.store.checkpoint(lease, cp).await,
+            Write::Renew(ttl) => self.store.renew(lease, *ttl).await,
         }
     }
 

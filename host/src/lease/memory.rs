@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{Checkpoint, Lease, LeaseError, LeaseKey, LeaseStore, now_ms};
+use super::{Checkpoint, HANDOFF_REQUESTED, Lease, LeaseError, LeaseKey, LeaseStore, now_ms};
 
 /// A [`LeaseStore`] in the memory of the process.
 ///
@@ -92,6 +92,14 @@ impl LeaseStore for MemoryLeaseStore {
             .expect("lease rows poisoned")
             .get(key)
             .cloned())
+    }
+
+    async fn request_handoff(&self, lease: &Lease) -> Result<bool, LeaseError> {
+        match self.conditional(lease, |row| row.expiry_ms = HANDOFF_REQUESTED) {
+            Ok(_) => Ok(true),
+            Err(LeaseError::Lost { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), LeaseError> {

@@ -154,7 +154,20 @@ pub trait LeaseStore: Send + Sync + 'static {
 
     /// Gives a held lease up (the checkpoint stays), so another owner can take it at once.
     async fn release(&self, lease: &Lease) -> Result<(), LeaseError>;
+
+    /// Asks the holder of `lease` (as last read) to hand it over: sets `lease_expiry` to
+    /// [`HANDOFF_REQUESTED`] if the row is unchanged. The holder notices at its next write,
+    /// stops the shard at a batch boundary, writes its final checkpoint and releases. Answers
+    /// whether the request was written. Optional: a store without it (the default) turns
+    /// balancing off, and the five calls above are all a store needs.
+    async fn request_handoff(&self, _lease: &Lease) -> Result<bool, LeaseError> {
+        Ok(false)
+    }
 }
+
+/// The `lease_expiry` of a lease whose holder is asked to hand it over (see
+/// [`LeaseStore::request_handoff`]). Any real expiry is far larger.
+pub const HANDOFF_REQUESTED: u64 = 1;
 
 /// Milliseconds since the Unix epoch, now.
 pub fn now_ms() -> u64 {
