@@ -81,9 +81,16 @@ impl Coordinator {
                     }
                 }
                 _ = list.tick() => {
+                    let mut next_look = None;
                     let shards = self
-                        .take_shards(&mut held, &mut ended, &mut workers, &mut requested, &mut yielded)
+                        .take_shards(&mut held, &mut ended, &mut workers, &mut requested, &mut yielded, &mut next_look)
                         .await;
+                    if let Some(at) = next_look {
+                        let wait = Duration::from_millis(at.saturating_sub(now_ms()));
+                        if wait < self.timings.list_every {
+                            list.reset_after(wait);
+                        }
+                    }
                     if self.timings.balance
                         && let Some(shards) = shards
                     {
@@ -166,6 +173,7 @@ impl Coordinator {
         workers: &mut JoinSet<(String, WorkerExit)>,
         requested: &mut HashMap<String, Instant>,
         yielded: &mut HashMap<String, Instant>,
+        next_look: &mut Option<u64>,
     ) -> Option<Vec<ShardInfo>> {
         yielded.retain(|_, at| at.elapsed() < self.timings.ttl * 2);
         let shards = match self.source.list_shards(&self.plan.stream).await {
@@ -191,7 +199,17 @@ impl Coordinator {
                 .await
             {
                 Ok(Some(lease)) => lease,
-                Ok(None) => continue,
+                Ok(None) => {
+                    // Held elsewhere: look again just after it would expire, not a whole
+                    // listing period later, so a dead holder's shards move quickly.
+                    if let Ok(Some(row)) = self.store.read(&key).await
+                        && row.expiry_ms > HANDOFF_REQUESTED
+                    {
+                        let at = row.expiry_ms + 50;
+                        *next_look = Some(next_look.map_or(at, |n: u64| n.min(at)));
+                    }
+                    continue;
+                }
                 Err(LeaseError::Refused(why)) => {
                     // Said once per shard: it stays refused until the table is fixed.
                     let cell = self.status.shard(&self.plan.name, id);

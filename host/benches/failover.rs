@@ -1,0 +1,302 @@
+//! Lease benchmarks against kinesis-mock + dynalite, default lease timings (ttl 10 s, renewals
+//! every 3 s, listing every 10 s):
+//! 1. failover: an instance dies (its runtime is dropped: no release, no final checkpoint, as
+//!    with kill -9) → the survivor's first handled record from the dead one's shards;
+//! 2. lease-table writes per shard per hour at steady state, with checkpoint coalescing
+//!    (`checkpoint_every = "1s"`) and without (a write whenever the checkpoint moves).
+//!
+//! `tests/stack cargo bench -p shardhost --bench failover`
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+};
+use shardhost::config::Config;
+use shardhost::lease::{Checkpoint, DynamoLeaseStore, Lease, LeaseError, LeaseKey, LeaseStore};
+use shardhost::supervisor::Host;
+use tokio_util::sync::CancellationToken;
+
+mod common;
+
+fn main() {
+    let (Ok(kinesis), Ok(dynamo)) = (
+        std::env::var("KINESIS_TEST_ENDPOINT"),
+        std::env::var("DYNAMODB_TEST_ENDPOINT"),
+    ) else {
+        eprintln!("run under tests/stack: the emulator endpoints are not set");
+        std::process::exit(2);
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let pick = common::build_examples(root).join("pick.wasm");
+    let env = Env {
+        kinesis,
+        dynamo,
+        pick: pick.display().to_string(),
+    };
+    let runs: Vec<f64> = (0..3).map(|run| env.failover(run)).collect();
+    for (i, r) in runs.iter().enumerate() {
+        println!("failover run {i}: {r:.2} s from death to the survivor's first record");
+    }
+    println!(
+        "failover median of 3: {:.2} s (target <= 12 s)",
+        common::median(runs)
+    );
+    for (label, every) in [
+        ("coalesced (checkpoint_every = 1s)", "1s"),
+        ("every move (checkpoint_every = 1ms)", "1ms"),
+    ] {
+        let per_hour = env.writes_per_hour(every);
+        println!("lease writes per shard per hour, {label}: {per_hour:.0}");
+    }
+}
+
+struct Env {
+    kinesis: String,
+    dynamo: String,
+    pick: String,
+}
+
+impl Env {
+    fn config(&self, stream: &str, table: &str, owner: &str, checkpoint_every: &str) -> Config {
+        let text = format!(
+            r#"[host]
+owner_id = "{owner}"
+[kinesis]
+endpoint = "{}"
+test_credentials = true
+[leases]
+store = "dynamodb"
+table = "{table}"
+endpoint = "{}"
+balance = false
+checkpoint_every = "{checkpoint_every}"
+[[subscription]]
+name = "pick"
+stream = "{stream}"
+handler = "{}"
+start_at = "trim_horizon"
+batch = 100
+"#,
+            self.kinesis, self.dynamo, self.pick
+        );
+        Config::parse(Path::new("bench.toml"), &text).unwrap()
+    }
+
+    fn setup(&self, rt: &tokio::runtime::Runtime, tag: &str, shards: i32) -> (String, String) {
+        let stream = format!("bench-{tag}-{}", std::process::id());
+        let table = format!("bench-{tag}-leases-{}", std::process::id());
+        let creds = aws_sdk_kinesis::config::Credentials::new("t", "t", None, None, "b");
+        let k = aws_sdk_kinesis::Client::from_conf(
+            aws_sdk_kinesis::Config::builder()
+                .behavior_version(aws_sdk_kinesis::config::BehaviorVersion::latest())
+                .endpoint_url(&self.kinesis)
+                .region(aws_sdk_kinesis::config::Region::new("us-east-1"))
+                .credentials_provider(creds.clone())
+                .build(),
+        );
+        let d = aws_sdk_dynamodb::Client::from_conf(
+            aws_sdk_dynamodb::Config::builder()
+                .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+                .endpoint_url(&self.dynamo)
+                .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+                .credentials_provider(creds)
+                .build(),
+        );
+        rt.block_on(async {
+            k.create_stream()
+                .stream_name(&stream)
+                .shard_count(shards)
+                .send()
+                .await
+                .unwrap();
+            d.create_table()
+                .table_name(&table)
+                .attribute_definitions(
+                    AttributeDefinition::builder()
+                        .attribute_name("lease_key")
+                        .attribute_type(ScalarAttributeType::S)
+                        .build()
+                        .unwrap(),
+                )
+                .key_schema(
+                    KeySchemaElement::builder()
+                        .attribute_name("lease_key")
+                        .key_type(KeyType::Hash)
+                        .build()
+                        .unwrap(),
+                )
+                .billing_mode(BillingMode::PayPerRequest)
+                .send()
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        });
+        (stream, table)
+    }
+
+    /// A producer putting a record every 20 ms until `stop`.
+    fn produce(&self, stream: &str, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+        let (endpoint, stream) = (self.kinesis.clone(), stream.to_owned());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let k = aws_sdk_kinesis::Client::from_conf(
+                aws_sdk_kinesis::Config::builder()
+                    .behavior_version(aws_sdk_kinesis::config::BehaviorVersion::latest())
+                    .endpoint_url(&endpoint)
+                    .region(aws_sdk_kinesis::config::Region::new("us-east-1"))
+                    .credentials_provider(aws_sdk_kinesis::config::Credentials::new(
+                        "t", "t", None, None, "b",
+                    ))
+                    .build(),
+            );
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let data = format!(r#"{{"id":{i},"sku":"SKU-{i}"}}"#);
+                let _ = rt.block_on(
+                    k.put_record()
+                        .stream_name(&stream)
+                        .partition_key(format!("customer-{}", i % 31))
+                        .data(aws_sdk_kinesis::primitives::Blob::new(data))
+                        .send(),
+                );
+                i += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    }
+
+    fn failover(&self, run: usize) -> f64 {
+        let setup_rt = tokio::runtime::Runtime::new().unwrap();
+        let (stream, table) = self.setup(&setup_rt, &format!("fo{run}"), 2);
+        let stop = Arc::new(AtomicBool::new(false));
+        let producer = self.produce(&stream, stop.clone());
+        // a: its own runtime, dropped without a clean stop to "kill" it.
+        let rt_a = tokio::runtime::Runtime::new().unwrap();
+        let host_a = rt_a
+            .block_on(Host::prepare(self.config(&stream, &table, "a", "1s")))
+            .unwrap();
+        let status_a = host_a.status();
+        rt_a.spawn(host_a.run(CancellationToken::new()));
+        while status_a.totals("pick").settled < 20 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let rt_b = tokio::runtime::Runtime::new().unwrap();
+        let mut host_b = rt_b
+            .block_on(Host::prepare(self.config(&stream, &table, "b", "1s")))
+            .unwrap();
+        let first = Arc::new(std::sync::Mutex::new(None::<Instant>));
+        let seen = first.clone();
+        host_b.on_outcome(Arc::new(move |_| {
+            seen.lock().unwrap().get_or_insert_with(Instant::now);
+        }));
+        let stop_b = CancellationToken::new();
+        let b = rt_b.spawn(host_b.run(stop_b.clone()));
+        std::thread::sleep(Duration::from_secs(3));
+        assert!(
+            first.lock().unwrap().is_none(),
+            "b handled nothing while a was alive"
+        );
+        let died = Instant::now();
+        rt_a.shutdown_background();
+        while first.lock().unwrap().is_none() {
+            assert!(died.elapsed() < Duration::from_secs(60), "no failover");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let took = first
+            .lock()
+            .unwrap()
+            .unwrap()
+            .duration_since(died)
+            .as_secs_f64();
+        stop.store(true, Ordering::Relaxed);
+        producer.join().unwrap();
+        stop_b.cancel();
+        rt_b.block_on(b).unwrap().unwrap();
+        took
+    }
+
+    fn writes_per_hour(&self, checkpoint_every: &str) -> f64 {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let (stream, table) = self.setup(&rt, &format!("w{}", checkpoint_every.len()), 1);
+        let stop = Arc::new(AtomicBool::new(false));
+        let producer = self.produce(&stream, stop.clone());
+        let config = self.config(&stream, &table, "w", checkpoint_every);
+        let mut host = rt.block_on(Host::prepare(config)).unwrap();
+        let dynamo = rt.block_on(DynamoLeaseStore::connect(
+            &table,
+            Some(&self.dynamo),
+            None,
+            true,
+            None,
+        ));
+        let counting = Arc::new(Counting {
+            inner: Arc::new(dynamo),
+            writes: AtomicU64::new(0),
+        });
+        host.use_lease_store(counting.clone());
+        let stop_host = CancellationToken::new();
+        let task = rt.spawn(host.run(stop_host.clone()));
+        std::thread::sleep(Duration::from_secs(3)); // warm up
+        let (start_writes, started) = (counting.writes.load(Ordering::Relaxed), Instant::now());
+        std::thread::sleep(Duration::from_secs(20));
+        let writes = counting.writes.load(Ordering::Relaxed) - start_writes;
+        let per_hour = writes as f64 * 3600.0 / started.elapsed().as_secs_f64();
+        stop.store(true, Ordering::Relaxed);
+        producer.join().unwrap();
+        stop_host.cancel();
+        rt.block_on(task).unwrap().unwrap();
+        per_hour
+    }
+}
+
+/// Counts the writes that reach the table.
+struct Counting {
+    inner: Arc<dyn LeaseStore>,
+    writes: AtomicU64,
+}
+
+impl Counting {
+    fn count(&self) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[async_trait]
+impl LeaseStore for Counting {
+    async fn acquire(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LeaseError> {
+        self.count();
+        self.inner.acquire(key, owner, ttl).await
+    }
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LeaseError> {
+        self.count();
+        self.inner.renew(lease, ttl).await
+    }
+    async fn checkpoint(
+        &self,
+        lease: &Lease,
+        checkpoint: &Checkpoint,
+    ) -> Result<Lease, LeaseError> {
+        self.count();
+        self.inner.checkpoint(lease, checkpoint).await
+    }
+    async fn read(&self, key: &LeaseKey) -> Result<Option<Lease>, LeaseError> {
+        self.inner.read(key).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<(), LeaseError> {
+        self.count();
+        self.inner.release(lease).await
+    }
+}
