@@ -6,6 +6,7 @@
 //! [`dispatch`] → [`wasm`] (via the [`handler`] seam) → [`settle`] → [`lease`].
 //! `ARCHITECTURE.md` at the repository root is the map.
 
+pub mod aws;
 pub mod config;
 pub mod coordinator;
 pub mod dispatch;

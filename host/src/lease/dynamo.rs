@@ -25,11 +25,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_config::BehaviorVersion;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::{Credentials, Region};
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
@@ -83,40 +81,25 @@ impl DynamoLeaseStore {
         test_credentials: bool,
         legacy_stream: Option<&str>,
     ) -> DynamoLeaseStore {
-        let mut loader = aws_config::defaults(BehaviorVersion::latest())
-            .retry_config(
-                RetryConfig::standard()
-                    .with_max_attempts(5)
-                    .with_initial_backoff(Duration::from_millis(100))
-                    .with_max_backoff(Duration::from_secs(2)),
-            )
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_secs(3))
-                    .operation_attempt_timeout(Duration::from_secs(3))
-                    // Within the default lease ttl: a stalled write must not outlive the lease.
-                    .operation_timeout(Duration::from_secs(8))
-                    .build(),
-            );
-        match (region, endpoint.is_some() || test_credentials) {
-            (Some(region), _) => loader = loader.region(Region::new(region.to_owned())),
-            // A local stack does not care; the SDK insists on some region.
-            (None, true) => loader = loader.region(Region::new("us-east-1")),
-            (None, false) => {}
-        }
-        if let Some(url) = endpoint {
-            loader = loader.endpoint_url(url);
-        }
-        if test_credentials {
-            loader = loader.credentials_provider(Credentials::new(
-                "test",
-                "test",
-                None,
-                None,
-                "shardhost-test",
-            ));
-        }
-        let sdk = loader.load().await;
+        let endpoint_spec = crate::aws::Endpoint {
+            url: endpoint,
+            region,
+            test_credentials,
+        };
+        let sdk = crate::aws::sdk_config(
+            &endpoint_spec,
+            RetryConfig::standard()
+                .with_max_attempts(5)
+                .with_initial_backoff(Duration::from_millis(100))
+                .with_max_backoff(Duration::from_secs(2)),
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(3))
+                .operation_attempt_timeout(Duration::from_secs(3))
+                // Within the default lease ttl: a stalled write must not outlive the lease.
+                .operation_timeout(Duration::from_secs(8))
+                .build(),
+        )
+        .await;
         DynamoLeaseStore {
             client: Client::new(&sdk),
             table: table.to_owned(),

@@ -12,11 +12,9 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_config::BehaviorVersion;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_sdk_kinesis::Client;
-use aws_sdk_kinesis::config::{Credentials, Region};
 use aws_sdk_kinesis::error::{DisplayErrorContext, SdkError};
 use aws_sdk_kinesis::primitives::{Blob, DateTime};
 use aws_sdk_kinesis::types::{ShardIteratorType, StreamStatus};
@@ -48,39 +46,26 @@ impl KinesisStreams {
     /// `AWS_ENDPOINT_URL_KINESIS`), the region, and static dummy credentials when
     /// `test_credentials` is set.
     pub async fn connect(config: &KinesisConfig) -> KinesisStreams {
-        let mut loader = aws_config::defaults(BehaviorVersion::latest())
-            .retry_config(
-                RetryConfig::standard()
-                    .with_max_attempts(8)
-                    .with_initial_backoff(Duration::from_millis(100))
-                    .with_max_backoff(Duration::from_secs(5)),
-            )
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_secs(3))
-                    .operation_attempt_timeout(Duration::from_secs(15))
-                    .build(),
-            );
-        let local = matches!(config.endpoint, KinesisEndpoint::Url(_)) || config.test_credentials;
-        match (&config.region, local) {
-            (Some(region), _) => loader = loader.region(Region::new(region.clone())),
-            // A local stack does not care; the SDK insists on some region.
-            (None, true) => loader = loader.region(Region::new("us-east-1")),
-            (None, false) => {}
-        }
-        if let KinesisEndpoint::Url(url) = &config.endpoint {
-            loader = loader.endpoint_url(url);
-        }
-        if config.test_credentials {
-            loader = loader.credentials_provider(Credentials::new(
-                "test",
-                "test",
-                None,
-                None,
-                "shardhost-test",
-            ));
-        }
-        let sdk = loader.load().await;
+        let endpoint = crate::aws::Endpoint {
+            url: match &config.endpoint {
+                KinesisEndpoint::Url(url) => Some(url),
+                _ => None,
+            },
+            region: config.region.as_deref(),
+            test_credentials: config.test_credentials,
+        };
+        let sdk = crate::aws::sdk_config(
+            &endpoint,
+            RetryConfig::standard()
+                .with_max_attempts(8)
+                .with_initial_backoff(Duration::from_millis(100))
+                .with_max_backoff(Duration::from_secs(5)),
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(3))
+                .operation_attempt_timeout(Duration::from_secs(15))
+                .build(),
+        )
+        .await;
         KinesisStreams {
             client: Client::new(&sdk),
         }
