@@ -156,14 +156,6 @@ impl Tracker {
         self.blocked_at.as_ref()
     }
 
-    /// Delivered records that have no outcome yet.
-    pub fn in_flight(&self) -> usize {
-        self.slots
-            .iter()
-            .filter(|s| s.state == State::InFlight)
-            .count()
-    }
-
     pub fn counts(&self) -> Counts {
         self.counts
     }

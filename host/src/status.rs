@@ -71,11 +71,6 @@ impl StatusBoard {
             .collect()
     }
 
-    /// Records settled so far across every shard of a subscription.
-    pub fn settled(&self, subscription: &str) -> u64 {
-        self.totals(subscription).settled
-    }
-
     /// Delivered, settled and held records across every shard of a subscription.
     pub fn totals(&self, subscription: &str) -> Counts {
         let shards = self.shards.read().expect("status poisoned");

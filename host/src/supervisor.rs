@@ -4,7 +4,6 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -52,7 +51,6 @@ pub struct Host {
     config: Config,
     owner: Arc<str>,
     source: Arc<dyn StreamSource>,
-    memory: Option<MemoryStreams>,
     store: Arc<dyn LeaseStore>,
     subscriptions: Vec<Prepared>,
     status: StatusBoard,
@@ -181,15 +179,9 @@ impl Host {
                 feed,
             });
         }
-        let (source, memory): (Arc<dyn StreamSource>, _) = match config.kinesis.endpoint {
-            KinesisEndpoint::Memory => {
-                let memory = MemoryStreams::new();
-                (Arc::new(memory.clone()), Some(memory))
-            }
-            _ => (
-                Arc::new(KinesisStreams::connect(&config.kinesis).await),
-                None,
-            ),
+        let source: Arc<dyn StreamSource> = match config.kinesis.endpoint {
+            KinesisEndpoint::Memory => Arc::new(MemoryStreams::new()),
+            _ => Arc::new(KinesisStreams::connect(&config.kinesis).await),
         };
         // Every stream must exist (or be created) before anything reads.
         for s in &subscriptions {
@@ -204,7 +196,6 @@ impl Host {
         Ok(Host {
             owner: Arc::from(owner_id(&config).as_str()),
             source,
-            memory,
             store: lease_store(&config).await?,
             subscriptions,
             status: StatusBoard::new(),
@@ -236,16 +227,6 @@ impl Host {
     /// Where this host keeps its leases and checkpoints.
     pub fn lease_store(&self) -> Arc<dyn LeaseStore> {
         self.store.clone()
-    }
-
-    /// The embedded stream, when the config uses it.
-    pub fn memory_streams(&self) -> Option<&MemoryStreams> {
-        self.memory.as_ref()
-    }
-
-    /// The config file this host runs.
-    pub fn config_path(&self) -> PathBuf {
-        self.config.path.clone()
     }
 
     /// Runs every subscription until `stop` fires; then every shard finishes its batch, writes

@@ -210,10 +210,6 @@ impl HandlerComponent {
     pub fn version(&self) -> &str {
         &self.version
     }
-
-    pub fn limits(&self) -> Limits {
-        self.limits
-    }
 }
 
 #[async_trait::async_trait]
