@@ -130,7 +130,8 @@ fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize, call_batch: u
             checkpoint_every: Duration::from_secs(1),
             poll_interval: Duration::from_millis(1),
             start_at: StartAt::TrimHorizon,
-            handler: factory,
+            handler: Arc::new(shardhost::handler::HandlerSlot::new(factory)),
+            metrics: Arc::new(shardhost::metrics::Metrics::new()),
             tap: None,
         }),
         source: Arc::new(streams),
@@ -163,7 +164,7 @@ fn main() {
         Some(p) => p.into(),
         None => common::build_examples(root).join("ship.wasm"),
     };
-    let runtime = Runtime::new(None).unwrap();
+    let runtime = Runtime::new(None, false).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -99,6 +99,9 @@ impl Coordinator {
                 }
                 _ = renew.tick() => self.renew(&mut held).await,
             }
+            self.plan
+                .metrics
+                .set_leases_held(&self.plan.name, held.len());
         }
         for h in held.values() {
             h.stop.cancel();
@@ -115,6 +118,7 @@ impl Coordinator {
                 }
             }
         }
+        self.plan.metrics.set_leases_held(&self.plan.name, 0);
     }
 
     /// Answers whether the shard reached SHARD_END.
@@ -365,6 +369,7 @@ impl Coordinator {
         for (shard, h) in held.iter() {
             if let Err(e) = h.lease.renew(self.timings.ttl).await {
                 tracing::warn!(subscription = %self.plan.name, shard, error = %e, "lease renewal failed; the shard stops at once");
+                self.plan.metrics.renewal_failed(&self.plan.name);
                 h.lease.fence();
                 if !h.reading {
                     dropped.push(shard.clone());

@@ -60,8 +60,37 @@ pub enum CallError {
         expected: usize,
         got: usize,
     },
+    #[error("handler {version} burned all its fuel ({fuel} units per call)")]
+    OutOfFuel { version: String, fuel: u64 },
     #[error("handler {version} could not be instantiated: {message}")]
     Instantiate { version: String, message: String },
+}
+
+impl CallError {
+    /// A failure some record of the batch may have caused on its own (trap, timeout, memory,
+    /// fuel): splitting the batch can isolate it. A bad answer or a failed instantiation is
+    /// the handler's, not a record's.
+    pub fn may_be_a_record(&self) -> bool {
+        matches!(
+            self,
+            CallError::Trap { .. }
+                | CallError::Timeout { .. }
+                | CallError::MemoryLimit { .. }
+                | CallError::OutOfFuel { .. }
+        )
+    }
+
+    /// A short name of the kind of failure, for metrics and dead letters.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CallError::Trap { .. } => "trap",
+            CallError::Timeout { .. } => "timeout",
+            CallError::MemoryLimit { .. } => "memory",
+            CallError::OutOfFuel { .. } => "fuel",
+            CallError::WrongOutcomeCount { .. } => "wrong-answer",
+            CallError::Instantiate { .. } => "instantiate",
+        }
+    }
 }
 
 /// Turns a batch answer into one outcome per record, or says why it does not fit.
@@ -78,5 +107,91 @@ pub fn outcomes_per_record(
             expected: records,
             got: v.len(),
         }),
+    }
+}
+
+/// The handler a subscription runs now, replaceable while records flow (deploy, rollback,
+/// watch). Shard workers look at it at every batch boundary: a batch runs wholly on the
+/// version that was current when it started, and the next batch picks up a new one.
+pub struct HandlerSlot {
+    state: std::sync::RwLock<SlotState>,
+    /// Bumped on every swap, so a worker checks for a new version with one atomic load.
+    generation: std::sync::atomic::AtomicU64,
+}
+
+struct SlotState {
+    current: Arc<dyn HandlerFactory>,
+    /// What ran before the last swap, for rollback.
+    previous: Option<Arc<dyn HandlerFactory>>,
+}
+
+/// The versions on either side of a swap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Swapped {
+    pub old: String,
+    pub new: String,
+}
+
+impl HandlerSlot {
+    pub fn new(handler: Arc<dyn HandlerFactory>) -> Self {
+        HandlerSlot {
+            state: std::sync::RwLock::new(SlotState {
+                current: handler,
+                previous: None,
+            }),
+            generation: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Which swap the slot is at; changes whenever the handler does.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The current handler and the generation it belongs to.
+    pub fn current(&self) -> (u64, Arc<dyn HandlerFactory>) {
+        let state = self.state.read().expect("handler slot poisoned");
+        (self.generation(), state.current.clone())
+    }
+
+    /// The version new batches run.
+    pub fn version(&self) -> String {
+        self.current().1.version()
+    }
+
+    /// The version a rollback would restore.
+    pub fn previous_version(&self) -> Option<String> {
+        let state = self.state.read().expect("handler slot poisoned");
+        state.previous.as_ref().map(|p| p.version())
+    }
+
+    /// Makes `handler` current; the one it replaces is kept for [`HandlerSlot::rollback`].
+    pub fn swap(&self, handler: Arc<dyn HandlerFactory>) -> Swapped {
+        let mut state = self.state.write().expect("handler slot poisoned");
+        let old = std::mem::replace(&mut state.current, handler);
+        let swapped = Swapped {
+            old: old.version(),
+            new: state.current.version(),
+        };
+        state.previous = Some(old);
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        swapped
+    }
+
+    /// Restores the handler that ran before the last swap (the current one becomes the one a
+    /// second rollback restores). `None` when nothing was swapped yet.
+    pub fn rollback(&self) -> Option<Swapped> {
+        let mut state = self.state.write().expect("handler slot poisoned");
+        let previous = state.previous.take()?;
+        let old = std::mem::replace(&mut state.current, previous);
+        let swapped = Swapped {
+            old: old.version(),
+            new: state.current.version(),
+        };
+        state.previous = Some(old);
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Some(swapped)
     }
 }

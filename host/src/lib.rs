@@ -6,13 +6,16 @@
 //! [`dispatch`] → [`wasm`] (via the [`handler`] seam) → [`settle`] → [`lease`].
 //! `ARCHITECTURE.md` at the repository root is the map.
 
+pub mod admin;
 pub mod aws;
 pub mod config;
 pub mod coordinator;
+pub mod deploy;
 pub mod dispatch;
 pub mod feed;
 pub mod handler;
 pub mod lease;
+pub mod metrics;
 pub mod record;
 pub mod settle;
 pub mod source;

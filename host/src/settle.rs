@@ -32,7 +32,7 @@ struct Slot {
 }
 
 /// What a shard's tracker has seen; kept for status and tests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Counts {
     pub delivered: u64,
     pub settled: u64,

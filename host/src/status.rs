@@ -1,5 +1,6 @@
 //! What runs, as operators see it: one entry per subscription and shard, updated by the shard
-//! workers after every batch. `status` and metrics read it.
+//! workers after every batch. `GET /status` serves it as a [`Report`]; `shardhost status`
+//! renders one.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -7,7 +8,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::settle::Counts;
 
 /// The state of one shard of one subscription.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ShardStatus {
     pub owner: String,
     /// As stored in the lease table.
@@ -84,5 +85,45 @@ impl StatusBoard {
                 acc.held += s.counts.held;
                 acc
             })
+    }
+}
+
+/// The whole host, as `GET /status` answers it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Report {
+    /// This instance's owner id in the lease table.
+    pub owner: String,
+    pub subscriptions: Vec<SubscriptionReport>,
+}
+
+/// One subscription: its handler and the shards this instance has read.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SubscriptionReport {
+    pub name: String,
+    pub stream: String,
+    /// The version new batches run (sha256 of the component).
+    pub handler_version: String,
+    /// The version `deploy --rollback` would restore.
+    pub previous_version: Option<String>,
+    /// Why the last deploy, rollback or reload was refused, if it was.
+    pub last_deploy_error: Option<String>,
+    pub shards: Vec<ShardReport>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ShardReport {
+    pub shard_id: String,
+    #[serde(flatten)]
+    pub status: ShardStatus,
+}
+
+impl StatusBoard {
+    /// The shards of one subscription, ordered by shard id.
+    pub fn shards_of(&self, subscription: &str) -> Vec<ShardReport> {
+        self.snapshot()
+            .into_iter()
+            .filter(|(sub, _, _)| sub == subscription)
+            .map(|(_, shard_id, status)| ShardReport { shard_id, status })
+            .collect()
     }
 }

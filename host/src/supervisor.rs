@@ -8,12 +8,15 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::admin::{AdminServer, AdminState, BindError};
 use crate::config::{Config, KinesisEndpoint, LeaseStoreKind, StartAt};
 use crate::coordinator::{Coordinator, LeaseSettings};
+use crate::deploy::Deployer;
 use crate::dispatch::{OutcomeTap, SubscriptionPlan};
 use crate::feed::{self, FeedError, FeedRecord};
-use crate::handler::HandlerFactory;
+use crate::handler::{HandlerFactory, HandlerSlot};
 use crate::lease::{DynamoLeaseStore, LeaseStore, MemoryLeaseStore};
+use crate::metrics::Metrics;
 use crate::source::kinesis::KinesisStreams;
 use crate::source::memory::MemoryStreams;
 use crate::source::{SourceError, StreamSource};
@@ -44,6 +47,8 @@ pub enum StartError {
     Runtime(LoadError),
     #[error("[leases] {0}")]
     Leases(crate::lease::LeaseError),
+    #[error(transparent)]
+    Admin(BindError),
 }
 
 /// Everything a host needs, loaded and checked, with nothing running yet.
@@ -54,8 +59,10 @@ pub struct Host {
     store: Arc<dyn LeaseStore>,
     subscriptions: Vec<Prepared>,
     status: StatusBoard,
-    // Keeps the engine's epoch ticker alive while the host runs.
-    _runtime: Arc<Runtime>,
+    metrics: Arc<Metrics>,
+    /// Swaps handlers (and holds the runtime, whose epoch ticker must live while the host runs).
+    deployer: Arc<Deployer>,
+    admin: Option<AdminServer>,
 }
 
 struct Prepared {
@@ -67,9 +74,6 @@ struct Prepared {
 /// The reasons a config names parts this build does not have, for `check` and `run` alike.
 pub fn unsupported(config: &Config) -> Vec<String> {
     let mut out = Vec::new();
-    if config.admin.is_some() {
-        out.push("[admin] the admin API is not available in this version of shardhost".to_owned());
-    }
     for s in &config.subscriptions {
         if s.lanes > 1 {
             out.push(format!(
@@ -134,7 +138,10 @@ impl Host {
             .cache_dir
             .clone()
             .or_else(Runtime::default_cache_dir);
-        let runtime = Arc::new(Runtime::new(cache).map_err(StartError::Runtime)?);
+        let runtime =
+            Arc::new(Runtime::new(cache, config.meters_fuel()).map_err(StartError::Runtime)?);
+        let metrics = Arc::new(Metrics::new());
+        let mut deployer = Deployer::new(runtime.clone(), metrics.clone());
         let mut subscriptions = Vec::new();
         for s in &config.subscriptions {
             let component = runtime
@@ -155,6 +162,15 @@ impl Host {
                 })?,
                 None => Vec::new(),
             };
+            let slot = Arc::new(HandlerSlot::new(component as Arc<dyn HandlerFactory>));
+            deployer.add(
+                &s.name,
+                slot.clone(),
+                s.limits,
+                s.wasi.clone(),
+                s.handler.clone(),
+                s.watch,
+            );
             subscriptions.push(Prepared {
                 plan: Arc::new(SubscriptionPlan {
                     name: Arc::from(s.name.as_str()),
@@ -168,7 +184,8 @@ impl Host {
                     } else {
                         StartAt::Latest
                     }),
-                    handler: component as Arc<dyn HandlerFactory>,
+                    handler: slot,
+                    metrics: metrics.clone(),
                     tap: None,
                 }),
                 // The embedded stream has nothing else to create streams: one shard by default.
@@ -193,20 +210,62 @@ impl Host {
                     source,
                 })?;
         }
+        let store = lease_store(&config).await?;
+        let owner: Arc<str> = Arc::from(owner_id(&config).as_str());
+        let deployer = Arc::new(deployer);
+        let status = StatusBoard::new();
+        let admin = match &config.admin {
+            Some(admin) => {
+                let state = AdminState {
+                    owner: owner.clone(),
+                    subscriptions: config
+                        .subscriptions
+                        .iter()
+                        .map(|s| (s.name.clone(), s.stream.clone()))
+                        .collect(),
+                    deployer: deployer.clone(),
+                    status: status.clone(),
+                    metrics: metrics.clone(),
+                };
+                Some(
+                    AdminServer::bind(admin, state)
+                        .await
+                        .map_err(StartError::Admin)?,
+                )
+            }
+            None => None,
+        };
         Ok(Host {
-            owner: Arc::from(owner_id(&config).as_str()),
+            owner,
             source,
-            store: lease_store(&config).await?,
+            store,
             subscriptions,
-            status: StatusBoard::new(),
+            status,
+            metrics,
+            deployer,
+            admin,
             config,
-            _runtime: runtime,
         })
     }
 
     /// The live status of every shard.
     pub fn status(&self) -> StatusBoard {
         self.status.clone()
+    }
+
+    /// Where the admin API listens, when it is on.
+    pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
+        self.admin.as_ref().map(AdminServer::local_addr)
+    }
+
+    /// Swaps handlers (what the admin API's deploy and rollback call).
+    pub fn deployer(&self) -> Arc<Deployer> {
+        self.deployer.clone()
+    }
+
+    /// Every metric of this host.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
     }
 
     /// Calls `tap` with every record's outcome, on every subscription. Call before `run`.
@@ -231,7 +290,7 @@ impl Host {
 
     /// Runs every subscription until `stop` fires; then every shard finishes its batch, writes
     /// its checkpoint and releases its lease before this returns.
-    pub async fn run(self, stop: CancellationToken) -> Result<(), StartError> {
+    pub async fn run(mut self, stop: CancellationToken) -> Result<(), StartError> {
         for s in &self.subscriptions {
             for r in &s.feed {
                 self.source
@@ -253,6 +312,16 @@ impl Host {
             balance: self.config.leases.balance,
         };
         tracing::info!(owner = %self.owner, subscriptions = self.subscriptions.len(), "host running");
+        // The admin API and the file watcher stop when the shards have (a deploy during the
+        // stop still lands in the slot and is simply not used).
+        let side_stop = CancellationToken::new();
+        let mut side = tokio::task::JoinSet::new();
+        if let Some(admin) = self.admin.take() {
+            side.spawn(admin.serve(side_stop.clone()));
+        }
+        if self.deployer.watches() {
+            side.spawn(self.deployer.clone().watch(side_stop.clone()));
+        }
         let mut tasks = tokio::task::JoinSet::new();
         for s in &self.subscriptions {
             let coordinator = Coordinator {
@@ -266,6 +335,8 @@ impl Host {
             tasks.spawn(coordinator.run(stop.clone()));
         }
         while tasks.join_next().await.is_some() {}
+        side_stop.cancel();
+        while side.join_next().await.is_some() {}
         tracing::info!("host stopped: checkpoints written, leases released");
         Ok(())
     }

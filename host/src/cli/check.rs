@@ -33,7 +33,7 @@ async fn check_async(path: &Path) -> u8 {
         .cache_dir
         .clone()
         .or_else(Runtime::default_cache_dir);
-    let runtime = match Runtime::new(cache) {
+    let runtime = match Runtime::new(cache, config.meters_fuel()) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{e}");

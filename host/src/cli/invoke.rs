@@ -44,7 +44,7 @@ async fn invoke_async(args: &InvokeArgs) -> u8 {
             return EXIT_CONFIG;
         }
     };
-    let runtime = match Runtime::new(Runtime::default_cache_dir()) {
+    let runtime = match Runtime::new(Runtime::default_cache_dir(), false) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{e}");

@@ -89,7 +89,14 @@ pub struct LeaseConfig {
 #[derive(Clone, Debug)]
 pub struct AdminConfig {
     pub listen: SocketAddr,
+    /// Required on every request when set (always set when `listen` is off loopback).
     pub token: Option<String>,
+    /// The largest handler upload accepted; larger ones are answered 413. Default 50 MiB.
+    pub max_upload: u64,
+}
+
+impl AdminConfig {
+    pub const DEFAULT_MAX_UPLOAD: u64 = 50 << 20;
 }
 
 /// `start_at`
@@ -108,6 +115,9 @@ pub struct Limits {
     pub memory: u64,
     /// Per handler call; a call past it is a trap. Default 5 s.
     pub timeout: Duration,
+    /// Instructions' worth of fuel per handler call; a call that burns it all is a trap.
+    /// Default: no fuel metering (the timeout still holds).
+    pub fuel: Option<u64>,
 }
 
 impl Default for Limits {
@@ -115,6 +125,7 @@ impl Default for Limits {
         Limits {
             memory: 64 << 20,
             timeout: Duration::from_secs(5),
+            fuel: None,
         }
     }
 }
@@ -136,6 +147,8 @@ pub struct SubscriptionConfig {
     pub handler: PathBuf,
     /// Where `handler` stands in the config, for error messages about the component.
     pub handler_at: Location,
+    /// Reload the handler (validated like a deploy) when its file changes on disk.
+    pub watch: bool,
     /// Embedded stream only: an NDJSON record file put in at start (resolved like `handler`).
     pub feed: Option<PathBuf>,
     pub create_if_missing: Option<u32>,
@@ -228,6 +241,11 @@ impl Config {
     /// directory).
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         parse::parse(path, text)
+    }
+
+    /// Whether any subscription sets a fuel limit (the engine then meters fuel).
+    pub fn meters_fuel(&self) -> bool {
+        self.subscriptions.iter().any(|s| s.limits.fuel.is_some())
     }
 
     /// The subscription with this name.

@@ -31,11 +31,12 @@ const LEASES_KEYS: &[&str] = &[
     "renew_every",
     "list_every",
 ];
-const ADMIN_KEYS: &[&str] = &["listen", "token"];
+const ADMIN_KEYS: &[&str] = &["listen", "token", "max_upload"];
 const SUBSCRIPTION_KEYS: &[&str] = &[
     "name",
     "stream",
     "handler",
+    "watch",
     "feed",
     "create_if_missing",
     "start_at",
@@ -47,7 +48,7 @@ const SUBSCRIPTION_KEYS: &[&str] = &[
     "limits",
     "wasi",
 ];
-const LIMITS_KEYS: &[&str] = &["memory", "timeout"];
+const LIMITS_KEYS: &[&str] = &["memory", "timeout", "fuel"];
 const WASI_KEYS: &[&str] = &["env"];
 const START_AT_KEYS: &[&str] = &["timestamp"];
 
@@ -256,7 +257,21 @@ fn admin(w: &mut Walker<'_>, root: &Section<'_, '_>) -> Option<AdminConfig> {
             ),
         );
     }
-    Some(AdminConfig { listen, token })
+    let mut max_upload = AdminConfig::DEFAULT_MAX_UPLOAD;
+    if let Some(f) = sec.get("max_upload")
+        && let Some(bytes) = w.size(&f)
+    {
+        if bytes == 0 {
+            w.report_at(&f, "max_upload must be more than 0 bytes");
+        } else {
+            max_upload = bytes;
+        }
+    }
+    Some(AdminConfig {
+        listen,
+        token,
+        max_upload,
+    })
 }
 
 fn subscriptions(
@@ -355,6 +370,10 @@ fn subscription(
         .get("poll_interval")
         .and_then(|f| w.duration(&f))
         .unwrap_or(Duration::from_millis(200));
+    let watch = sec
+        .get("watch")
+        .and_then(|f| w.boolean(&f))
+        .unwrap_or(false);
     let lanes = int(w, "lanes", 1, u32::MAX.into()).map_or(1, |n| n as u32);
     let max_attempts = int(w, "max_attempts", 1, u32::MAX.into()).map(|n| n as u32);
     let dead_letter = sec.get("dead_letter").and_then(|f| w.stream_name(&f));
@@ -369,6 +388,7 @@ fn subscription(
         stream: stream.unwrap_or_default(),
         handler: handler.unwrap_or_default(),
         handler_at,
+        watch,
         feed,
         create_if_missing,
         start_at,
@@ -428,6 +448,9 @@ fn limits(w: &mut Walker<'_>, sec: &Section<'_, '_>) -> Limits {
     }
     if let Some(timeout) = sec.get("timeout").and_then(|f| w.duration(&f)) {
         limits.timeout = timeout;
+    }
+    if let Some(f) = sec.get("fuel") {
+        limits.fuel = w.integer(&f, 1, i64::MAX).map(|n| n as u64);
     }
     limits
 }

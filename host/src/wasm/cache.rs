@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+#[derive(Clone)]
 pub(super) struct CompileCache {
     dir: PathBuf,
     engine: Engine,

@@ -162,6 +162,8 @@ pub struct WasmInstance {
     handle: Func,
     version: String,
     timeout: std::time::Duration,
+    /// Fuel per call, when the engine meters it.
+    fuel: Option<u64>,
 }
 
 impl WasmInstance {
@@ -201,6 +203,12 @@ impl WasmInstance {
             ))
         });
         store.set_epoch_deadline(1);
+        let fuel = component.metered.then(|| limits.fuel.unwrap_or(u64::MAX));
+        if let Some(fuel) = fuel {
+            store
+                .set_fuel(fuel)
+                .map_err(|e| InstantiateError::Other(format!("{e:#}")))?;
+        }
         let instance = component
             .pre
             .instantiate_async(&mut store)
@@ -222,16 +230,26 @@ impl WasmInstance {
             handle,
             version: component.version.clone(),
             timeout: limits.timeout,
+            fuel,
         })
     }
 
     fn classify(&mut self, error: wasmtime::Error) -> CallError {
         let version = self.version.clone();
-        if let Some(Trap::Interrupt) = error.downcast_ref::<Trap>() {
-            return CallError::Timeout {
-                version,
-                timeout_ms: self.timeout.as_millis() as u64,
-            };
+        match error.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) => {
+                return CallError::Timeout {
+                    version,
+                    timeout_ms: self.timeout.as_millis() as u64,
+                };
+            }
+            Some(Trap::OutOfFuel) => {
+                return CallError::OutOfFuel {
+                    version,
+                    fuel: self.fuel.unwrap_or(0),
+                };
+            }
+            _ => {}
         }
         let text = format!("{error:#}");
         if text.contains("forcing trap when growing memory") {
@@ -267,6 +285,11 @@ impl Handler for WasmInstance {
         state.last_error = None;
         state.deadline = Instant::now() + self.timeout;
         self.store.set_epoch_deadline(1);
+        if let Some(fuel) = self.fuel
+            && let Err(e) = self.store.set_fuel(fuel)
+        {
+            return Err(self.classify(e));
+        }
         // SAFETY: `new` checked this function's type against exactly these parameter and
         // result types (`Func::typed`); the lifetimes differ per call, the types do not.
         let typed: HandleFn<'_> = unsafe { TypedFunc::new_unchecked(self.handle) };

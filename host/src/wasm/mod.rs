@@ -60,6 +60,7 @@ pub struct Runtime {
     linker: Linker<HostState>,
     cache: Option<cache::CompileCache>,
     ticker_stop: Arc<AtomicBool>,
+    fuel: bool,
 }
 
 impl Drop for Runtime {
@@ -70,8 +71,11 @@ impl Drop for Runtime {
 
 impl Runtime {
     /// A runtime that caches compiled components under `cache_dir` (none: compile every time).
-    pub fn new(cache_dir: Option<PathBuf>) -> Result<Runtime, LoadError> {
+    /// With `fuel`, guests are compiled with fuel metering (slower code) so that subscriptions
+    /// can set `limits.fuel`; without it, such limits are refused.
+    pub fn new(cache_dir: Option<PathBuf>, fuel: bool) -> Result<Runtime, LoadError> {
         let mut config = Config::new();
+        config.consume_fuel(fuel);
         // Calls run on fibers (`call_async`); a running guest yields to the async runtime at
         // every epoch tick, and the epoch callback turns the per-call timeout into a trap.
         config.epoch_interruption(true);
@@ -97,6 +101,7 @@ impl Runtime {
             linker,
             cache,
             ticker_stop,
+            fuel,
         })
     }
 
@@ -143,15 +148,29 @@ impl Runtime {
         if bytes[4..8] == [1, 0, 0, 0] {
             return Err(LoadError::CoreModule { name });
         }
-        let version = version_of(bytes);
-        let component = match &self.cache {
-            Some(cache) => cache.get_or_compile(&version, bytes),
-            None => Component::new(&self.engine, bytes),
+        if limits.fuel.is_some() && !self.fuel {
+            return Err(LoadError::Engine(format!(
+                "{name}: a fuel limit needs a runtime made with fuel metering"
+            )));
         }
-        .map_err(|e| LoadError::Compile {
-            name: name.clone(),
-            message: format!("{e:#}"),
-        })?;
+        let version = version_of(bytes);
+        // Compiling takes a while (Cranelift, on every core): off the async threads, so
+        // shards and lease renewals go on while a deploy compiles.
+        let compile = {
+            let (engine, cache) = (self.engine.clone(), self.cache.clone());
+            let (version, bytes) = (version.clone(), bytes.to_vec());
+            move || match &cache {
+                Some(cache) => cache.get_or_compile(&version, &bytes),
+                None => Component::new(&engine, &bytes),
+            }
+        };
+        let component = tokio::task::spawn_blocking(compile)
+            .await
+            .map_err(|e| LoadError::Engine(format!("the compile task failed: {e}")))?
+            .map_err(|e| LoadError::Compile {
+                name: name.clone(),
+                message: format!("{e:#}"),
+            })?;
         let wrong_world = |message: String| LoadError::WrongWorld {
             name: name.clone(),
             message,
@@ -168,6 +187,7 @@ impl Runtime {
             export,
             version: version.clone(),
             limits,
+            metered: self.fuel,
             env: instance::resolve_env(wasi),
         };
         // Instantiate once under the limits and check the export's type, so a component that
@@ -203,6 +223,8 @@ pub struct HandlerComponent {
     export: ComponentExportIndex,
     version: String,
     limits: Limits,
+    /// The engine meters fuel: every store needs some (unlimited unless `limits.fuel`).
+    metered: bool,
     env: Vec<(String, String)>,
 }
 

@@ -118,6 +118,9 @@ const ONE_PROBLEM: &[(&str, usize, &str, &str)] = &[
     ("[admin]\nlisten = \"0.0.0.0:9750\"", 2, "admin.listen", "a token is required when the admin API listens off loopback (0.0.0.0:9750)"),
     ("[admin]\nlisten = \"localhost\"", 2, "admin.listen", "\"localhost\" is not a listen address; expected \"IP:PORT\""),
     ("[admin]\nlisten = \":1\"\ntoken = \"\"", 3, "admin.token", "`token` must not be empty"),
+    ("[admin]\nlisten = \":1\"\nmax_upload = \"0MiB\"", 3, "admin.max_upload", "max_upload must be more than 0 bytes"),
+    ("watch = \"yes\"", 1, "sub.watch", "expected a boolean"),
+    ("[subscription.limits]\nfuel = 0", 2, "sub.limits.fuel", "0 is out of range; `fuel` must be at least 1"),
     ("start_at = \"earliest\"", 1, "sub.start_at", "unknown start_at \"earliest\"; expected \"latest\", \"trim_horizon\" or { timestamp = \"2026-12-01T00:00:00Z\" }"),
     ("start_at = 5", 1, "sub.start_at", "found the integer 5"),
     ("start_at = { timestamp = \"yesterday\" }", 1, "sub.start_at.timestamp", "\"yesterday\" is not an RFC 3339 timestamp"),
@@ -326,10 +329,12 @@ list_every = "1m"
 [admin]
 listen = "127.0.0.1:9750"
 token = "secret"
+max_upload = "8MiB"
 [[subscription]]
 name = "ship"
 stream = "shipments"
 handler = "handlers/ship.wasm"
+watch = true
 feed = "data/shipments.ndjson"
 create_if_missing = 2
 start_at = "trim_horizon"
@@ -341,6 +346,7 @@ dead_letter = "shipments.dead"
 [subscription.limits]
 memory = "128MiB"
 timeout = "2s"
+fuel = 1000000
 [subscription.wasi]
 env = ["RUST_LOG", "MODE=test"]
 "#,
@@ -363,11 +369,12 @@ env = ["RUST_LOG", "MODE=test"]
     let admin = config.admin.as_ref().unwrap();
     assert_eq!(admin.listen, SocketAddr::from(([127, 0, 0, 1], 9750)));
     assert_eq!(admin.token.as_deref(), Some("secret"));
+    assert_eq!(admin.max_upload, 8 << 20);
     let sub = config.subscription("ship").unwrap();
     assert_eq!(sub.stream, "shipments");
     assert_eq!(sub.handler, s.0.join("handlers/ship.wasm"));
     let handler_at = (sub.handler_at.line, sub.handler_at.key.as_str());
-    assert_eq!(handler_at, (Some(23), "subscription[0].handler"));
+    assert_eq!(handler_at, (Some(24), "subscription[0].handler"));
     assert_eq!(sub.feed, Some(s.0.join("data/shipments.ndjson")));
     assert_eq!(sub.create_if_missing, Some(2));
     assert_eq!(sub.start_at, Some(StartAt::TrimHorizon));
@@ -376,6 +383,9 @@ env = ["RUST_LOG", "MODE=test"]
     assert_eq!(sub.dead_letter.as_deref(), Some("shipments.dead"));
     assert_eq!(sub.limits.memory, 128 << 20);
     assert_eq!(sub.limits.timeout, Duration::from_secs(2));
+    assert_eq!(sub.limits.fuel, Some(1_000_000));
+    assert!(sub.watch);
+    assert!(config.meters_fuel());
     assert_eq!(sub.wasi.env, ["RUST_LOG", "MODE=test"]);
 }
 
@@ -413,7 +423,8 @@ fn defaults_fill_in_when_keys_are_omitted() {
         sub.limits,
         Limits {
             memory: 64 << 20,
-            timeout: secs(5)
+            timeout: secs(5),
+            fuel: None,
         }
     );
     assert!(sub.wasi.env.is_empty());

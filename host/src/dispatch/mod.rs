@@ -3,9 +3,10 @@
 //!
 //! One batch at a time per shard, so a shard's records reach the handler in order. Calls run on
 //! the async runtime: a wasm guest yields back at every epoch tick, so a slow handler holds up
-//! only its own shard. The instance is reused
-//! across batches and replaced after a failed call; the records of a failed call are held like
-//! `retry`, and the host and the other shards go on.
+//! only its own shard. This file is the read loop and the checkpoint; [`call`] is what happens
+//! to one batch (the handler version it runs on, calls, bisecting a failed call, settling).
+
+mod call;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,13 +14,13 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::StartAt;
-use crate::handler::{CallContext, CallError, Handler, HandlerFactory, outcomes_per_record};
+use crate::handler::{CallContext, Handler, HandlerFactory, HandlerSlot};
 use crate::lease::{Checkpoint, LeaseError, LeaseHandle};
+use crate::metrics::{Metrics, ShardMetrics};
 use crate::record::{BatchInfo, Outcome, Record};
-use crate::settle::{Ticket, Tracker};
+use crate::settle::Tracker;
 use crate::source::{ShardReader, SourceError, StartPosition, StreamSource};
 use crate::status::{ShardCell, StatusBoard};
-use crate::wasm::short_version;
 
 /// One record's outcome, as a tap sees it.
 pub struct Settled<'a> {
@@ -27,6 +28,8 @@ pub struct Settled<'a> {
     pub shard_id: &'a str,
     pub record: &'a Record,
     pub outcome: Outcome,
+    /// The handler version that answered (the batch's version, for a failed call too).
+    pub version: &'a str,
 }
 
 /// Called with every record's outcome (after settlement), e.g. to observe a host in tests.
@@ -44,7 +47,9 @@ pub struct SubscriptionPlan {
     pub checkpoint_every: Duration,
     pub poll_interval: Duration,
     pub start_at: StartAt,
-    pub handler: Arc<dyn HandlerFactory>,
+    /// The handler new batches run; swapped by deploy, rollback and watch.
+    pub handler: Arc<HandlerSlot>,
+    pub metrics: Arc<Metrics>,
     pub tap: Option<OutcomeTap>,
 }
 
@@ -69,6 +74,7 @@ pub struct ShardWorker {
     ctx: CallContext,
     lease: Arc<LeaseHandle>,
     status: ShardCell,
+    metrics: ShardMetrics,
     stop: CancellationToken,
     from_trim_horizon: bool,
 }
@@ -88,6 +94,7 @@ impl ShardWorker {
         };
         ShardWorker {
             status: status.shard(&plan.name, shard_id),
+            metrics: plan.metrics.shard(&plan.name, shard_id),
             plan,
             ctx,
             lease,
@@ -131,10 +138,14 @@ impl ShardWorker {
             s.checkpoint = lease.checkpoint.as_ref().map(Checkpoint::to_stored);
             s.state = "reading".into();
         });
+        let (generation, factory) = self.plan.handler.current();
         let mut run = Run {
             tracker: Tracker::new(lease.checkpoint),
             pending: None,
             last_write: Instant::now(),
+            generation,
+            version: factory.version().into(),
+            factory,
             handler: None,
             worker: &self,
         };
@@ -164,6 +175,13 @@ struct Run<'w> {
     /// A moved checkpoint not written yet (coalescing).
     pending: Option<Checkpoint>,
     last_write: Instant,
+    /// The slot generation `factory` came from.
+    generation: u64,
+    /// The handler version this shard's batches run on; the slot is looked at between batches.
+    factory: Arc<dyn HandlerFactory>,
+    /// `factory`'s version.
+    version: Arc<str>,
+    /// A live instance of `factory`, reused across calls until one fails.
     handler: Option<Box<dyn Handler>>,
     worker: &'w ShardWorker,
 }
@@ -194,6 +212,7 @@ impl Run<'_> {
             };
             w.status
                 .update(|s| s.millis_behind_latest = batch.millis_behind_latest);
+            w.metrics.millis_behind(batch.millis_behind_latest);
             let empty = batch.records.is_empty();
             if !empty {
                 let info = BatchInfo {
@@ -246,128 +265,6 @@ impl Run<'_> {
         }
     }
 
-    /// Hands one read batch to the handler, `call_batch` records per call, and settles every
-    /// record by its outcome.
-    async fn dispatch(&mut self, info: BatchInfo, records: Vec<Record>) {
-        let w = self.worker;
-        let mut first = None;
-        for r in &records {
-            let t = self.tracker.deliver(r.position());
-            first.get_or_insert(t);
-        }
-        let mut ticket = first.unwrap_or_default();
-        let mut error = None;
-        for chunk in records.chunks(w.plan.call_batch.max(1)) {
-            if let Err(e) = self.call(&info, chunk, ticket).await {
-                error = Some(e.to_string());
-            }
-            ticket += chunk.len() as u64;
-        }
-        let counts = self.tracker.counts();
-        let held_at = self.tracker.blocked_at().map(|p| p.to_string());
-        let version = self.handler.as_ref().map(|h| h.version());
-        w.status.update(|s| {
-            s.counts = counts;
-            s.held_at = held_at;
-            if let Some(v) = version
-                && s.handler_version != v
-            {
-                s.handler_version = v.to_owned();
-            }
-            if error.is_some() {
-                s.last_error = error;
-            }
-        });
-    }
-
-    /// One handler call; its records' tickets start at `first`. A failed call drops the
-    /// instance (the next call gets a fresh one) and holds the records.
-    async fn call(
-        &mut self,
-        info: &BatchInfo,
-        records: &[Record],
-        first: Ticket,
-    ) -> Result<(), CallError> {
-        let w = self.worker;
-        let mut handler = match self.handler.take() {
-            Some(h) => h,
-            None => match w.plan.handler.instantiate(&w.ctx).await {
-                Ok(h) => h,
-                Err(e) => return Err(self.failed_call(first, records, e)),
-            },
-        };
-        let outcomes = handler
-            .handle(info, records)
-            .await
-            .and_then(|answer| outcomes_per_record(answer, records.len(), handler.version()));
-        match outcomes {
-            Ok(outcomes) => {
-                self.settle_all(first, records, &outcomes, handler.version());
-                self.handler = Some(handler);
-                Ok(())
-            }
-            Err(e) => Err(self.failed_call(first, records, e)),
-        }
-    }
-
-    fn settle_all(
-        &mut self,
-        first: Ticket,
-        records: &[Record],
-        outcomes: &[Outcome],
-        version: &str,
-    ) {
-        let w = self.worker;
-        let handler = short_version(version);
-        for ((ticket, record), &outcome) in (first..).zip(records).zip(outcomes) {
-            self.tap(record, outcome);
-            if self.tracker.settle(ticket, outcome) {
-                tracing::debug!(
-                    subscription = %w.plan.name, shard = %w.ctx.shard_id,
-                    sequence_number = %record.position(), partition_key = %record.partition_key,
-                    handler, "{outcome}"
-                );
-            } else {
-                tracing::warn!(
-                    subscription = %w.plan.name, shard = %w.ctx.shard_id,
-                    sequence_number = %record.position(), partition_key = %record.partition_key,
-                    handler,
-                    "{outcome}: record held (no retry cap); the shard's checkpoint waits in front of it"
-                );
-            }
-        }
-    }
-
-    fn failed_call(&mut self, first: Ticket, records: &[Record], error: CallError) -> CallError {
-        let w = self.worker;
-        let first_seq = records
-            .first()
-            .map(|r| r.position().to_string())
-            .unwrap_or_default();
-        tracing::error!(
-            subscription = %w.plan.name, shard = %w.ctx.shard_id,
-            records = records.len(), first_sequence_number = %first_seq,
-            "{error}; the call's records are held and the instance is replaced"
-        );
-        for (ticket, record) in (first..).zip(records) {
-            self.tap(record, Outcome::Retry);
-            self.tracker.settle(ticket, Outcome::Retry);
-        }
-        error
-    }
-
-    fn tap(&self, record: &Record, outcome: Outcome) {
-        let w = self.worker;
-        if let Some(tap) = &w.plan.tap {
-            tap(&Settled {
-                subscription: &w.plan.name,
-                shard_id: &w.ctx.shard_id,
-                record,
-                outcome,
-            });
-        }
-    }
-
     /// Writes the checkpoint if it moved, at most once per `checkpoint_every` unless `force`
     /// (release, SHARD_END, stop): a crash re-delivers at most that period's records.
     async fn write_checkpoint(&mut self, force: bool) -> Result<(), LeaseError> {
@@ -380,6 +277,7 @@ impl Run<'_> {
         }
         if let Some(cp) = self.pending.take() {
             w.lease.checkpoint(&cp).await?;
+            w.metrics.checkpoint_written();
             self.last_write = Instant::now();
             tracing::debug!(subscription = %w.plan.name, shard = %w.ctx.shard_id, checkpoint = %cp, "checkpoint");
             w.status.update(|s| s.checkpoint = Some(cp.to_stored()));

@@ -1,0 +1,318 @@
+//! What the host counts, in Prometheus' model (served as OpenMetrics text on `GET /metrics`).
+//!
+//! Hot paths never look a label set up per record: a shard worker takes its [`ShardMetrics`]
+//! (cheap handles into the families) once, and counts per batch.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::record::Outcome;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SubscriptionLabels {
+    subscription: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShardLabels {
+    subscription: String,
+    shard: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RecordLabels {
+    subscription: String,
+    shard: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TrapLabels {
+    subscription: String,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabels {
+    subscription: String,
+    version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SwapLabels {
+    subscription: String,
+    result: &'static str,
+}
+
+fn call_histogram() -> Histogram {
+    // 50 µs .. ~13 s
+    Histogram::new(exponential_buckets(0.00005, 4.0, 10))
+}
+
+/// Every metric of one host.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    records: Family<RecordLabels, Counter>,
+    call_seconds: Family<SubscriptionLabels, Histogram, fn() -> Histogram>,
+    traps: Family<TrapLabels, Counter>,
+    millis_behind: Family<ShardLabels, Gauge>,
+    leases_held: Family<SubscriptionLabels, Gauge>,
+    renewal_failures: Family<SubscriptionLabels, Counter>,
+    checkpoint_writes: Family<ShardLabels, Counter>,
+    handler_version: Family<VersionLabels, Gauge>,
+    swaps: Family<SwapLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("shardhost");
+        let m = Metrics {
+            records: Family::default(),
+            call_seconds: Family::new_with_constructor(call_histogram),
+            traps: Family::default(),
+            millis_behind: Family::default(),
+            leases_held: Family::default(),
+            renewal_failures: Family::default(),
+            checkpoint_writes: Family::default(),
+            handler_version: Family::default(),
+            swaps: Family::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "records",
+            "Records handled, by subscription, shard and outcome (a trapped record counts as retry)",
+            m.records.clone(),
+        );
+        registry.register(
+            "handler_call_seconds",
+            "Duration of handler calls",
+            m.call_seconds.clone(),
+        );
+        registry.register(
+            "handler_traps",
+            "Handler calls that failed, by kind (trap, timeout, memory, fuel, wrong-answer, instantiate)",
+            m.traps.clone(),
+        );
+        registry.register(
+            "millis_behind_latest",
+            "How far the last read of a shard was behind the tip of the stream, in ms",
+            m.millis_behind.clone(),
+        );
+        registry.register(
+            "leases_held",
+            "Shard leases this instance holds",
+            m.leases_held.clone(),
+        );
+        registry.register(
+            "lease_renewal_failures",
+            "Lease renewals that failed (each fences its shard)",
+            m.renewal_failures.clone(),
+        );
+        registry.register(
+            "checkpoint_writes",
+            "Checkpoints written to the lease store",
+            m.checkpoint_writes.clone(),
+        );
+        registry.register(
+            "handler_version_info",
+            "The handler version (sha256 of the component) a subscription runs: 1 for the current one",
+            m.handler_version.clone(),
+        );
+        registry.register(
+            "handler_swaps",
+            "Handler swaps (deploy, rollback, watch), by result (ok, refused)",
+            m.swaps.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String does not fail");
+        out
+    }
+
+    /// The handles a shard worker counts with.
+    pub fn shard(&self, subscription: &str, shard: &str) -> ShardMetrics {
+        let record = |outcome| {
+            self.records.get_or_create_owned(&RecordLabels {
+                subscription: subscription.to_owned(),
+                shard: shard.to_owned(),
+                outcome,
+            })
+        };
+        let shard_labels = ShardLabels {
+            subscription: subscription.to_owned(),
+            shard: shard.to_owned(),
+        };
+        ShardMetrics {
+            ack: record("ack"),
+            drop: record("drop"),
+            retry: record("retry"),
+            retry_after: record("retry-after"),
+            millis_behind: self.millis_behind.get_or_create_owned(&shard_labels),
+            checkpoint_writes: self.checkpoint_writes.get_or_create_owned(&shard_labels),
+            call_seconds: self.call_seconds.get_or_create_owned(&SubscriptionLabels {
+                subscription: subscription.to_owned(),
+            }),
+        }
+    }
+
+    /// Counts a failed handler call.
+    pub fn trap(&self, subscription: &str, kind: &'static str) {
+        self.traps
+            .get_or_create(&TrapLabels {
+                subscription: subscription.to_owned(),
+                kind,
+            })
+            .inc();
+    }
+
+    pub fn set_leases_held(&self, subscription: &str, n: usize) {
+        self.leases_held
+            .get_or_create(&SubscriptionLabels {
+                subscription: subscription.to_owned(),
+            })
+            .set(n as i64);
+    }
+
+    pub fn renewal_failed(&self, subscription: &str) {
+        self.renewal_failures
+            .get_or_create(&SubscriptionLabels {
+                subscription: subscription.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Marks `version` as the one `subscription` runs (and `old`, if any, as not).
+    pub fn handler_version(&self, subscription: &str, old: Option<&str>, version: &str) {
+        if let Some(old) = old.filter(|o| *o != version) {
+            self.handler_version.remove(&VersionLabels {
+                subscription: subscription.to_owned(),
+                version: old.to_owned(),
+            });
+        }
+        self.handler_version
+            .get_or_create(&VersionLabels {
+                subscription: subscription.to_owned(),
+                version: version.to_owned(),
+            })
+            .set(1);
+    }
+
+    pub fn swap(&self, subscription: &str, ok: bool) {
+        self.swaps
+            .get_or_create(&SwapLabels {
+                subscription: subscription.to_owned(),
+                result: if ok { "ok" } else { "refused" },
+            })
+            .inc();
+    }
+}
+
+/// One shard worker's handles into the families.
+#[derive(Clone, Debug)]
+pub struct ShardMetrics {
+    ack: Counter,
+    drop: Counter,
+    retry: Counter,
+    retry_after: Counter,
+    millis_behind: Gauge,
+    checkpoint_writes: Counter,
+    call_seconds: Histogram,
+}
+
+impl ShardMetrics {
+    /// Counts one call's outcomes.
+    pub fn outcomes(&self, outcomes: &[Outcome]) {
+        let (mut ack, mut drop, mut retry, mut after) = (0, 0, 0, 0);
+        for o in outcomes {
+            match o {
+                Outcome::Ack => ack += 1,
+                Outcome::Drop => drop += 1,
+                Outcome::Retry => retry += 1,
+                Outcome::RetryAfter(_) => after += 1,
+            }
+        }
+        for (counter, n) in [
+            (&self.ack, ack),
+            (&self.drop, drop),
+            (&self.retry, retry),
+            (&self.retry_after, after),
+        ] {
+            if n > 0 {
+                counter.inc_by(n);
+            }
+        }
+    }
+
+    /// Counts records held because their call failed.
+    pub fn failed(&self, records: usize) {
+        self.retry.inc_by(records as u64);
+    }
+
+    pub fn call(&self, took: Duration) {
+        self.call_seconds.observe(took.as_secs_f64());
+    }
+
+    pub fn millis_behind(&self, ms: Option<u64>) {
+        if let Some(ms) = ms {
+            self.millis_behind.set(ms as i64);
+        }
+    }
+
+    pub fn checkpoint_written(&self) {
+        self.checkpoint_writes.inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_appear_under_their_labels() {
+        let m = Metrics::new();
+        let s = m.shard("ship", "shardId-000000000000");
+        s.outcomes(&[Outcome::Ack, Outcome::Ack, Outcome::Retry]);
+        s.failed(2);
+        m.handler_version("ship", None, "aaa");
+        m.handler_version("ship", Some("aaa"), "bbb");
+        let text = m.encode();
+        assert!(
+            text.contains(
+                r#"shardhost_records_total{subscription="ship",shard="shardId-000000000000",outcome="ack"} 2"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"shardhost_records_total{subscription="ship",shard="shardId-000000000000",outcome="retry"} 3"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"shardhost_handler_version_info{subscription="ship",version="bbb"} 1"#),
+            "{text}"
+        );
+        assert!(
+            !text.contains(r#"version="aaa""#),
+            "the old version is gone: {text}"
+        );
+    }
+}
