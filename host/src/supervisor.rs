@@ -263,6 +263,11 @@ impl Host {
         self.deployer.clone()
     }
 
+    /// The streams this host reads (e.g. to put records into the embedded stream).
+    pub fn source(&self) -> Arc<dyn StreamSource> {
+        self.source.clone()
+    }
+
     /// Every metric of this host.
     pub fn metrics(&self) -> Arc<Metrics> {
         self.metrics.clone()

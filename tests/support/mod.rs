@@ -135,6 +135,10 @@ pub fn key_on_shard(shard: usize, shards: usize, tag: &str) -> String {
 pub struct Running {
     pub status: StatusBoard,
     pub leases: std::sync::Arc<dyn shardhost::lease::LeaseStore>,
+    /// Where the admin API listens, when the config turns it on.
+    pub admin: Option<std::net::SocketAddr>,
+    pub deployer: std::sync::Arc<shardhost::deploy::Deployer>,
+    pub source: std::sync::Arc<dyn shardhost::source::StreamSource>,
     stop: CancellationToken,
     rt: tokio::runtime::Runtime,
     done: Option<tokio::task::JoinHandle<()>>,
@@ -161,12 +165,18 @@ impl Running {
         customize(&mut host);
         let status = host.status();
         let leases = host.lease_store();
+        let admin = host.admin_addr();
+        let deployer = host.deployer();
+        let source = host.source();
         let stop = CancellationToken::new();
         let token = stop.clone();
         let done = rt.spawn(async move { host.run(token).await.unwrap() });
         Running {
             status,
             leases,
+            admin,
+            deployer,
+            source,
             stop,
             rt,
             done: Some(done),
@@ -186,7 +196,24 @@ impl Running {
         }
     }
 
-    /// Stops gracefully and waits for the host to finish.
+    /// A client for this host's admin API, sending `token`.
+    pub fn admin(&self, token: Option<&str>) -> shardhost::admin::client::AdminClient {
+        let addr = self.admin.expect("the config turns the admin API on");
+        shardhost::admin::client::AdminClient::new(
+            &format!("http://{addr}"),
+            token.map(str::to_owned),
+        )
+        .unwrap()
+    }
+
+    /// Puts a record into a stream of the host's source.
+    pub fn put(&self, stream: &str, partition_key: &str, data: Vec<u8>) {
+        self.rt
+            .block_on(self.source.put(stream, partition_key, data))
+            .unwrap();
+    }
+
+    /// Runs a future on the host's runtime.
     pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
         self.rt.block_on(f)
     }
@@ -276,6 +303,8 @@ pub struct Seen {
     pub data: String,
     pub bytes: Vec<u8>,
     pub outcome: shardhost::record::Outcome,
+    /// The handler version that answered.
+    pub version: String,
 }
 
 impl Outcomes {
@@ -290,6 +319,7 @@ impl Outcomes {
                 data: String::from_utf8_lossy(&s.record.data).into_owned(),
                 bytes: s.record.data.clone(),
                 outcome: s.outcome,
+                version: s.version.to_owned(),
             })
         })
     }

@@ -11,6 +11,8 @@
 //! With `token` set, every route but `/healthz` wants `Authorization: Bearer TOKEN` (401
 //! otherwise). The config refuses a listen address off loopback without a token.
 
+pub mod client;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 

@@ -1,13 +1,15 @@
 //! The command line: one file per subcommand.
 
 mod check;
+mod deploy;
 mod invoke;
 mod run;
+mod status;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use tracing_subscriber::EnvFilter;
 
 /// Exit codes: 0 ok, 1 runtime failure, 2 usage or config error.
@@ -54,6 +56,22 @@ enum Command {
     },
     /// Run a handler over records locally (no AWS) and print each record's outcome.
     Invoke(invoke::InvokeArgs),
+    /// Replace a subscription's handler in a running host (through its admin API).
+    Deploy(deploy::DeployArgs),
+    /// Show what a running host reads: shards, owners, checkpoints, lag, handler versions.
+    Status(status::StatusArgs),
+}
+
+/// Where the admin API of a running host is.
+#[derive(Args, Debug)]
+struct AdminArgs {
+    /// The admin API's URL.
+    #[arg(long, default_value = "http://127.0.0.1:9750")]
+    admin: String,
+
+    /// The admin token ([admin] token in the host's config).
+    #[arg(long, env = "SHARDHOST_ADMIN_TOKEN", hide_env_values = true)]
+    token: Option<String>,
 }
 
 pub fn main() -> ExitCode {
@@ -63,6 +81,8 @@ pub fn main() -> ExitCode {
         Command::Run { config } => run::run(&config),
         Command::Check { config } => check::check(&config),
         Command::Invoke(args) => invoke::invoke(&args),
+        Command::Deploy(args) => deploy::deploy(&args),
+        Command::Status(args) => status::status(&args),
     };
     ExitCode::from(code)
 }

@@ -11,6 +11,7 @@
 //! | `hog`                    | allocates and touches 1 MiB after 1 MiB until an allocation fails, then panics (for the memory limit) |
 //! | `env:NAME=VALUE`          | ack when the environment has NAME=VALUE, retry otherwise (for WASI grants) |
 //! | `file:PATH`              | ack when PATH can be read, retry otherwise (for WASI grants)  |
+//! | `connect:HOST:PORT`      | ack when a TCP connection to HOST:PORT opens, retry otherwise (for WASI grants) |
 //! | `log:TEXT`               | logs TEXT at info level, answers ack                         |
 //! | `publish:STREAM:TEXT`    | publishes TEXT to STREAM under the record's partition key; ack, or retry (and a warn line) when the host refuses |
 //! | `seek:SEQUENCE_NUMBER`   | seeks the shard there; ack, or retry (and a warn line) when the host refuses |
@@ -55,6 +56,15 @@ fn command(record: &Record, text: &str) -> Outcome {
             Outcome::Ack
         } else {
             Outcome::Retry
+        };
+    }
+    if let Some(addr) = text.strip_prefix("connect:") {
+        return match std::net::TcpStream::connect(addr) {
+            Ok(_) => Outcome::Ack,
+            Err(e) => {
+                shardhost_guest::warn!("connect to {addr} failed: {e}");
+                Outcome::Retry
+            }
         };
     }
     if let Some(line) = text.strip_prefix("log:") {

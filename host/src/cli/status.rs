@@ -1,0 +1,119 @@
+//! `shardhost status [--admin URL] [--json]`
+
+use clap::Args;
+use hyper::Method;
+use shardhost::status::Report;
+
+use super::{AdminArgs, EXIT_CONFIG, EXIT_RUNTIME};
+use shardhost::admin::client::{AdminClient, refused};
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    admin: AdminArgs,
+
+    /// Print the status as JSON (what `GET /status` answers).
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn status(args: &StatusArgs) -> u8 {
+    let client = match AdminClient::new(&args.admin.admin, args.admin.token.clone()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return EXIT_CONFIG;
+        }
+    };
+    super::block_on(async {
+        let answer = match client.send(Method::GET, "/status", Vec::new()).await {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("{e}");
+                return EXIT_RUNTIME;
+            }
+        };
+        if !answer.status.is_success() {
+            eprintln!("status refused: {}", refused(&answer));
+            return EXIT_RUNTIME;
+        }
+        let report: Report = match serde_json::from_slice(&answer.body) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("the admin API answered something that is not a status report: {e}");
+                return EXIT_RUNTIME;
+            }
+        };
+        if args.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report).expect("a report serializes")
+            );
+        } else {
+            print!("{}", render(&report));
+        }
+        0
+    })
+}
+
+/// The report as a table per subscription.
+fn render(report: &Report) -> String {
+    let mut out = format!("owner {}\n", report.owner);
+    for s in &report.subscriptions {
+        out += &format!(
+            "\nsubscription `{}` (stream {})\n  handler {}\n",
+            s.name, s.stream, s.handler_version
+        );
+        if let Some(p) = &s.previous_version {
+            out += &format!("  previous {p} (deploy --rollback restores it)\n");
+        }
+        if let Some(e) = &s.last_deploy_error {
+            out += &format!("  last deploy refused: {e}\n");
+        }
+        if s.shards.is_empty() {
+            out += "  no shards read by this instance\n";
+            continue;
+        }
+        let mut rows = vec![
+            [
+                "SHARD",
+                "STATE",
+                "OWNER",
+                "CHECKPOINT",
+                "LAG MS",
+                "HANDLER",
+                "HANDLED",
+                "HELD",
+                "LAST ERROR",
+            ]
+            .map(String::from),
+        ];
+        for shard in &s.shards {
+            let st = &shard.status;
+            rows.push([
+                shard.shard_id.clone(),
+                st.state.clone(),
+                st.owner.clone(),
+                st.checkpoint.clone().unwrap_or_else(|| "-".into()),
+                st.millis_behind_latest
+                    .map_or_else(|| "-".into(), |ms| ms.to_string()),
+                st.handler_version.chars().take(12).collect(),
+                st.counts.settled.to_string(),
+                st.counts.held.to_string(),
+                st.last_error.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        let widths: Vec<usize> = (0..rows[0].len())
+            .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+            .collect();
+        for row in &rows {
+            let line: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .map(|(cell, w)| format!("{cell:<w$}"))
+                .collect();
+            out += &format!("  {}\n", line.join("  ").trim_end());
+        }
+    }
+    out
+}
