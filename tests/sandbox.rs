@@ -92,3 +92,18 @@ fn compiled_components_are_cached_by_content_hash() {
         "{cached:?}"
     );
 }
+
+#[test]
+fn a_handler_cannot_open_a_socket() {
+    let dir = Scratch::new("sandbox-net");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let denied = run(&dir, &[&format!("connect:{addr}")], "");
+    assert_eq!(denied.held, 1, "the connect failed: {denied:?}");
+    let accepted = listener.accept();
+    assert!(
+        matches!(&accepted, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "no connection reached the listener: {accepted:?}"
+    );
+}
