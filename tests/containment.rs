@@ -5,8 +5,8 @@
 
 mod support;
 
-use shardhost::status::{ShardStatus, StatusBoard};
 use shardhost::record::Outcome;
+use shardhost::status::{ShardStatus, StatusBoard};
 use support::{Outcomes, Running, Scratch, guest, key_on_shard, text_record};
 
 fn config_with(handler: &str, batch: usize, limits: &str) -> String {
@@ -143,7 +143,10 @@ fn bisect_isolates_one_poison_record_in_a_batch_of_100() {
     records[37] = "panic";
     let (shard, seen) = run_batch(&records, 100);
     assert_eq!(seen.len(), 100, "every record is answered exactly once");
-    let held: Vec<_> = seen.iter().filter(|s| s.outcome == Outcome::Retry).collect();
+    let held: Vec<_> = seen
+        .iter()
+        .filter(|s| s.outcome == Outcome::Retry)
+        .collect();
     assert_eq!(held.len(), 1, "only the poison record is held");
     assert_eq!(held[0].data, "panic");
     assert_eq!((shard.counts.settled, shard.counts.held), (99, 1));
@@ -161,7 +164,10 @@ fn bisect_isolates_one_poison_record_in_a_batch_of_100() {
     order.dedup();
     assert_eq!(order, sorted, "records are answered in order, once each");
     assert!(
-        shard.last_error.as_deref().is_some_and(|e| e.contains("poison record")),
+        shard
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("poison record")),
         "{shard:?}"
     );
 }
@@ -189,6 +195,12 @@ fn a_handler_that_traps_on_every_record_holds_them_all_and_the_host_goes_on() {
     assert_eq!(seen.len(), 16);
     assert!(seen.iter().all(|s| s.outcome == Outcome::Retry));
     assert_eq!((shard.counts.settled, shard.counts.held), (0, 16));
-    assert_eq!(shard.checkpoint, None, "nothing settled, nothing checkpointed");
-    assert_eq!(shard.state, "stopped", "the shard was read until the host stopped");
+    assert_eq!(
+        shard.checkpoint, None,
+        "nothing settled, nothing checkpointed"
+    );
+    assert_eq!(
+        shard.state, "stopped",
+        "the shard was read until the host stopped"
+    );
 }
