@@ -328,3 +328,143 @@ fn run_shows_outcomes_and_checkpoints_then_stops_cleanly_on_sigint() {
         rest.join("\n")
     );
 }
+
+/// Starts `shardhost run` with the admin API on a free port; answers the child and the API's
+/// URL (read from its log), with the rest of its log drained in the background.
+fn run_with_admin(dir: &Scratch, token: &str) -> (Killed, String) {
+    std::fs::copy(guest("always_ack"), dir.0.join("handler.wasm")).unwrap();
+    let config = format!(
+        r#"
+[kinesis]
+endpoint = "memory"
+
+[admin]
+listen = "127.0.0.1:0"
+token = "{token}"
+
+[[subscription]]
+name = "tagged"
+stream = "s"
+handler = "handler.wasm"
+"#
+    );
+    let path = config_in(dir, &config);
+    let mut child = shardhost()
+        .arg("run")
+        .arg(&path)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let url = loop {
+        match lines.next() {
+            Some(Ok(l)) => {
+                if l.contains("admin API listening") {
+                    let addr = l.split("addr=").nth(1).unwrap().split_whitespace().next();
+                    break format!("http://{}", addr.unwrap());
+                }
+                seen.push(l);
+            }
+            _ => panic!("shardhost exited early:\n{}", seen.join("\n")),
+        }
+    };
+    std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
+    (Killed(child), url)
+}
+
+/// A child process killed when the test ends, pass or fail.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn admin_cmd(url: &str, token: Option<&str>, args: &[&str]) -> Output {
+    let mut c = shardhost();
+    c.arg(args[0]).arg("--admin").arg(url).args(&args[1..]);
+    match token {
+        Some(t) => c.env("SHARDHOST_ADMIN_TOKEN", t),
+        None => c.env_remove("SHARDHOST_ADMIN_TOKEN"),
+    };
+    c.output().unwrap()
+}
+
+#[test]
+fn deploy_rollback_and_status_drive_a_running_host() {
+    let dir = Scratch::new("cli-deploy");
+    let (mut child, url) = run_with_admin(&dir, "t0ken");
+    let version = |name: &str| shardhost::wasm::version_of(&std::fs::read(guest(name)).unwrap());
+    let (ack, drop) = (version("always_ack"), version("always_drop"));
+    let drop_file = guest("always_drop");
+    let drop_file = drop_file.to_str().unwrap();
+
+    let status = admin_cmd(&url, Some("t0ken"), &["status", "--json"]);
+    assert_eq!(status.status.code(), Some(0), "{}", text(&status.stderr));
+    let report: shardhost::status::Report = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(report.subscriptions[0].handler_version, ack);
+
+    let no_token = admin_cmd(&url, None, &["deploy", "tagged", drop_file]);
+    assert_eq!(no_token.status.code(), Some(1));
+    assert!(text(&no_token.stderr).contains("SHARDHOST_ADMIN_TOKEN"));
+
+    let deployed = admin_cmd(&url, Some("t0ken"), &["deploy", "tagged", drop_file]);
+    assert_eq!(
+        deployed.status.code(),
+        Some(0),
+        "{}",
+        text(&deployed.stderr)
+    );
+    let out = text(&deployed.stdout);
+    assert!(
+        out.contains(&format!("old {ack}")) && out.contains(&format!("new {drop}")),
+        "{out}"
+    );
+
+    let wrong = guest("wrongworld");
+    let refused = admin_cmd(
+        &url,
+        Some("t0ken"),
+        &["deploy", "tagged", wrong.to_str().unwrap()],
+    );
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr).contains("does not implement the world"),
+        "{}",
+        text(&refused.stderr)
+    );
+
+    let table = admin_cmd(&url, Some("t0ken"), &["status"]);
+    let table = text(&table.stdout);
+    assert!(
+        table.contains("last deploy refused") && table.contains("does not implement the world"),
+        "the refused deploy shows: {table}"
+    );
+
+    let back = admin_cmd(&url, Some("t0ken"), &["deploy", "tagged", "--rollback"]);
+    assert_eq!(back.status.code(), Some(0), "{}", text(&back.stderr));
+    assert!(text(&back.stdout).contains(&format!("new {ack}")));
+
+    let table = admin_cmd(&url, Some("t0ken"), &["status"]);
+    let table = text(&table.stdout);
+    assert!(
+        table.contains("subscription `tagged` (stream s)"),
+        "{table}"
+    );
+    assert!(table.contains(&format!("handler {ack}")), "{table}");
+    assert!(table.contains(&format!("previous {drop}")), "{table}");
+
+    let missing = admin_cmd(&url, Some("t0ken"), &["deploy", "tagged", "/no/such.wasm"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(text(&missing.stderr).contains("/no/such.wasm"));
+
+    Command::new("kill")
+        .arg("-INT")
+        .arg(child.0.id().to_string())
+        .status()
+        .unwrap();
+    assert_eq!(child.0.wait().unwrap().code(), Some(0));
+}

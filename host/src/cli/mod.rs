@@ -110,8 +110,10 @@ fn init_logging(verbose: u8, format: LogFormat) {
     let filter = EnvFilter::try_from_env("SHARDHOST_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| EnvFilter::new(default));
+    // Colours only for a terminal: piped logs stay plain text for grep and collectors.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
