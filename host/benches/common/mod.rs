@@ -6,6 +6,12 @@ use std::process::Command;
 
 /// Builds the example guests into `target/guest`; answers the directory holding the `.wasm`s.
 pub fn build_examples(root: &Path) -> PathBuf {
+    build_guests(root, "examples/Cargo.toml")
+}
+
+/// Builds the guest workspace at `manifest` (relative to `root`) into `target/guest`; answers
+/// the directory holding the `.wasm`s.
+pub fn build_guests(root: &Path, manifest: &str) -> PathBuf {
     let target = root.join("target/guest");
     let ok = Command::new(env!("CARGO"))
         .args([
@@ -17,7 +23,7 @@ pub fn build_examples(root: &Path) -> PathBuf {
         ])
         .arg(&target)
         .arg("--manifest-path")
-        .arg(root.join("examples/Cargo.toml"))
+        .arg(root.join(manifest))
         .status()
         .unwrap()
         .success();

@@ -1,0 +1,169 @@
+//! Swap latency: records flow into two shards of the embedded stream (about 10 000 a second)
+//! while the handler is deployed 20 times through the admin API, alternating two versions
+//! whose components are already compiled (cached). For each swap: the time from the deploy
+//! call to the first record handled by the new version, and the longest gap between handled
+//! records around it (against the longest gap with no swap).
+//!
+//! `cargo bench --bench swap`
+
+mod common;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hyper::{Method, StatusCode};
+use shardhost::admin::client::AdminClient;
+use shardhost::config::Config;
+use shardhost::supervisor::Host;
+use tokio_util::sync::CancellationToken;
+
+const SWAPS: usize = 20;
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let wasm = common::build_guests(root, "tests/guests/Cargo.toml");
+    let ack = std::fs::read(wasm.join("always_ack.wasm")).unwrap();
+    let drop = std::fs::read(wasm.join("always_drop.wasm")).unwrap();
+    let dir = std::env::temp_dir().join(format!("shardhost-swap-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("handler.wasm"), &ack).unwrap();
+    let config = r#"
+[kinesis]
+endpoint = "memory"
+
+[admin]
+listen = "127.0.0.1:0"
+
+[[subscription]]
+name = "tagged"
+stream = "s"
+handler = "handler.wasm"
+create_if_missing = 2
+start_at = "trim_horizon"
+batch = 100
+poll_interval = "5ms"
+"#;
+    std::fs::write(dir.join("shardhost.toml"), config).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let config = Config::load(&dir.join("shardhost.toml")).unwrap();
+    let mut host = rt.block_on(Host::prepare(config)).unwrap();
+    // (when, version) of every handled record.
+    let handled: Arc<Mutex<Vec<(Instant, Arc<str>)>>> = Arc::default();
+    {
+        let handled = handled.clone();
+        let mut last: Option<Arc<str>> = None;
+        let last = Mutex::new(last.take());
+        host.on_outcome(Arc::new(move |s| {
+            let mut last = last.lock().unwrap();
+            let v = match &*last {
+                Some(v) if **v == *s.version => v.clone(),
+                _ => {
+                    let v: Arc<str> = Arc::from(s.version);
+                    *last = Some(v.clone());
+                    v
+                }
+            };
+            handled.lock().unwrap().push((Instant::now(), v));
+        }));
+    }
+    let url = format!("http://{}", host.admin_addr().unwrap());
+    let source = host.source();
+    let stop = CancellationToken::new();
+    let running = rt.spawn(host.run(stop.clone()));
+    // The load: 10 records every millisecond.
+    let producing = CancellationToken::new();
+    let producer = {
+        let (source, producing) = (source.clone(), producing.clone());
+        rt.spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(1));
+            let mut i = 0u64;
+            while !producing.is_cancelled() {
+                tick.tick().await;
+                for _ in 0..10 {
+                    source
+                        .put("s", &format!("k{}", i % 64), i.to_le_bytes().to_vec())
+                        .await
+                        .unwrap();
+                    i += 1;
+                }
+            }
+            i
+        })
+    };
+    let client = AdminClient::new(&url, None).unwrap();
+    let version = |b: &[u8]| shardhost::wasm::version_of(b);
+    // Warm up: compile both versions once (the compile cache keeps them) and return to `ack`.
+    std::thread::sleep(Duration::from_millis(500));
+    for bytes in [&drop, &ack] {
+        let a = rt
+            .block_on(client.send(Method::PUT, "/subscriptions/tagged/handler", bytes.to_vec()))
+            .unwrap();
+        assert_eq!(a.status, StatusCode::OK);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let quiet_from = Instant::now();
+    std::thread::sleep(Duration::from_secs(1));
+    let quiet_to = Instant::now();
+    let mut swaps = Vec::new();
+    for i in 0..SWAPS {
+        let bytes = if i % 2 == 0 { &drop } else { &ack };
+        let started = Instant::now();
+        let a = rt
+            .block_on(client.send(Method::PUT, "/subscriptions/tagged/handler", bytes.to_vec()))
+            .unwrap();
+        let answered = Instant::now();
+        assert_eq!(a.status, StatusCode::OK);
+        swaps.push((started, answered, version(bytes)));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    producing.cancel();
+    let produced = rt.block_on(producer).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    stop.cancel();
+    rt.block_on(running).unwrap().unwrap();
+
+    let handled = handled.lock().unwrap();
+    let times: Vec<Instant> = handled.iter().map(|(t, _)| *t).collect();
+    let max_gap = |from: Instant, to: Instant| -> Duration {
+        let inside: Vec<_> = times.iter().filter(|t| **t >= from && **t <= to).collect();
+        inside
+            .windows(2)
+            .map(|w| w[1].duration_since(*w[0]))
+            .max()
+            .unwrap_or_default()
+    };
+    let mut latencies = Vec::new();
+    let mut gaps = Vec::new();
+    let mut calls = Vec::new();
+    for (started, answered, v) in &swaps {
+        let first = handled
+            .iter()
+            .find(|(t, ver)| t >= started && **ver == **v)
+            .map(|(t, _)| *t)
+            .expect("the new version handled records");
+        latencies.push(first.duration_since(*started).as_secs_f64() * 1e3);
+        calls.push(answered.duration_since(*started).as_secs_f64() * 1e3);
+        gaps.push(max_gap(*started, first + Duration::from_millis(20)).as_secs_f64() * 1e3);
+    }
+    let quiet = max_gap(quiet_from, quiet_to).as_secs_f64() * 1e3;
+    let max = |v: &[f64]| v.iter().cloned().fold(0.0, f64::max);
+    println!("records produced: {produced}, handled: {}", handled.len());
+    println!(
+        "deploy call (validate + swap), ms: median {:.2}, max {:.2}",
+        common::median(calls.clone()),
+        max(&calls)
+    );
+    println!(
+        "deploy call -> first record on the new version, ms: median {:.2}, max {:.2} (target <= 50)",
+        common::median(latencies.clone()),
+        max(&latencies)
+    );
+    println!(
+        "longest gap between handled records during a swap, ms: median {:.2}, max {:.2}; with no swap: {:.2}",
+        common::median(gaps.clone()),
+        max(&gaps),
+        quiet
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
