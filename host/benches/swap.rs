@@ -20,6 +20,9 @@ use tokio_util::sync::CancellationToken;
 
 const SWAPS: usize = 20;
 
+/// When each record was handled, and by which version.
+type Handled = Arc<Mutex<Vec<(Instant, Arc<str>)>>>;
+
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let wasm = common::build_guests(root, "tests/guests/Cargo.toml");
@@ -49,7 +52,7 @@ poll_interval = "5ms"
     let config = Config::load(&dir.join("shardhost.toml")).unwrap();
     let mut host = rt.block_on(Host::prepare(config)).unwrap();
     // (when, version) of every handled record.
-    let handled: Arc<Mutex<Vec<(Instant, Arc<str>)>>> = Arc::default();
+    let handled: Handled = Arc::default();
     {
         let handled = handled.clone();
         let mut last: Option<Arc<str>> = None;
