@@ -8,12 +8,15 @@ use async_trait::async_trait;
 
 use crate::record::{BatchInfo, BatchOutcome, Record};
 
-/// Who is calling, for the handler's log lines and error reports.
+/// Who is calling, for the handler's log lines and error reports, and what the handler may
+/// reach through the host.
 #[derive(Clone, Debug)]
 pub struct CallContext {
     pub subscription: Arc<str>,
     pub stream: Arc<str>,
     pub shard_id: Arc<str>,
+    /// Where `publish` goes (none: every publish is refused).
+    pub publisher: Option<Arc<crate::publish::Publisher>>,
 }
 
 /// Something that answers for batches of records. One instance serves one shard at a time and
@@ -33,6 +36,11 @@ pub trait Handler: Send {
         info: &BatchInfo,
         records: &[Record],
     ) -> Result<BatchOutcome, CallError>;
+
+    /// The sequence number the last call asked the shard to seek to, if it did.
+    fn take_seek(&mut self) -> Option<String> {
+        None
+    }
 }
 
 /// Makes handler instances.

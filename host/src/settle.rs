@@ -23,6 +23,8 @@ enum State {
     InFlight,
     Settled,
     Held,
+    /// Delivered, then a seek moved the reader back over it: it will be delivered again.
+    Forgotten,
 }
 
 #[derive(Debug)]
@@ -104,6 +106,25 @@ impl Tracker {
         settles
     }
 
+    /// The shard's reader is repositioned at `at` (a handler's seek): what was delivered from
+    /// `at` on is forgotten (it will be delivered again, under new tickets; a late outcome for
+    /// an old ticket changes nothing), and a held record at or after `at` no longer freezes the
+    /// checkpoint. What came before `at` keeps its state, and the checkpoint never moves back.
+    pub fn seek(&mut self, at: &Position) {
+        for slot in &mut self.slots {
+            if slot.position >= *at {
+                slot.state = State::Forgotten;
+            }
+        }
+        if self.blocked_at.as_ref().is_some_and(|b| *b >= *at) {
+            self.blocked_at = None;
+            // Tickets handed out while blocked had no slots; start the slots afresh.
+            self.base = self.next;
+        }
+        self.read_to_end = false;
+        self.advance();
+    }
+
     /// Notes that the shard is closed and everything in it has been delivered.
     pub fn mark_read_to_end(&mut self) {
         self.read_to_end = true;
@@ -117,8 +138,17 @@ impl Tracker {
                 State::Settled => {
                     let slot = self.slots.pop_front().expect("front exists");
                     self.base += 1;
-                    self.checkpoint = Some(Checkpoint::At(slot.position));
-                    self.moved = true;
+                    // Records read again after a seek back may stand before the checkpoint:
+                    // it never moves back.
+                    let behind = matches!(&self.checkpoint, Some(Checkpoint::At(c)) if *c >= slot.position);
+                    if !behind {
+                        self.checkpoint = Some(Checkpoint::At(slot.position));
+                        self.moved = true;
+                    }
+                }
+                State::Forgotten => {
+                    self.slots.pop_front();
+                    self.base += 1;
                 }
                 State::Held => {
                     self.blocked_at = Some(front.position.clone());
@@ -177,6 +207,43 @@ mod tests {
 
     fn at(n: u32) -> Option<Checkpoint> {
         Some(Checkpoint::At(pos(n)))
+    }
+
+    #[test]
+    fn seeking_back_to_a_held_record_lets_it_settle_and_the_checkpoint_move_on() {
+        let mut t = Tracker::new(None);
+        let a = t.deliver(pos(1));
+        let b = t.deliver(pos(2));
+        let c = t.deliver(pos(3));
+        t.settle(a, Outcome::Ack);
+        t.settle(b, Outcome::Retry);
+        t.settle(c, Outcome::Ack);
+        assert_eq!(t.take_checkpoint(), at(1));
+        assert_eq!(t.blocked_at(), Some(&pos(2)));
+        t.seek(&pos(2));
+        assert_eq!(t.blocked_at(), None, "the held record is read again");
+        let b2 = t.deliver(pos(2));
+        let c2 = t.deliver(pos(3));
+        t.settle(b2, Outcome::Ack);
+        t.settle(c2, Outcome::Ack);
+        assert_eq!(t.take_checkpoint(), at(3));
+    }
+
+    #[test]
+    fn a_seek_forgets_what_was_delivered_from_there_and_never_moves_the_checkpoint_back() {
+        let mut t = Tracker::new(at(10));
+        let tickets: Vec<_> = (11..=14).map(|n| t.deliver(pos(n))).collect();
+        t.settle(tickets[0], Outcome::Ack);
+        t.seek(&pos(12));
+        // A late outcome for a forgotten delivery changes nothing.
+        t.settle(tickets[3], Outcome::Ack);
+        assert_eq!(t.take_checkpoint(), at(11));
+        // Seek back behind the checkpoint: records read again do not drag it back.
+        t.seek(&pos(5));
+        let again = t.deliver(pos(5));
+        t.settle(again, Outcome::Ack);
+        assert_eq!(t.take_checkpoint(), None);
+        assert_eq!(t.checkpoint(), at(11).as_ref());
     }
 
     #[test]

@@ -12,11 +12,12 @@ use crate::admin::{AdminServer, AdminState, BindError};
 use crate::config::{Config, KinesisEndpoint, LeaseStoreKind, StartAt};
 use crate::coordinator::{Coordinator, LeaseSettings};
 use crate::deploy::Deployer;
-use crate::dispatch::{OutcomeTap, SubscriptionPlan};
+use crate::dispatch::{OutcomeTap, RetryPolicy, SubscriptionPlan};
 use crate::feed::{self, FeedError, FeedRecord};
 use crate::handler::{HandlerFactory, HandlerSlot};
 use crate::lease::{DynamoLeaseStore, LeaseStore, MemoryLeaseStore};
 use crate::metrics::Metrics;
+use crate::publish::Publisher;
 use crate::source::kinesis::KinesisStreams;
 use crate::source::memory::MemoryStreams;
 use crate::source::{SourceError, StreamSource};
@@ -36,8 +37,6 @@ pub enum StartError {
         subscription: String,
         source: FeedError,
     },
-    #[error("{0}")]
-    Unsupported(String),
     #[error("subscription `{subscription}`: {source}")]
     Stream {
         subscription: String,
@@ -69,27 +68,8 @@ struct Prepared {
     plan: Arc<SubscriptionPlan>,
     create: Option<u32>,
     feed: Vec<FeedRecord>,
-}
-
-/// The reasons a config names parts this build does not have, for `check` and `run` alike.
-pub fn unsupported(config: &Config) -> Vec<String> {
-    let mut out = Vec::new();
-    for s in &config.subscriptions {
-        if s.lanes > 1 {
-            out.push(format!(
-                "subscription `{}`: lanes > 1 is not available in this version of shardhost",
-                s.name
-            ));
-        }
-        if s.max_attempts.is_some() || s.dead_letter.is_some() {
-            out.push(format!(
-                "subscription `{}`: max_attempts and dead_letter are not available in this \
-                 version of shardhost (retry holds the record)",
-                s.name
-            ));
-        }
-    }
-    out
+    /// Streams the subscription writes to.
+    outputs: Vec<String>,
 }
 
 /// The owner id of this process: the configured one, else hostname + a random suffix.
@@ -130,9 +110,6 @@ impl Host {
     /// Loads every handler and feed of the config and makes sure every stream exists (creating
     /// those with `create_if_missing`). Fails on the first part that cannot load; nothing reads yet.
     pub async fn prepare(config: Config) -> Result<Host, StartError> {
-        if let Some(reason) = unsupported(&config).into_iter().next() {
-            return Err(StartError::Unsupported(reason));
-        }
         let cache = config
             .host
             .cache_dir
@@ -142,6 +119,10 @@ impl Host {
             Arc::new(Runtime::new(cache, config.meters_fuel()).map_err(StartError::Runtime)?);
         let metrics = Arc::new(Metrics::new());
         let mut deployer = Deployer::new(runtime.clone(), metrics.clone());
+        let source: Arc<dyn StreamSource> = match config.kinesis.endpoint {
+            KinesisEndpoint::Memory => Arc::new(MemoryStreams::new()),
+            _ => Arc::new(KinesisStreams::connect(&config.kinesis).await),
+        };
         let mut subscriptions = Vec::new();
         for s in &config.subscriptions {
             let component = runtime
@@ -185,6 +166,15 @@ impl Host {
                         StartAt::Latest
                     }),
                     handler: slot,
+                    lanes: s.lanes as usize,
+                    retry: s.max_attempts.map(|max_attempts| RetryPolicy {
+                        max_attempts,
+                        retry_stream: Arc::from(s.retry_stream.as_deref().unwrap_or(&s.stream)),
+                        dead_letter: Arc::from(s.dead_letter.as_deref().unwrap_or_default()),
+                    }),
+                    publisher: (!s.publish_to.is_empty()).then(|| {
+                        Arc::new(Publisher::new(source.clone(), &s.name, s.publish_to.clone()))
+                    }),
                     metrics: metrics.clone(),
                     tap: None,
                 }),
@@ -194,21 +184,29 @@ impl Host {
                     _ => s.create_if_missing,
                 },
                 feed,
+                // Where retry copies, dead letters and publishes go: created alongside the
+                // subscription's stream when that one may be created, else required.
+                outputs: s
+                    .retry_stream
+                    .iter()
+                    .chain(&s.dead_letter)
+                    .chain(&s.publish_to)
+                    .cloned()
+                    .collect(),
             });
         }
-        let source: Arc<dyn StreamSource> = match config.kinesis.endpoint {
-            KinesisEndpoint::Memory => Arc::new(MemoryStreams::new()),
-            _ => Arc::new(KinesisStreams::connect(&config.kinesis).await),
-        };
         // Every stream must exist (or be created) before anything reads.
         for s in &subscriptions {
-            source
-                .ensure_stream(&s.plan.stream, s.create)
-                .await
-                .map_err(|source| StartError::Stream {
-                    subscription: s.plan.name.to_string(),
-                    source,
-                })?;
+            let outputs = s.outputs.iter().map(|o| (o.as_str(), s.create.map(|_| 1)));
+            for (stream, create) in std::iter::once((&*s.plan.stream, s.create)).chain(outputs) {
+                source
+                    .ensure_stream(stream, create)
+                    .await
+                    .map_err(|source| StartError::Stream {
+                        subscription: s.plan.name.to_string(),
+                        source,
+                    })?;
+            }
         }
         let store = lease_store(&config).await?;
         let owner: Arc<str> = Arc::from(owner_id(&config).as_str());

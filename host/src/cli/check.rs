@@ -4,7 +4,6 @@ use std::path::Path;
 
 use shardhost::config::Config;
 use shardhost::feed;
-use shardhost::supervisor::unsupported;
 use shardhost::wasm::{Runtime, short_version};
 
 use super::EXIT_CONFIG;
@@ -24,10 +23,7 @@ async fn check_async(path: &Path) -> u8 {
             return EXIT_CONFIG;
         }
     };
-    let mut problems: Vec<String> = unsupported(&config)
-        .into_iter()
-        .map(|reason| format!("{}: {reason}", path.display()))
-        .collect();
+    let mut problems: Vec<String> = Vec::new();
     let cache = config
         .host
         .cache_dir

@@ -76,6 +76,7 @@ async fn invoke_async(args: &InvokeArgs) -> u8 {
         subscription: Arc::from("invoke"),
         stream: Arc::from(STREAM),
         shard_id: Arc::from(shard_id(0)),
+        publisher: None,
     };
     let info = BatchInfo {
         stream: STREAM.into(),

@@ -159,10 +159,17 @@ pub struct SubscriptionConfig {
     pub batch: usize,
     /// Default 200 ms.
     pub poll_interval: Duration,
-    /// Default 1.
+    /// Parallel lanes per shard (1..=64, default 1); one partition key stays in one lane.
     pub lanes: u32,
+    /// With a cap, retry publishes a copy of the record (attempt + 1) and settles the original;
+    /// after this many deliveries the record goes to `dead_letter`.
     pub max_attempts: Option<u32>,
+    /// Set whenever `max_attempts` is.
     pub dead_letter: Option<String>,
+    /// Where retry copies go; default the subscription's own stream.
+    pub retry_stream: Option<String>,
+    /// The streams a handler may `publish` to.
+    pub publish_to: Vec<String>,
     pub limits: Limits,
     pub wasi: WasiGrants,
 }

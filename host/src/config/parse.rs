@@ -45,6 +45,8 @@ const SUBSCRIPTION_KEYS: &[&str] = &[
     "lanes",
     "max_attempts",
     "dead_letter",
+    "retry_stream",
+    "publish_to",
     "limits",
     "wasi",
 ];
@@ -374,9 +376,39 @@ fn subscription(
         .get("watch")
         .and_then(|f| w.boolean(&f))
         .unwrap_or(false);
-    let lanes = int(w, "lanes", 1, u32::MAX.into()).map_or(1, |n| n as u32);
-    let max_attempts = int(w, "max_attempts", 1, u32::MAX.into()).map(|n| n as u32);
+    let lanes = int(w, "lanes", 1, 64).map_or(1, |n| n as u32);
+    let max_attempts = int(w, "max_attempts", 1, 1000).map(|n| n as u32);
     let dead_letter = sec.get("dead_letter").and_then(|f| w.stream_name(&f));
+    let retry_stream = sec.get("retry_stream").and_then(|f| w.stream_name(&f));
+    // The retry policy needs all its parts: a cap and somewhere for the last attempt to go.
+    if let Some(f) = sec.get("max_attempts")
+        && !sec.has("dead_letter")
+    {
+        w.report_at(
+            &f,
+            "max_attempts needs `dead_letter`: the stream a record goes to after its last attempt",
+        );
+    }
+    for key in ["dead_letter", "retry_stream"] {
+        if let Some(f) = sec.get(key)
+            && !sec.has("max_attempts")
+        {
+            w.report_at(
+                &f,
+                format!(
+                    "`{key}` is only used with `max_attempts` (without a cap, retry holds the record)"
+                ),
+            );
+        }
+    }
+    let mut publish_to = Vec::new();
+    if let Some(items) = sec.get("publish_to").and_then(|f| w.array(&f)) {
+        for item in &items {
+            if let Some(name) = w.stream_name(item) {
+                publish_to.push(name);
+            }
+        }
+    }
     let limits = w
         .table(sec, "limits", LIMITS_KEYS)
         .map_or_else(Limits::default, |limits| self::limits(w, &limits));
@@ -397,6 +429,8 @@ fn subscription(
         lanes,
         max_attempts,
         dead_letter,
+        retry_stream,
+        publish_to,
         limits,
         wasi,
     }

@@ -1,18 +1,48 @@
-//! One read batch through the handler: pick the version it runs on, call the handler
-//! (`call_batch` records per call), bisect a call that failed to find the records that fail on
-//! their own, and settle every record by its outcome.
+//! One read batch: the handler version it runs on, retry copies unwrapped, records split into
+//! lanes by partition key, the lanes run (side by side when there are several), then every
+//! record settled by its answer under the subscription's retry policy.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use super::lane::{Answer, Lane, LaneEnv};
 use super::{Run, Settled};
-use crate::handler::{CallError, outcomes_per_record};
-use crate::record::{BatchInfo, Outcome, Record};
+use crate::envelope::{self, Header, Kind, Origin};
+use crate::handler::CallError;
+use crate::record::{BatchInfo, Outcome, Position, Record};
 use crate::settle::Ticket;
 use crate::wasm::short_version;
 
+/// What the batch keeps about each record while the lanes run.
+pub(super) struct Meta {
+    ticket: Ticket,
+    /// 1 for a first delivery; a retry copy's number.
+    attempt: u32,
+    /// Where a retry copy was first read.
+    origin: Option<Origin>,
+}
+
+/// A `retry-after` under a cap: the copy is published once the delay is over; until then the
+/// record stays unsettled (a stop before that delivers it again).
+pub(super) struct Delayed {
+    pub due: Instant,
+    ticket: Ticket,
+    record: Record,
+    attempt: u32,
+    origin: Origin,
+}
+
+/// The lane of a partition key (FNV-1a): one key always goes to the same lane.
+fn lane_of(key: &str, lanes: usize) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % lanes as u64) as usize
+}
+
 impl Run<'_> {
-    /// Hands one read batch to the handler and settles every record by its outcome. The whole
-    /// batch runs on the version current when it starts; a swap takes effect at the next one.
+    /// Hands one read batch to the handler and settles every record. The whole batch runs on
+    /// the version current when it starts; a swap takes effect at the next one.
     pub(super) async fn dispatch(&mut self, info: BatchInfo, records: Vec<Record>) {
         let w = self.worker;
         if w.plan.handler.generation() != self.generation {
@@ -27,23 +57,86 @@ impl Run<'_> {
             self.factory = factory;
             self.version = self.factory.version().into();
             // In-flight work of the old version is done (batches run one at a time).
-            self.handler = None;
+            self.handlers.iter_mut().for_each(|h| *h = None);
         }
-        let mut first = None;
-        for r in &records {
-            let t = self.tracker.deliver(r.position());
-            first.get_or_insert(t);
+        let n_lanes = self.handlers.len();
+        let mut lanes: Vec<Lane> = self
+            .handlers
+            .iter_mut()
+            .map(|h| Lane::new(h.take()))
+            .collect();
+        let mut metas = Vec::with_capacity(records.len());
+        for (i, mut record) in records.into_iter().enumerate() {
+            let ticket = self.tracker.deliver(record.position());
+            let (attempt, origin) = match envelope::unwrap(&record.data) {
+                Some((h, data)) if h.kind == Kind::Retry => {
+                    let data = data.to_vec();
+                    record.data = data;
+                    (h.attempt.max(1), Some(h.origin))
+                }
+                _ => (1, None),
+            };
+            let lane = if n_lanes == 1 {
+                &mut lanes[0]
+            } else {
+                &mut lanes[lane_of(&record.partition_key, n_lanes)]
+            };
+            lane.indices.push(i);
+            lane.records.push(record);
+            lane.attempts.push(attempt);
+            metas.push(Meta {
+                ticket,
+                attempt,
+                origin,
+            });
         }
-        let mut ticket = first.unwrap_or_default();
+        let env = self.lane_env();
+        let done: Vec<Lane> = if n_lanes == 1 {
+            let lane = lanes.pop().expect("one lane");
+            vec![lane.run(env, info).await]
+        } else {
+            // Lanes run side by side, on other threads too; each has its own instance.
+            let running: Vec<_> = lanes
+                .into_iter()
+                .map(|lane| tokio::spawn(lane.run(env.clone(), info.clone())))
+                .collect();
+            let mut done = Vec::with_capacity(running.len());
+            for lane in running {
+                done.push(lane.await.expect("a lane does not panic"));
+            }
+            done
+        };
+        // Back in read order.
+        let mut answered: Vec<Option<(Record, Answer)>> = (0..metas.len()).map(|_| None).collect();
+        let mut seek: Option<Position> = None;
+        for (k, mut lane) in done.into_iter().enumerate() {
+            self.handlers[k] = lane.handler.take();
+            if let Some(at) = lane.seek.take() {
+                seek = Some(match seek {
+                    Some(s) if s < at => s,
+                    _ => at,
+                });
+            }
+            for ((i, record), answer) in lane.indices.into_iter().zip(lane.records).zip(lane.answers) {
+                answered[i] = Some((record, answer));
+            }
+        }
         let mut error = None;
-        for chunk in records.chunks(w.plan.call_batch.max(1)) {
-            if let Some(e) = self.call_isolating(&info, chunk, ticket).await {
+        for (meta, slot) in metas.iter().zip(answered) {
+            let (record, answer) = slot.expect("every record was in a lane");
+            if seek.as_ref().is_some_and(|at| record.position() >= *at) {
+                continue; // read again after the seek
+            }
+            if let Answer::Failed(e) = &answer {
                 error = Some(e.to_string());
             }
-            if self.interrupted() {
-                break;
-            }
-            ticket += chunk.len() as u64;
+            self.settle(record, meta, answer).await;
+        }
+        if let Some(at) = seek {
+            tracing::info!(subscription = %w.plan.name, shard = %w.ctx.shard_id, sequence_number = %at, "the handler sought; reading again from there");
+            self.tracker.seek(&at);
+            self.delayed.retain(|d| d.record.position() < at);
+            self.seek_to = Some(at);
         }
         let counts = self.tracker.counts();
         let held_at = self.tracker.blocked_at().map(|p| p.to_string());
@@ -60,124 +153,175 @@ impl Run<'_> {
         });
     }
 
-    /// The lease is gone or the shard was told to stop: work not begun stays unsettled (it is
-    /// read again by whoever reads the shard next).
-    fn interrupted(&self) -> bool {
+    fn lane_env(&self) -> LaneEnv {
         let w = self.worker;
-        w.lease.lost().is_cancelled() || w.stop.is_cancelled() || w.lease.handoff().is_cancelled()
-    }
-
-    /// Calls the handler with `records`. When the call fails in a way a record may cause
-    /// (trap, timeout, memory, fuel), splits the records in halves and calls each on a fresh
-    /// instance, down to single records: only the records that fail on their own are held, the
-    /// rest settle by their outcomes. Calls go in record order, so per-key order holds.
-    /// Answers the last failure, if any.
-    async fn call_isolating(
-        &mut self,
-        info: &BatchInfo,
-        records: &[Record],
-        first: Ticket,
-    ) -> Option<CallError> {
-        let w = self.worker;
-        let mut last_error = None;
-        // Ranges still to call, the next one on top.
-        let mut todo = Vec::new();
-        todo.push(0..records.len());
-        while let Some(range) = todo.pop() {
-            let part = &records[range.clone()];
-            let at = first + range.start as u64;
-            match self.call(info, part).await {
-                Ok(outcomes) => self.settle_all(at, part, &outcomes),
-                Err(e) => {
-                    w.plan.metrics.trap(&w.plan.name, e.kind());
-                    if part.len() > 1 && e.may_be_a_record() {
-                        tracing::warn!(
-                            subscription = %w.plan.name, shard = %w.ctx.shard_id,
-                            records = part.len(),
-                            first_sequence_number = %part[0].position(),
-                            "{e}; calling the records again in halves to find the ones that fail"
-                        );
-                        let mid = range.start + part.len() / 2;
-                        todo.push(mid..range.end);
-                        todo.push(range.start..mid);
-                    } else {
-                        self.hold_failed(at, part, &e);
-                        last_error = Some(e);
-                    }
-                }
-            }
-            if !todo.is_empty() && self.interrupted() {
-                break;
-            }
+        LaneEnv {
+            factory: self.factory.clone(),
+            ctx: w.ctx.clone(),
+            call_batch: w.plan.call_batch,
+            metrics: w.metrics.clone(),
+            all_metrics: w.plan.metrics.clone(),
+            interrupts: [
+                w.lease.lost().clone(),
+                w.stop.clone(),
+                w.lease.handoff().clone(),
+            ],
         }
-        last_error
     }
 
-    /// One handler call on this batch's version. A failed call drops the instance: the next
-    /// call gets a fresh one.
-    async fn call(
-        &mut self,
-        info: &BatchInfo,
-        records: &[Record],
-    ) -> Result<Vec<Outcome>, CallError> {
+    /// Settles one record by its answer.
+    async fn settle(&mut self, record: Record, meta: &Meta, answer: Answer) {
         let w = self.worker;
-        let mut handler = match self.handler.take() {
-            Some(h) => h,
-            None => self.factory.instantiate(&w.ctx).await?,
-        };
-        let started = Instant::now();
-        let answer = handler.handle(info, records).await;
-        w.metrics.call(started.elapsed());
-        let outcomes =
-            answer.and_then(|a| outcomes_per_record(a, records.len(), handler.version()))?;
-        self.handler = Some(handler);
-        Ok(outcomes)
-    }
-
-    fn settle_all(&mut self, first: Ticket, records: &[Record], outcomes: &[Outcome]) {
-        let w = self.worker;
-        w.metrics.outcomes(outcomes);
-        let handler = short_version(&self.version);
-        for ((ticket, record), &outcome) in (first..).zip(records).zip(outcomes) {
-            self.tap(record, outcome);
-            if self.tracker.settle(ticket, outcome) {
+        match answer {
+            // Interrupted: it stays unsettled and is read again by whoever reads next.
+            Answer::Unanswered => {}
+            Answer::Outcome(o) if o.settles() => {
+                self.tap(&record, o);
+                self.tracker.settle(meta.ticket, o);
                 tracing::debug!(
                     subscription = %w.plan.name, shard = %w.ctx.shard_id,
                     sequence_number = %record.position(), partition_key = %record.partition_key,
-                    handler, "{outcome}"
+                    handler = short_version(&self.version), attempt = meta.attempt, "{o}"
                 );
-            } else {
-                tracing::warn!(
+            }
+            Answer::Outcome(o) => self.retry(record, meta, o, None).await,
+            Answer::Failed(e) => self.retry(record, meta, Outcome::Retry, Some(e)).await,
+        }
+    }
+
+    /// A record the handler could not handle (it answered retry, or its call failed on it).
+    /// Without a cap it is held; under a cap a copy is published for another attempt, or after
+    /// the last attempt the record goes to the dead-letter stream.
+    async fn retry(&mut self, record: Record, meta: &Meta, outcome: Outcome, error: Option<CallError>) {
+        let w = self.worker;
+        self.tap(&record, outcome);
+        let Some(policy) = w.plan.retry.clone() else {
+            self.tracker.settle(meta.ticket, outcome);
+            tracing::warn!(
+                subscription = %w.plan.name, shard = %w.ctx.shard_id,
+                sequence_number = %record.position(), partition_key = %record.partition_key,
+                handler = short_version(&self.version),
+                "{outcome}: record held (no retry cap); the shard's checkpoint waits in front of it"
+            );
+            return;
+        };
+        let origin = meta.origin.clone().unwrap_or_else(|| Origin {
+            stream: w.plan.stream.to_string(),
+            shard_id: w.ctx.shard_id.to_string(),
+            sequence_number: record.sequence_number.clone(),
+            sub_sequence_number: record.sub_sequence_number,
+            partition_key: record.partition_key.clone(),
+        });
+        if meta.attempt >= policy.max_attempts {
+            let reason = match (&error, outcome) {
+                (Some(e), _) => e.to_string(),
+                (None, Outcome::RetryAfter(ms)) => format!("handler answered retry-after({ms} ms)"),
+                _ => "handler answered retry".to_owned(),
+            };
+            self.dead_letter(record, meta, origin, reason).await;
+        } else if let (None, Outcome::RetryAfter(ms)) = (&error, outcome)
+            && ms > 0
+        {
+            self.delayed.push(Delayed {
+                due: Instant::now() + Duration::from_millis(ms),
+                ticket: meta.ticket,
+                record,
+                attempt: meta.attempt,
+                origin,
+            });
+        } else {
+            self.publish_copy(record, meta.ticket, meta.attempt, origin).await;
+        }
+    }
+
+    /// Publishes the next attempt of a record and settles this one; if the copy cannot be
+    /// published, the record is held instead (nothing is lost).
+    async fn publish_copy(&mut self, record: Record, ticket: Ticket, attempt: u32, origin: Origin) {
+        let w = self.worker;
+        let policy = w.plan.retry.as_ref().expect("a retry policy");
+        let header = Header {
+            kind: Kind::Retry,
+            attempt: attempt + 1,
+            origin,
+            reason: None,
+            handler_version: None,
+        };
+        let data = envelope::wrap(&header, &record.data);
+        match self.source.put(&policy.retry_stream, &record.partition_key, data).await {
+            Ok(seq) => {
+                self.tracker.settle(ticket, Outcome::Drop);
+                tracing::info!(
                     subscription = %w.plan.name, shard = %w.ctx.shard_id,
                     sequence_number = %record.position(), partition_key = %record.partition_key,
-                    handler,
-                    "{outcome}: record held (no retry cap); the shard's checkpoint waits in front of it"
+                    retry_stream = %policy.retry_stream, copy = %seq,
+                    "retry: attempt {} of {} published", attempt + 1, policy.max_attempts
+                );
+            }
+            Err(e) => {
+                self.tracker.settle(ticket, Outcome::Retry);
+                tracing::error!(
+                    subscription = %w.plan.name, shard = %w.ctx.shard_id,
+                    sequence_number = %record.position(),
+                    "cannot publish the retry copy to `{}`: {e}; the record is held", policy.retry_stream
                 );
             }
         }
     }
 
-    /// The records of a failed call that cannot be split further are held like `retry`.
-    fn hold_failed(&mut self, first: Ticket, records: &[Record], error: &CallError) {
+    /// Publishes a record that used up its attempts to the dead-letter stream, with why, and
+    /// settles it; if that fails, the record is held.
+    async fn dead_letter(&mut self, record: Record, meta: &Meta, origin: Origin, reason: String) {
         let w = self.worker;
-        let first_seq = records
-            .first()
-            .map(|r| r.position().to_string())
-            .unwrap_or_default();
-        tracing::error!(
-            subscription = %w.plan.name, shard = %w.ctx.shard_id,
-            records = records.len(), first_sequence_number = %first_seq,
-            "{error}; the record{} held and the instance is replaced",
-            if records.len() == 1 { " is" } else { "s are" }
-        );
-        w.metrics.failed(records.len());
-        for (ticket, record) in (first..).zip(records) {
-            self.tap(record, Outcome::Retry);
-            self.tracker.settle(ticket, Outcome::Retry);
+        let policy = w.plan.retry.as_ref().expect("a retry policy");
+        let header = Header {
+            kind: Kind::DeadLetter,
+            attempt: meta.attempt,
+            origin,
+            reason: Some(reason.clone()),
+            handler_version: Some(self.version.to_string()),
+        };
+        let data = envelope::wrap(&header, &record.data);
+        match self.source.put(&policy.dead_letter, &record.partition_key, data).await {
+            Ok(seq) => {
+                self.tracker.settle(meta.ticket, Outcome::Drop);
+                tracing::warn!(
+                    subscription = %w.plan.name, shard = %w.ctx.shard_id,
+                    sequence_number = %record.position(), partition_key = %record.partition_key,
+                    dead_letter = %policy.dead_letter, letter = %seq, attempts = meta.attempt,
+                    "dead-lettered: {reason}"
+                );
+            }
+            Err(e) => {
+                self.tracker.settle(meta.ticket, Outcome::Retry);
+                tracing::error!(
+                    subscription = %w.plan.name, shard = %w.ctx.shard_id,
+                    sequence_number = %record.position(),
+                    "cannot publish to the dead-letter stream `{}`: {e}; the record is held", policy.dead_letter
+                );
+            }
         }
     }
 
-    fn tap(&self, record: &Record, outcome: Outcome) {
+    /// Publishes the copies whose retry-after delay is over.
+    pub(super) async fn flush_delayed(&mut self) {
+        let now = Instant::now();
+        if !self.delayed.iter().any(|d| d.due <= now) {
+            return;
+        }
+        let (due, waiting): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.delayed).into_iter().partition(|d| d.due <= now);
+        self.delayed = waiting;
+        for d in due {
+            self.publish_copy(d.record, d.ticket, d.attempt, d.origin).await;
+        }
+    }
+
+    /// When the next delayed copy is due.
+    pub(super) fn next_due(&self) -> Option<Instant> {
+        self.delayed.iter().map(|d| d.due).min()
+    }
+
+    pub(super) fn tap(&self, record: &Record, outcome: Outcome) {
         let w = self.worker;
         if let Some(tap) = &w.plan.tap {
             tap(&Settled {
@@ -187,6 +331,23 @@ impl Run<'_> {
                 outcome,
                 version: &self.version,
             });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lane_of;
+
+    #[test]
+    fn a_key_always_goes_to_the_same_lane_and_keys_spread_over_lanes() {
+        let lanes: Vec<_> = (0..400).map(|i| lane_of(&format!("key-{i}"), 4)).collect();
+        for (i, lane) in lanes.iter().enumerate() {
+            assert_eq!(lane_of(&format!("key-{i}"), 4), *lane);
+        }
+        for lane in 0..4 {
+            let n = lanes.iter().filter(|l| **l == lane).count();
+            assert!((50..150).contains(&n), "lane {lane} got {n} of 400 keys");
         }
     }
 }

@@ -4,9 +4,11 @@
 //! One batch at a time per shard, so a shard's records reach the handler in order. Calls run on
 //! the async runtime: a wasm guest yields back at every epoch tick, so a slow handler holds up
 //! only its own shard. This file is the read loop and the checkpoint; [`call`] is what happens
-//! to one batch (the handler version it runs on, calls, bisecting a failed call, settling).
+//! to one batch (the handler version it runs on, lanes, the retry policy, seeks, settling) and
+//! [`lane`] runs one lane's calls (bisecting a failed call).
 
 mod call;
+mod lane;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,7 +19,8 @@ use crate::config::StartAt;
 use crate::handler::{CallContext, Handler, HandlerFactory, HandlerSlot};
 use crate::lease::{Checkpoint, LeaseError, LeaseHandle};
 use crate::metrics::{Metrics, ShardMetrics};
-use crate::record::{BatchInfo, Outcome, Record};
+use crate::publish::Publisher;
+use crate::record::{BatchInfo, Outcome, Position, Record};
 use crate::settle::Tracker;
 use crate::source::{ShardReader, SourceError, StartPosition, StreamSource};
 use crate::status::{ShardCell, StatusBoard};
@@ -49,8 +52,24 @@ pub struct SubscriptionPlan {
     pub start_at: StartAt,
     /// The handler new batches run; swapped by deploy, rollback and watch.
     pub handler: Arc<HandlerSlot>,
+    /// Parallel lanes per shard (1: none).
+    pub lanes: usize,
+    /// What retry does under a cap (none: retry holds the record).
+    pub retry: Option<RetryPolicy>,
+    /// What the handler's `publish` may reach.
+    pub publisher: Option<Arc<Publisher>>,
     pub metrics: Arc<Metrics>,
     pub tap: Option<OutcomeTap>,
+}
+
+/// `max_attempts`, `retry_stream` and `dead_letter` of a subscription.
+#[derive(Clone, Debug)]
+pub struct RetryPolicy {
+    /// Deliveries a record gets; after the last one it goes to `dead_letter`.
+    pub max_attempts: u32,
+    /// Where retry copies go (the subscription's stream unless configured).
+    pub retry_stream: Arc<str>,
+    pub dead_letter: Arc<str>,
 }
 
 /// How a shard worker ended.
@@ -91,6 +110,7 @@ impl ShardWorker {
             subscription: plan.name.clone(),
             stream: plan.stream.clone(),
             shard_id: Arc::from(shard_id),
+            publisher: plan.publisher.clone(),
         };
         ShardWorker {
             status: status.shard(&plan.name, shard_id),
@@ -146,10 +166,13 @@ impl ShardWorker {
             generation,
             version: factory.version().into(),
             factory,
-            handler: None,
+            handlers: (0..self.plan.lanes.max(1)).map(|_| None).collect(),
+            delayed: Vec::new(),
+            seek_to: None,
+            source: source.clone(),
             worker: &self,
         };
-        let exit = run.loop_(reader).await;
+        let exit = run.loop_(reader, &source).await;
         let state = match &exit {
             WorkerExit::Stopped => "stopped",
             WorkerExit::ShardEnded => "ended",
@@ -181,13 +204,23 @@ struct Run<'w> {
     factory: Arc<dyn HandlerFactory>,
     /// `factory`'s version.
     version: Arc<str>,
-    /// A live instance of `factory`, reused across calls until one fails.
-    handler: Option<Box<dyn Handler>>,
+    /// A live instance of `factory` per lane, reused across calls until one fails.
+    handlers: Vec<Option<Box<dyn Handler>>>,
+    /// Retry-after copies waiting for their delay (under a cap).
+    delayed: Vec<call::Delayed>,
+    /// A handler sought here: the reader reopens at it after the batch.
+    seek_to: Option<Position>,
+    /// For retry copies and dead letters.
+    source: Arc<dyn StreamSource>,
     worker: &'w ShardWorker,
 }
 
 impl Run<'_> {
-    async fn loop_(&mut self, mut reader: Box<dyn ShardReader>) -> WorkerExit {
+    async fn loop_(
+        &mut self,
+        mut reader: Box<dyn ShardReader>,
+        source: &Arc<dyn StreamSource>,
+    ) -> WorkerExit {
         let w = self.worker;
         let lost = w.lease.lost().clone();
         let handoff = w.lease.handoff().clone();
@@ -227,7 +260,26 @@ impl Run<'_> {
                     return self.lease_lost();
                 }
             }
+            self.flush_delayed().await;
+            if let Some(at) = self.seek_to.take() {
+                // The rest of this read (and the shard's end, if it came) is read again.
+                match source.open(&w.plan.stream, &w.ctx.shard_id, &StartPosition::At(at)).await {
+                    Ok(r) => reader = r,
+                    Err(e) => return w.fail(e),
+                }
+                continue;
+            }
             if batch.end_of_shard {
+                // Retry-after copies still waiting must go out before the shard can end.
+                while let Some(due) = self.next_due() {
+                    tokio::select! {
+                        biased;
+                        _ = lost.cancelled() => return self.lease_lost(),
+                        _ = w.stop.cancelled() => return self.finish().await,
+                        _ = handoff.cancelled() => return self.finish().await,
+                        _ = tokio::time::sleep_until(due.into()) => self.flush_delayed().await,
+                    }
+                }
                 self.tracker.mark_read_to_end();
                 if let Err(e) = self.write_checkpoint(true).await {
                     return self.lease_error(e);
@@ -244,7 +296,12 @@ impl Run<'_> {
                 return self.lease_error(e);
             }
             if empty {
-                let sleep = tokio::time::sleep(w.plan.poll_interval);
+                // Wake for the next due retry-after copy, if it comes before the next poll.
+                let poll = w.plan.poll_interval;
+                let wait = self
+                    .next_due()
+                    .map_or(poll, |due| due.saturating_duration_since(Instant::now()).min(poll));
+                let sleep = tokio::time::sleep(wait);
                 tokio::select! {
                     biased;
                     _ = lost.cancelled() => return self.lease_lost(),

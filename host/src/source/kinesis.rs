@@ -185,7 +185,7 @@ impl StreamSource for KinesisStreams {
             shard_id: shard_id.to_owned(),
             start: start.clone(),
             iterator: None,
-            skip_through: None,
+            skip: None,
             ended: false,
         };
         reader.iterator = Some(reader.open_iterator().await?);
@@ -219,16 +219,25 @@ struct KinesisReader {
     /// just after the last delivered one.
     start: StartPosition,
     iterator: Option<String>,
-    /// Set when an iterator opens at a position: records up to and including it were delivered
-    /// (or checkpointed) already. Cleared once a later record arrives.
-    skip_through: Option<Position>,
+    /// Set when an iterator opens at a position: records before it (and, for `After`, the one
+    /// at it) were delivered or checkpointed already. Cleared once a later record arrives.
+    skip: Option<Skip>,
     ended: bool,
+}
+
+/// What an iterator opened AT a sequence number must drop from its first reads.
+enum Skip {
+    /// Records up to and including this one.
+    Through(Position),
+    /// Records before this one (the sub-records of an aggregate before a seek target).
+    Before(Position),
 }
 
 impl KinesisReader {
     async fn open_iterator(&mut self) -> Result<String, SourceError> {
-        self.skip_through = match &self.start {
-            StartPosition::After(p) => Some(p.clone()),
+        self.skip = match &self.start {
+            StartPosition::After(p) => Some(Skip::Through(p.clone())),
+            StartPosition::At(p) => Some(Skip::Before(p.clone())),
             _ => None,
         };
         let request = self
@@ -237,9 +246,9 @@ impl KinesisReader {
             .stream_name(&self.stream)
             .shard_id(&self.shard_id);
         let request = match &self.start {
-            // AT, not AFTER: the position may stand inside an aggregate; `skip_through` drops
+            // AT, not AFTER: the position may stand inside an aggregate; `skip` drops
             // what was already handled.
-            StartPosition::After(p) => request
+            StartPosition::After(p) | StartPosition::At(p) => request
                 .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
                 .starting_sequence_number(&p.sequence_number),
             StartPosition::TrimHorizon => {
@@ -329,12 +338,14 @@ impl ShardReader for KinesisReader {
                 "corrupt KPL aggregate delivered as one plain record: {reason}"
             );
         });
-        if let Some(skip) = &self.skip_through {
-            records.retain(|r| r.position() > *skip);
+        match &self.skip {
+            Some(Skip::Through(p)) => records.retain(|r| r.position() > *p),
+            Some(Skip::Before(p)) => records.retain(|r| r.position() >= *p),
+            None => {}
         }
         if let Some(last) = records.last() {
             self.start = StartPosition::After(last.position());
-            self.skip_through = None;
+            self.skip = None;
         }
         Ok(ReadBatch {
             records,

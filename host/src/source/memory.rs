@@ -84,6 +84,7 @@ impl Shard {
                 records.partition_point(|r| r.approximate_arrival_timestamp < *ms)
             }
             StartPosition::After(p) => records.partition_point(|r| r.position() <= *p),
+            StartPosition::At(p) => records.partition_point(|r| r.position() < *p),
         }
     }
 }

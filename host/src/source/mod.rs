@@ -28,6 +28,8 @@ pub struct ShardInfo {
 pub enum StartPosition {
     /// Just after this record (a checkpoint).
     After(Position),
+    /// At this record (a handler's seek).
+    At(Position),
     /// The oldest record still kept.
     TrimHorizon,
     /// Only records put after the reader opened.

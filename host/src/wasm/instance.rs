@@ -30,6 +30,8 @@ pub struct HostState {
     deadline: Instant,
     max_level: Option<Level>,
     max_level_checked_at: Instant,
+    /// Where the guest asked its shard to seek during the current call.
+    seek: Option<String>,
 }
 
 impl WasiView for HostState {
@@ -61,21 +63,36 @@ pub(super) fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
         "max-log-level",
         |mut cx: StoreContextMut<'_, HostState>, (): ()| Ok((cx.data_mut().max_log_level(),)),
     )?;
-    host.func_wrap(
+    host.func_wrap_async(
         "publish",
-        |_cx: StoreContextMut<'_, HostState>, (stream, _key, _data): (String, String, Vec<u8>)| {
-            Ok((Err::<String, String>(format!(
-                "publish to `{stream}` refused: publishing from handlers is not supported by this \
-                 version of shardhost"
-            )),))
+        |cx: StoreContextMut<'_, HostState>, (stream, key, data): (String, String, Vec<u8>)| {
+            let publisher = cx.data().ctx.publisher.clone();
+            Box::new(async move {
+                let result = match publisher {
+                    Some(p) => p.publish(&stream, &key, data).await,
+                    None => Err(format!(
+                        "publish to `{stream}` refused: this handler may not publish"
+                    )),
+                };
+                Ok((result,))
+            })
         },
     )?;
     host.func_wrap(
         "seek",
-        |_cx: StoreContextMut<'_, HostState>, (_seq,): (String,)| {
-            Ok((Err::<(), String>(
-                "seek is not supported by this version of shardhost".to_owned(),
-            ),))
+        |mut cx: StoreContextMut<'_, HostState>, (sequence_number,): (String,)| {
+            let ok = !sequence_number.is_empty()
+                && sequence_number.len() <= 128
+                && sequence_number.bytes().all(|b| b.is_ascii_digit());
+            if !ok {
+                return Ok((Err::<(), String>(format!(
+                    "seek: `{sequence_number}` is not a sequence number (digits only)"
+                )),));
+            }
+            // Applied when the call returns: the rest of the batch is not settled, and reading
+            // restarts at this record.
+            cx.data_mut().seek = Some(sequence_number);
+            Ok((Ok(()),))
         },
     )?;
     Ok(linker)
@@ -188,6 +205,7 @@ impl WasmInstance {
             deadline: Instant::now() + limits.timeout,
             max_level: None,
             max_level_checked_at: Instant::now(),
+            seek: None,
         };
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limits);
@@ -283,6 +301,7 @@ impl Handler for WasmInstance {
     ) -> Result<BatchOutcome, CallError> {
         let state = self.store.data_mut();
         state.last_error = None;
+        state.seek = None;
         state.deadline = Instant::now() + self.timeout;
         self.store.set_epoch_deadline(1);
         if let Some(fuel) = self.fuel
@@ -297,5 +316,9 @@ impl Handler for WasmInstance {
             Ok((answer,)) => Ok(answer),
             Err(e) => Err(self.classify(e)),
         }
+    }
+
+    fn take_seek(&mut self) -> Option<String> {
+        self.store.data_mut().seek.take()
     }
 }

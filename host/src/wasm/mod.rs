@@ -196,6 +196,7 @@ impl Runtime {
             subscription: Arc::from("(check)"),
             stream: Arc::from(""),
             shard_id: Arc::from(""),
+            publisher: None,
         };
         match WasmInstance::new(&handler, &probe).await {
             Ok(_) => Ok(Arc::new(handler)),

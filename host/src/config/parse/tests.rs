@@ -89,9 +89,9 @@ const ONE_PROBLEM: &[(&str, usize, &str, &str)] = &[
     ("[kinesis]\nendpoint = \"http://\"", 2, "kinesis.endpoint", "unknown endpoint \"http://\""),
     ("batch = \"100\"", 1, "sub.batch", "expected an integer, found the string \"100\""),
     ("batch = 10001", 1, "sub.batch", "10001 is out of range; `batch` must be from 1 to 10000"),
-    ("lanes = 0", 1, "sub.lanes", "0 is out of range; `lanes` must be from 1 to 4294967295"),
+    ("lanes = 0", 1, "sub.lanes", "0 is out of range; `lanes` must be from 1 to 64"),
     ("create_if_missing = 1001", 1, "sub.create_if_missing", "must be from 1 to 1000"),
-    ("max_attempts = -1", 1, "sub.max_attempts", "-1 is out of range"),
+    ("max_attempts = -1\ndead_letter = \"d\"", 1, "sub.max_attempts", "-1 is out of range"),
     ("limits = 5", 1, "sub.limits", "expected a table, found the integer 5"),
     ("wasi = { env = \"HOME\" }", 1, "sub.wasi.env", "expected an array, found the string \"HOME\""),
     ("poll_interval = 200", 1, "sub.poll_interval", "a bare number is ambiguous as a duration; write it with a unit, e.g. \"200s\" or \"200ms\""),
@@ -105,7 +105,13 @@ const ONE_PROBLEM: &[(&str, usize, &str, &str)] = &[
     ("feed = \"feed.ndjson\"\n[kinesis]\nendpoint = \"http://127.0.0.1:4567\"", 1, "sub.feed", "only with the embedded stream"),
     ("feed = \"feed.ndjson\"\n[kinesis]\nendpoint = \"kinesis\"", 3, "kinesis.endpoint", "unknown endpoint"),
     ("feed = \"gone.ndjson\"\n[kinesis]\nendpoint = \"memory\"", 1, "sub.feed", "feed file not found: "),
-    ("dead_letter = \"a/b\"", 1, "sub.dead_letter", "\"a/b\" is not a valid stream name; use 1 to 128 letters, digits, `_`, `.` or `-`"),
+    ("max_attempts = 3\ndead_letter = \"a/b\"", 2, "sub.dead_letter", "\"a/b\" is not a valid stream name; use 1 to 128 letters, digits, `_`, `.` or `-`"),
+    ("max_attempts = 3", 1, "sub.max_attempts", "max_attempts needs `dead_letter`"),
+    ("dead_letter = \"d\"", 1, "sub.dead_letter", "`dead_letter` is only used with `max_attempts`"),
+    ("retry_stream = \"r\"", 1, "sub.retry_stream", "`retry_stream` is only used with `max_attempts`"),
+    ("max_attempts = 0\ndead_letter = \"d\"", 1, "sub.max_attempts", "0 is out of range; `max_attempts` must be from 1 to 1000"),
+    ("lanes = 65", 1, "sub.lanes", "65 is out of range; `lanes` must be from 1 to 64"),
+    ("publish_to = [\"ok\", \"no/pe\"]", 1, "sub.publish_to[1]", "\"no/pe\" is not a valid stream name"),
     ("[leases]\nstore = \"dynamodb\"", 1, "leases.table", "missing required key `table`"),
     ("[leases]\nstore = \"dynamodb\"\ntable = \"t\"\nendpoint = \"dynamo\"", 4, "leases.endpoint", "\"dynamo\" is not an http:// or https:// URL"),
     ("[leases]\ntable = \"t\"", 2, "leases.table", "`table` is only used with store = \"dynamodb\""),
@@ -343,6 +349,8 @@ poll_interval = "1.5s"
 lanes = 4
 max_attempts = 4
 dead_letter = "shipments.dead"
+retry_stream = "shipments.retry"
+publish_to = ["invoices", "audit"]
 [subscription.limits]
 memory = "128MiB"
 timeout = "2s"
@@ -381,6 +389,8 @@ env = ["RUST_LOG", "MODE=test"]
     assert_eq!((sub.batch, sub.lanes, sub.max_attempts), (500, 4, Some(4)));
     assert_eq!(sub.poll_interval, Duration::from_millis(1500));
     assert_eq!(sub.dead_letter.as_deref(), Some("shipments.dead"));
+    assert_eq!(sub.retry_stream.as_deref(), Some("shipments.retry"));
+    assert_eq!(sub.publish_to, ["invoices", "audit"]);
     assert_eq!(sub.limits.memory, 128 << 20);
     assert_eq!(sub.limits.timeout, Duration::from_secs(2));
     assert_eq!(sub.limits.fuel, Some(1_000_000));

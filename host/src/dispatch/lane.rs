@@ -1,0 +1,173 @@
+//! One lane of a batch: its records, in shard order, through one handler instance. Calls take
+//! up to `call_batch` records of the same attempt number; a call that fails in a way a record
+//! may cause (trap, timeout, memory, fuel) is bisected on fresh instances until the records
+//! that fail on their own are found. A lane answers for each record and never touches the
+//! shard's settlement: the batch does that once every lane is back.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::handler::{CallContext, CallError, Handler, HandlerFactory, outcomes_per_record};
+use crate::metrics::{Metrics, ShardMetrics};
+use crate::record::{BatchInfo, Outcome, Position, Record};
+
+/// What became of one record of a lane.
+#[derive(Clone, Debug)]
+pub(super) enum Answer {
+    Outcome(Outcome),
+    /// Its call failed and bisecting left it failing on its own.
+    Failed(CallError),
+    /// Not called: the shard was interrupted (lease lost, stop, handoff) or sought elsewhere.
+    Unanswered,
+}
+
+/// What a lane needs that outlives the batch (lanes may run on other threads).
+#[derive(Clone)]
+pub(super) struct LaneEnv {
+    pub factory: Arc<dyn HandlerFactory>,
+    pub ctx: CallContext,
+    pub call_batch: usize,
+    pub metrics: ShardMetrics,
+    pub all_metrics: Arc<Metrics>,
+    /// Any of these stops the lane before its next call.
+    pub interrupts: [CancellationToken; 3],
+}
+
+/// A lane's work and, once run, its answers.
+pub(super) struct Lane {
+    pub handler: Option<Box<dyn Handler>>,
+    /// Indices of the records in the read batch.
+    pub indices: Vec<usize>,
+    pub records: Vec<Record>,
+    /// The delivery number of each record (1 unless it is a retry copy).
+    pub attempts: Vec<u32>,
+    pub answers: Vec<Answer>,
+    /// A handler asked to seek here; records from it on are left unanswered.
+    pub seek: Option<Position>,
+}
+
+impl Lane {
+    pub fn new(handler: Option<Box<dyn Handler>>) -> Self {
+        Lane {
+            handler,
+            indices: Vec::new(),
+            records: Vec::new(),
+            attempts: Vec::new(),
+            answers: Vec::new(),
+            seek: None,
+        }
+    }
+
+    fn interrupted(env: &LaneEnv) -> bool {
+        env.interrupts.iter().any(CancellationToken::is_cancelled)
+    }
+
+    /// Calls the handler over every record of the lane.
+    pub async fn run(mut self, env: LaneEnv, info: BatchInfo) -> Lane {
+        let n = self.records.len();
+        self.answers = vec![Answer::Unanswered; n];
+        let mut start = 0;
+        while start < n && self.seek.is_none() {
+            if start > 0 && Self::interrupted(&env) {
+                break;
+            }
+            // A run of at most `call_batch` records with one attempt number.
+            let attempt = self.attempts[start];
+            let mut end = start + 1;
+            while end < n && end - start < env.call_batch.max(1) && self.attempts[end] == attempt {
+                end += 1;
+            }
+            let info = BatchInfo {
+                attempt,
+                ..info.clone()
+            };
+            self.call_isolating(&env, &info, start..end).await;
+            start = end;
+        }
+        self
+    }
+
+    /// Calls the records in `range`; on a failure a record may cause, calls each half again
+    /// (in record order, so per-key order holds) down to single records.
+    async fn call_isolating(&mut self, env: &LaneEnv, info: &BatchInfo, range: std::ops::Range<usize>) {
+        let mut todo = Vec::new();
+        todo.push(range);
+        while let Some(range) = todo.pop() {
+            let (result, seek) = self.call(env, info, range.clone()).await;
+            if let Some(seq) = seek {
+                // Records at or after the seek target are read again; earlier answers of this
+                // call stand.
+                let at = Position::new(&seq, 0);
+                if let Ok(outcomes) = &result {
+                    for (i, o) in range.clone().zip(outcomes) {
+                        if self.records[i].position() < at {
+                            self.answers[i] = Answer::Outcome(*o);
+                        }
+                    }
+                }
+                self.seek = Some(at);
+                return;
+            }
+            match result {
+                Ok(outcomes) => {
+                    env.metrics.outcomes(&outcomes);
+                    for (i, o) in range.zip(outcomes) {
+                        self.answers[i] = Answer::Outcome(o);
+                    }
+                }
+                Err(e) => {
+                    env.all_metrics.trap(&env.ctx.subscription, e.kind());
+                    if range.len() > 1 && e.may_be_a_record() {
+                        tracing::warn!(
+                            subscription = %env.ctx.subscription, shard = %env.ctx.shard_id,
+                            records = range.len(),
+                            first_sequence_number = %self.records[range.start].position(),
+                            "{e}; calling the records again in halves to find the ones that fail"
+                        );
+                        let mid = range.start + range.len() / 2;
+                        todo.push(mid..range.end);
+                        todo.push(range.start..mid);
+                    } else {
+                        env.metrics.failed(range.len());
+                        for i in range {
+                            self.answers[i] = Answer::Failed(e.clone());
+                        }
+                    }
+                }
+            }
+            if !todo.is_empty() && Self::interrupted(env) {
+                return;
+            }
+        }
+    }
+
+    /// One handler call, and the seek it asked for. A failed call drops the instance: the
+    /// next call gets a fresh one.
+    async fn call(
+        &mut self,
+        env: &LaneEnv,
+        info: &BatchInfo,
+        range: std::ops::Range<usize>,
+    ) -> (Result<Vec<Outcome>, CallError>, Option<String>) {
+        let records = &self.records[range];
+        let mut handler = match self.handler.take() {
+            Some(h) => h,
+            None => match env.factory.instantiate(&env.ctx).await {
+                Ok(h) => h,
+                Err(e) => return (Err(e), None),
+            },
+        };
+        let started = Instant::now();
+        let answer = handler.handle(info, records).await;
+        env.metrics.call(started.elapsed());
+        let seek = handler.take_seek();
+        let outcomes =
+            answer.and_then(|a| outcomes_per_record(a, records.len(), handler.version()));
+        if outcomes.is_ok() {
+            self.handler = Some(handler);
+        }
+        (outcomes, seek)
+    }
+}
