@@ -38,11 +38,12 @@ pub fn per_record<F>(
 where
     F: FnMut(&Record) -> Outcome,
 {
+    let attempt = info.attempt;
     drop(info);
     crate::log::refresh_threshold();
     let outcomes = records
         .into_iter()
-        .map(|r| handler(&Record::from_wit(r)).into_wit())
+        .map(|r| handler(&Record::from_wit(r, attempt)).into_wit())
         .collect();
     wit::BatchOutcome::Each(outcomes)
 }
@@ -58,7 +59,10 @@ where
 {
     crate::log::refresh_threshold();
     let info = BatchInfo::from_wit(info);
-    let records: Vec<Record> = records.into_iter().map(Record::from_wit).collect();
+    let records: Vec<Record> = records
+        .into_iter()
+        .map(|r| Record::from_wit(r, info.attempt()))
+        .collect();
     handler(&info, &records).into_wit()
 }
 

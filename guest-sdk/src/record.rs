@@ -12,8 +12,10 @@ use crate::__private::wit;
 /// The record owns its data (it was moved out of the call's arguments, not copied).
 /// [`Record::new`] and the `with_*` methods build one for native unit tests of a handler.
 #[derive(Clone, PartialEq, Eq)]
-#[repr(transparent)]
-pub struct Record(wit::KinesisRecord);
+pub struct Record {
+    inner: wit::KinesisRecord,
+    attempt: u32,
+}
 
 impl Record {
     /// A record with this partition key, sequence number and data; sub-sequence number and
@@ -23,57 +25,74 @@ impl Record {
         sequence_number: impl Into<String>,
         data: impl Into<Vec<u8>>,
     ) -> Self {
-        Self(wit::KinesisRecord {
-            partition_key: partition_key.into(),
-            sequence_number: sequence_number.into(),
-            sub_sequence_number: 0,
-            approximate_arrival_timestamp: 0,
-            data: data.into(),
-        })
+        Self {
+            inner: wit::KinesisRecord {
+                partition_key: partition_key.into(),
+                sequence_number: sequence_number.into(),
+                sub_sequence_number: 0,
+                approximate_arrival_timestamp: 0,
+                data: data.into(),
+            },
+            attempt: 1,
+        }
     }
 
     /// The same record with this sub-sequence number.
     #[must_use]
     pub fn with_sub_sequence_number(mut self, sub_sequence_number: u32) -> Self {
-        self.0.sub_sequence_number = sub_sequence_number;
+        self.inner.sub_sequence_number = sub_sequence_number;
         self
     }
 
     /// The same record with this arrival time (milliseconds since the Unix epoch).
     #[must_use]
     pub fn with_arrival_millis(mut self, millis: u64) -> Self {
-        self.0.approximate_arrival_timestamp = millis;
+        self.inner.approximate_arrival_timestamp = millis;
         self
+    }
+
+    /// The same record with this attempt number.
+    #[must_use]
+    pub fn with_attempt(mut self, attempt: u32) -> Self {
+        self.attempt = attempt;
+        self
+    }
+
+    /// Which delivery of the record this is: 1 the first time; under a retry cap
+    /// (`max_attempts`) a retried record comes back with 2, 3, ... (the same as its batch's
+    /// [`BatchInfo::attempt`]).
+    pub fn attempt(&self) -> u32 {
+        self.attempt
     }
 
     /// The partition key the producer gave the record.
     pub fn partition_key(&self) -> &str {
-        &self.0.partition_key
+        &self.inner.partition_key
     }
 
     /// The record's sequence number in its shard (a decimal string, as Kinesis writes it).
     pub fn sequence_number(&self) -> &str {
-        &self.0.sequence_number
+        &self.inner.sequence_number
     }
 
     /// The position of this user record inside a KPL aggregate; 0 for a plain record.
     pub fn sub_sequence_number(&self) -> u32 {
-        self.0.sub_sequence_number
+        self.inner.sub_sequence_number
     }
 
     /// When Kinesis accepted the record, in milliseconds since the Unix epoch (approximate).
     pub fn arrival_millis(&self) -> u64 {
-        self.0.approximate_arrival_timestamp
+        self.inner.approximate_arrival_timestamp
     }
 
     /// The record's data, as the producer put it.
     pub fn data(&self) -> &[u8] {
-        &self.0.data
+        &self.inner.data
     }
 
     /// Takes the record's data out of the record.
     pub fn into_data(self) -> Vec<u8> {
-        self.0.data
+        self.inner.data
     }
 
     /// The record's data as UTF-8 text.
@@ -82,7 +101,7 @@ impl Record {
     ///
     /// When the data is not valid UTF-8.
     pub fn text(&self) -> Result<&str, Utf8Error> {
-        std::str::from_utf8(&self.0.data)
+        std::str::from_utf8(&self.inner.data)
     }
 
     /// Decodes the record's data as JSON into `T`.
@@ -98,8 +117,11 @@ impl Record {
         serde_json::from_str(text).map_err(DecodeError::Json)
     }
 
-    pub(crate) fn from_wit(record: wit::KinesisRecord) -> Self {
-        Self(record)
+    pub(crate) fn from_wit(record: wit::KinesisRecord, attempt: u32) -> Self {
+        Self {
+            inner: record,
+            attempt,
+        }
     }
 }
 

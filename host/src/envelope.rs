@@ -97,8 +97,16 @@ mod tests {
     fn plain_data_is_not_an_envelope() {
         assert_eq!(unwrap(b"{\"id\":1}"), None);
         assert_eq!(unwrap(b""), None);
-        assert_eq!(unwrap(b"\0shardhost/1\0\0\0\x05{bad}"), None, "a header that does not parse");
-        assert_eq!(unwrap(b"\0shardhost/1\0\0\0\x50{}"), None, "a header longer than the data");
+        assert_eq!(
+            unwrap(b"\0shardhost/1\0\0\0\x05{bad}"),
+            None,
+            "a header that does not parse"
+        );
+        assert_eq!(
+            unwrap(b"\0shardhost/1\0\0\0\x50{}"),
+            None,
+            "a header longer than the data"
+        );
     }
 
     proptest! {

@@ -140,7 +140,8 @@ impl Tracker {
                     self.base += 1;
                     // Records read again after a seek back may stand before the checkpoint:
                     // it never moves back.
-                    let behind = matches!(&self.checkpoint, Some(Checkpoint::At(c)) if *c >= slot.position);
+                    let behind =
+                        matches!(&self.checkpoint, Some(Checkpoint::At(c)) if *c >= slot.position);
                     if !behind {
                         self.checkpoint = Some(Checkpoint::At(slot.position));
                         self.moved = true;

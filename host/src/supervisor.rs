@@ -173,7 +173,11 @@ impl Host {
                         dead_letter: Arc::from(s.dead_letter.as_deref().unwrap_or_default()),
                     }),
                     publisher: (!s.publish_to.is_empty()).then(|| {
-                        Arc::new(Publisher::new(source.clone(), &s.name, s.publish_to.clone()))
+                        Arc::new(Publisher::new(
+                            source.clone(),
+                            &s.name,
+                            s.publish_to.clone(),
+                        ))
                     }),
                     metrics: metrics.clone(),
                     tap: None,

@@ -95,6 +95,46 @@ impl Kinesis {
         (out.shard_id().to_owned(), out.sequence_number().to_owned())
     }
 
+    /// Every record of the stream, shard by shard from the oldest: (partition key, sequence
+    /// number, data).
+    pub fn read_all(&self, stream: &str) -> Vec<(String, String, Vec<u8>)> {
+        let mut out = Vec::new();
+        for shard in self.shards(stream) {
+            let mut iterator = self
+                .block_on(
+                    self.client
+                        .get_shard_iterator()
+                        .stream_name(stream)
+                        .shard_id(&shard.id)
+                        .shard_iterator_type(aws_sdk_kinesis::types::ShardIteratorType::TrimHorizon)
+                        .send(),
+                )
+                .unwrap()
+                .shard_iterator
+                .unwrap();
+            loop {
+                let page = self
+                    .block_on(self.client.get_records().shard_iterator(&iterator).send())
+                    .unwrap();
+                if page.records().is_empty() {
+                    break;
+                }
+                for r in page.records() {
+                    out.push((
+                        r.partition_key.clone().unwrap_or_default(),
+                        r.sequence_number.clone(),
+                        r.data.as_ref().to_vec(),
+                    ));
+                }
+                match page.next_shard_iterator() {
+                    Some(next) => iterator = next.to_owned(),
+                    None => break,
+                }
+            }
+        }
+        out
+    }
+
     /// Every shard of the stream, as listed.
     pub fn shards(&self, stream: &str) -> Vec<ShardRow> {
         let out = self

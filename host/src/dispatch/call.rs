@@ -117,7 +117,9 @@ impl Run<'_> {
                     _ => at,
                 });
             }
-            for ((i, record), answer) in lane.indices.into_iter().zip(lane.records).zip(lane.answers) {
+            for ((i, record), answer) in
+                lane.indices.into_iter().zip(lane.records).zip(lane.answers)
+            {
                 answered[i] = Some((record, answer));
             }
         }
@@ -192,7 +194,13 @@ impl Run<'_> {
     /// A record the handler could not handle (it answered retry, or its call failed on it).
     /// Without a cap it is held; under a cap a copy is published for another attempt, or after
     /// the last attempt the record goes to the dead-letter stream.
-    async fn retry(&mut self, record: Record, meta: &Meta, outcome: Outcome, error: Option<CallError>) {
+    async fn retry(
+        &mut self,
+        record: Record,
+        meta: &Meta,
+        outcome: Outcome,
+        error: Option<CallError>,
+    ) {
         let w = self.worker;
         self.tap(&record, outcome);
         let Some(policy) = w.plan.retry.clone() else {
@@ -230,7 +238,8 @@ impl Run<'_> {
                 origin,
             });
         } else {
-            self.publish_copy(record, meta.ticket, meta.attempt, origin).await;
+            self.publish_copy(record, meta.ticket, meta.attempt, origin)
+                .await;
         }
     }
 
@@ -247,7 +256,11 @@ impl Run<'_> {
             handler_version: None,
         };
         let data = envelope::wrap(&header, &record.data);
-        match self.source.put(&policy.retry_stream, &record.partition_key, data).await {
+        match self
+            .source
+            .put(&policy.retry_stream, &record.partition_key, data)
+            .await
+        {
             Ok(seq) => {
                 self.tracker.settle(ticket, Outcome::Drop);
                 tracing::info!(
@@ -281,7 +294,11 @@ impl Run<'_> {
             handler_version: Some(self.version.to_string()),
         };
         let data = envelope::wrap(&header, &record.data);
-        match self.source.put(&policy.dead_letter, &record.partition_key, data).await {
+        match self
+            .source
+            .put(&policy.dead_letter, &record.partition_key, data)
+            .await
+        {
             Ok(seq) => {
                 self.tracker.settle(meta.ticket, Outcome::Drop);
                 tracing::warn!(
@@ -308,11 +325,13 @@ impl Run<'_> {
         if !self.delayed.iter().any(|d| d.due <= now) {
             return;
         }
-        let (due, waiting): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.delayed).into_iter().partition(|d| d.due <= now);
+        let (due, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.delayed)
+            .into_iter()
+            .partition(|d| d.due <= now);
         self.delayed = waiting;
         for d in due {
-            self.publish_copy(d.record, d.ticket, d.attempt, d.origin).await;
+            self.publish_copy(d.record, d.ticket, d.attempt, d.origin)
+                .await;
         }
     }
 

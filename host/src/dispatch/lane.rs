@@ -91,7 +91,12 @@ impl Lane {
 
     /// Calls the records in `range`; on a failure a record may cause, calls each half again
     /// (in record order, so per-key order holds) down to single records.
-    async fn call_isolating(&mut self, env: &LaneEnv, info: &BatchInfo, range: std::ops::Range<usize>) {
+    async fn call_isolating(
+        &mut self,
+        env: &LaneEnv,
+        info: &BatchInfo,
+        range: std::ops::Range<usize>,
+    ) {
         let mut todo = Vec::new();
         todo.push(range);
         while let Some(range) = todo.pop() {

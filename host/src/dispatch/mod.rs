@@ -263,7 +263,10 @@ impl Run<'_> {
             self.flush_delayed().await;
             if let Some(at) = self.seek_to.take() {
                 // The rest of this read (and the shard's end, if it came) is read again.
-                match source.open(&w.plan.stream, &w.ctx.shard_id, &StartPosition::At(at)).await {
+                match source
+                    .open(&w.plan.stream, &w.ctx.shard_id, &StartPosition::At(at))
+                    .await
+                {
                     Ok(r) => reader = r,
                     Err(e) => return w.fail(e),
                 }
@@ -298,9 +301,9 @@ impl Run<'_> {
             if empty {
                 // Wake for the next due retry-after copy, if it comes before the next poll.
                 let poll = w.plan.poll_interval;
-                let wait = self
-                    .next_due()
-                    .map_or(poll, |due| due.saturating_duration_since(Instant::now()).min(poll));
+                let wait = self.next_due().map_or(poll, |due| {
+                    due.saturating_duration_since(Instant::now()).min(poll)
+                });
                 let sleep = tokio::time::sleep(wait);
                 tokio::select! {
                     biased;

@@ -15,18 +15,51 @@
 //! | `log:TEXT`               | logs TEXT at info level, answers ack                         |
 //! | `publish:STREAM:TEXT`    | publishes TEXT to STREAM under the record's partition key; ack, or retry (and a warn line) when the host refuses |
 //! | `seek:SEQUENCE_NUMBER`   | seeks the shard there; ack, or retry (and a warn line) when the host refuses |
+//! | `retry-until:N`          | answers retry while the record's attempt is below N, then ack |
+//! | `retry-once`             | answers retry the first time this instance sees the record, ack after |
+//! | `seek-once:SEQUENCE_NUMBER` | seeks there the first time this instance sees the record, ack after |
+//! | `sleep:MS`               | sleeps MS milliseconds (WASI clocks), answers ack            |
+//! | `A;B;...`                | runs each command in turn and answers the last one's outcome  |
 //! | anything else, not UTF-8 | answers ack                                                  |
 
+use std::collections::HashSet;
 use std::hint::black_box;
+use std::sync::Mutex;
 
 use shardhost_guest::{Outcome, Record};
 
 const MIB: usize = 1 << 20;
 
+/// Sequence numbers this instance has seen with a `*-once` command.
+static SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+/// Whether this instance sees `record` for the first time.
+fn first_time(record: &Record) -> bool {
+    SEEN.lock()
+        .unwrap()
+        .get_or_insert_with(HashSet::new)
+        .insert(record.sequence_number().to_owned())
+}
+
 fn script(record: &Record) -> Outcome {
     let Ok(text) = record.text() else {
         return Outcome::Ack;
     };
+    let mut outcome = Outcome::Ack;
+    for step in text.split(';') {
+        outcome = one(record, step);
+    }
+    outcome
+}
+
+fn one(record: &Record, text: &str) -> Outcome {
+    if text == "retry-once" {
+        return if first_time(record) {
+            Outcome::Retry
+        } else {
+            Outcome::Ack
+        };
+    }
     match text {
         "ack" => Outcome::Ack,
         "drop" => Outcome::Drop,
@@ -39,6 +72,31 @@ fn script(record: &Record) -> Outcome {
 }
 
 fn command(record: &Record, text: &str) -> Outcome {
+    if let Some(n) = text.strip_prefix("retry-until:") {
+        let n: u32 = n.parse().unwrap_or(1);
+        shardhost_guest::info!("attempt {} of a record retried until {n}", record.attempt());
+        return if record.attempt() < n {
+            Outcome::Retry
+        } else {
+            Outcome::Ack
+        };
+    }
+    if let Some(ms) = text.strip_prefix("sleep:") {
+        std::thread::sleep(std::time::Duration::from_millis(ms.parse().unwrap_or(0)));
+        return Outcome::Ack;
+    }
+    if let Some(sequence_number) = text.strip_prefix("seek-once:") {
+        if !first_time(record) {
+            return Outcome::Ack;
+        }
+        return match shardhost_guest::seek(sequence_number) {
+            Ok(()) => Outcome::Ack,
+            Err(e) => {
+                shardhost_guest::warn!("seek to {sequence_number} refused: {e}");
+                Outcome::Retry
+            }
+        };
+    }
     if let Some(ms) = text.strip_prefix("retry-after:") {
         return ms.parse().map_or(Outcome::Ack, Outcome::RetryAfter);
     }

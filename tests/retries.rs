@@ -1,0 +1,199 @@
+//! Retry under a cap (`max_attempts`), against kinesis-mock: retry publishes a copy of the
+//! record (attempt + 1) and settles the original; after the last attempt the record goes to the
+//! dead-letter stream with why; retry-after publishes its copy only once the delay is over, and a
+//! stop before that delivers the record again.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use shardhost::envelope::{self, Kind};
+use shardhost::record::Outcome;
+use support::kinesis::Kinesis;
+use support::{Outcomes, Running, Scratch, guest, kinesis_endpoint, unique};
+
+fn config(ep: &str, stream: &str, extra: &str) -> String {
+    format!(
+        r#"
+[kinesis]
+endpoint = "{ep}"
+test_credentials = true
+
+[[subscription]]
+name = "capped"
+stream = "{stream}"
+handler = "{handler}"
+create_if_missing = 1
+start_at = "trim_horizon"
+batch = 10
+poll_interval = "50ms"
+max_attempts = 3
+dead_letter = "{stream}-dead"
+{extra}
+"#,
+        handler = guest("scripted").display()
+    )
+}
+
+fn deliveries<'a>(seen: &'a [support::Seen], data: &str) -> Vec<&'a support::Seen> {
+    seen.iter().filter(|s| s.data == data).collect()
+}
+
+#[test]
+fn retry_under_a_cap_publishes_copies_then_dead_letters_the_record() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("capped");
+    let dir = Scratch::new("retries");
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, &config(&ep, &stream, ""), |h| {
+        h.on_outcome(seen.tap())
+    });
+    let (_, retry_seq) = k.put(&stream, "k1", "retry");
+    k.put(&stream, "k2", "retry-until:2");
+    k.put(&stream, "k3", "ack");
+    // retry: 3 deliveries; retry-until:2: 2; ack: 1.
+    host.wait_for("six deliveries", |_| seen.len() >= 6);
+    host.wait_for("nothing held or in flight", |b| {
+        let t = b.totals("capped");
+        t.delivered == 6 && t.settled == 6
+    });
+    let board = host.stop();
+    let all = seen.all();
+    let retried = deliveries(&all, "retry");
+    assert_eq!(
+        retried.len(),
+        3,
+        "max_attempts deliveries, original data each time"
+    );
+    assert!(retried.iter().all(|s| s.outcome == Outcome::Retry));
+    let until = deliveries(&all, "retry-until:2");
+    let outcomes: Vec<_> = until.iter().map(|s| s.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [Outcome::Retry, Outcome::Ack],
+        "the handler saw attempt 2"
+    );
+    assert_eq!(
+        board.totals("capped").held,
+        0,
+        "nothing is held under a cap"
+    );
+
+    // The stream holds the originals and the copies, with rising attempt numbers.
+    let mut copies: Vec<(String, u32)> = k
+        .read_all(&stream)
+        .into_iter()
+        .filter_map(|(_, _, data)| {
+            let (h, original) = envelope::unwrap(&data)?;
+            assert_eq!(h.kind, Kind::Retry);
+            Some((String::from_utf8(original.to_vec()).unwrap(), h.attempt))
+        })
+        .collect();
+    copies.sort();
+    assert_eq!(
+        copies,
+        [
+            ("retry".to_owned(), 2),
+            ("retry".to_owned(), 3),
+            ("retry-until:2".to_owned(), 2)
+        ]
+    );
+    // The dead letter: the original data, why, the handler version and where it came from.
+    let dead = k.read_all(&format!("{stream}-dead"));
+    assert_eq!(dead.len(), 1);
+    let (key, _, data) = &dead[0];
+    assert_eq!(key, "k1");
+    let (h, original) = envelope::unwrap(data).expect("a dead letter is enveloped");
+    assert_eq!(h.kind, Kind::DeadLetter);
+    assert_eq!(original, b"retry");
+    assert_eq!(h.attempt, 3);
+    assert_eq!(h.reason.as_deref(), Some("handler answered retry"));
+    assert_eq!(
+        h.handler_version.as_deref(),
+        Some(shardhost::wasm::version_of(&std::fs::read(guest("scripted")).unwrap()).as_str())
+    );
+    assert_eq!(h.origin.stream, stream);
+    assert_eq!(
+        h.origin.sequence_number, retry_seq,
+        "names the original, not a copy"
+    );
+}
+
+#[test]
+fn a_trapping_record_under_a_cap_is_dead_lettered_with_the_trap() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("capped-trap");
+    let dir = Scratch::new("retries-trap");
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, &config(&ep, &stream, ""), |h| {
+        h.on_outcome(seen.tap())
+    });
+    for text in ["ack", "panic", "ack"] {
+        k.put(&stream, "k", text);
+    }
+    host.wait_for("the poison record's 3 attempts", |_| {
+        deliveries(&seen.all(), "panic").len() == 3
+    });
+    host.wait_for("all settled", |b| b.totals("capped").settled == 5);
+    host.stop();
+    let dead = k.read_all(&format!("{stream}-dead"));
+    assert_eq!(dead.len(), 1);
+    let (h, original) = envelope::unwrap(&dead[0].2).unwrap();
+    assert_eq!(original, b"panic");
+    let reason = h.reason.unwrap();
+    assert!(
+        reason.contains("trapped") && reason.contains("poison record"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn retry_after_waits_its_delay_and_a_stop_before_it_delivers_the_record_again() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("capped-after");
+    let dir = Scratch::new("retries-after");
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, &config(&ep, &stream, ""), |h| {
+        h.on_outcome(seen.tap())
+    });
+    let started = Instant::now();
+    k.put(&stream, "k", "retry-after:700");
+    host.wait_for("the copy's delivery", |_| seen.len() >= 2);
+    let all = seen.all();
+    assert_eq!(all[0].outcome, Outcome::RetryAfter(700));
+    assert!(
+        started.elapsed() >= Duration::from_millis(700),
+        "the copy came after the delay"
+    );
+    host.stop();
+
+    // A delay longer than the host runs: stop, start again over the same checkpoints.
+    let stream2 = unique("capped-after-stop");
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, &config(&ep, &stream2, ""), |h| {
+        h.on_outcome(seen.tap())
+    });
+    k.put(&stream2, "k", "retry-after:600000");
+    k.put(&stream2, "k", "ack");
+    host.wait_for("both delivered", |_| seen.len() >= 2);
+    let store2 = host.leases.clone();
+    host.stop();
+    let seen2 = Outcomes::default();
+    let again = Running::start_with(&dir, &config(&ep, &stream2, ""), |h| {
+        h.use_lease_store(store2.clone());
+        h.on_outcome(seen2.tap())
+    });
+    again.wait_for("the waiting record delivered again", |_| seen2.len() >= 2);
+    again.stop();
+    let data: Vec<_> = seen2.all().iter().map(|s| s.data.clone()).collect();
+    assert_eq!(data[0], "retry-after:600000", "nothing was lost: {data:?}");
+    assert!(
+        k.read_all(&stream2)
+            .iter()
+            .all(|(_, _, d)| envelope::unwrap(d).is_none()),
+        "no copy was published before the delay"
+    );
+}
