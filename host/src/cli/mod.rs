@@ -1,6 +1,7 @@
 //! The command line: one file per subcommand.
 
 mod check;
+mod dead_letters;
 mod deploy;
 mod invoke;
 mod run;
@@ -60,6 +61,8 @@ enum Command {
     Deploy(deploy::DeployArgs),
     /// Show what a running host reads: shards, owners, checkpoints, lag, handler versions.
     Status(status::StatusArgs),
+    /// List the records a retry cap retired to a dead-letter stream, or replay them.
+    DeadLetters(dead_letters::DeadLettersArgs),
 }
 
 /// Where the admin API of a running host is.
@@ -83,6 +86,7 @@ pub fn main() -> ExitCode {
         Command::Invoke(args) => invoke::invoke(&args),
         Command::Deploy(args) => deploy::deploy(&args),
         Command::Status(args) => status::status(&args),
+        Command::DeadLetters(args) => dead_letters::dead_letters(&args),
     };
     ExitCode::from(code)
 }

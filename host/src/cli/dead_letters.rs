@@ -1,0 +1,199 @@
+//! `shardhost dead-letters STREAM [--config CONFIG] [--json] [--replay]`: list the records a
+//! retry cap retired to a dead-letter stream, or put them back into the streams they came from.
+
+use std::path::PathBuf;
+
+use base64::Engine;
+use clap::Args;
+use shardhost::config::{Config, KinesisEndpoint};
+use shardhost::envelope::{self, Header, Kind};
+use shardhost::source::kinesis::KinesisStreams;
+use shardhost::source::{StartPosition, StreamSource};
+
+use super::{EXIT_CONFIG, EXIT_RUNTIME};
+
+#[derive(Args, Debug)]
+pub struct DeadLettersArgs {
+    /// The dead-letter stream (a subscription's `dead_letter`).
+    stream: String,
+
+    /// The config whose [kinesis] section says where the stream is.
+    #[arg(long, default_value = "shardhost.toml")]
+    config: PathBuf,
+
+    /// One JSON object per dead letter instead of text.
+    #[arg(long)]
+    json: bool,
+
+    /// Put each dead letter's original record back into the stream it was first read from
+    /// (same partition key and data, as a first attempt).
+    #[arg(long)]
+    replay: bool,
+}
+
+/// One dead letter as read back.
+struct Letter {
+    sequence_number: String,
+    header: Header,
+    data: Vec<u8>,
+}
+
+pub fn dead_letters(args: &DeadLettersArgs) -> u8 {
+    let config = match Config::load(&args.config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprint!("{e}");
+            return EXIT_CONFIG;
+        }
+    };
+    if config.kinesis.endpoint == KinesisEndpoint::Memory {
+        eprintln!(
+            "{}: [kinesis] endpoint = \"memory\": the embedded stream lives inside the running \
+             host, so its dead letters cannot be read from outside",
+            args.config.display()
+        );
+        return EXIT_CONFIG;
+    }
+    super::block_on(async {
+        let source = KinesisStreams::connect(&config.kinesis).await;
+        let letters = match read(&source, &args.stream).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("{e}");
+                return EXIT_RUNTIME;
+            }
+        };
+        if args.replay {
+            return replay(&source, &letters).await;
+        }
+        for l in &letters {
+            if args.json {
+                println!("{}", json(l));
+            } else {
+                println!("{}", text(l));
+            }
+        }
+        if !args.json {
+            eprintln!("{} dead letter(s) in `{}`", letters.len(), args.stream);
+        }
+        0
+    })
+}
+
+/// Every dead letter in the stream, shard by shard from the oldest.
+async fn read(source: &KinesisStreams, stream: &str) -> Result<Vec<Letter>, String> {
+    let mut letters = Vec::new();
+    let shards = source
+        .list_shards(stream)
+        .await
+        .map_err(|e| e.to_string())?;
+    for shard in shards {
+        let mut reader = source
+            .open(stream, &shard.shard_id, &StartPosition::TrimHorizon)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut empty_reads = 0;
+        loop {
+            let batch = reader.read(1000).await.map_err(|e| e.to_string())?;
+            let caught_up = batch.end_of_shard || batch.millis_behind_latest == Some(0);
+            if batch.records.is_empty() {
+                empty_reads += 1;
+                if caught_up || empty_reads >= 3 {
+                    break;
+                }
+                continue;
+            }
+            empty_reads = 0;
+            for r in batch.records {
+                match envelope::unwrap(&r.data) {
+                    Some((header, data)) if header.kind == Kind::DeadLetter => {
+                        letters.push(Letter {
+                            sequence_number: r.sequence_number.clone(),
+                            data: data.to_vec(),
+                            header,
+                        })
+                    }
+                    _ => eprintln!(
+                        "{stream}: record {} is not a dead letter; skipped",
+                        r.sequence_number
+                    ),
+                }
+            }
+            if batch.end_of_shard {
+                break;
+            }
+        }
+    }
+    Ok(letters)
+}
+
+async fn replay(source: &KinesisStreams, letters: &[Letter]) -> u8 {
+    for (n, l) in letters.iter().enumerate() {
+        let o = &l.header.origin;
+        if let Err(e) = source
+            .put(&o.stream, &o.partition_key, l.data.clone())
+            .await
+        {
+            eprintln!(
+                "replaying dead letter {} into `{}` failed after {n} replayed: {e}",
+                l.sequence_number, o.stream
+            );
+            return EXIT_RUNTIME;
+        }
+    }
+    println!(
+        "{} dead letter(s) put back into their streams",
+        letters.len()
+    );
+    0
+}
+
+fn data_fields(data: &[u8]) -> (&'static str, serde_json::Value) {
+    match std::str::from_utf8(data) {
+        Ok(text) => ("data", text.into()),
+        Err(_) => (
+            "data_base64",
+            base64::engine::general_purpose::STANDARD
+                .encode(data)
+                .into(),
+        ),
+    }
+}
+
+fn json(l: &Letter) -> serde_json::Value {
+    let h = &l.header;
+    let mut v = serde_json::json!({
+        "sequence_number": l.sequence_number,
+        "partition_key": h.origin.partition_key,
+        "attempts": h.attempt,
+        "reason": h.reason,
+        "handler_version": h.handler_version,
+        "origin": {
+            "stream": h.origin.stream,
+            "shard_id": h.origin.shard_id,
+            "sequence_number": h.origin.sequence_number,
+        },
+    });
+    let (key, data) = data_fields(&l.data);
+    v[key] = data;
+    v
+}
+
+fn text(l: &Letter) -> String {
+    let h = &l.header;
+    let (_, data) = data_fields(&l.data);
+    format!(
+        "{}  from {}/{} {}  key {}  after {} attempt(s): {}  handler {}  data {}",
+        l.sequence_number,
+        h.origin.stream,
+        h.origin.shard_id,
+        h.origin.sequence_number,
+        h.origin.partition_key,
+        h.attempt,
+        h.reason.as_deref().unwrap_or("?"),
+        h.handler_version
+            .as_deref()
+            .map_or("?", |v| &v[..v.len().min(12)]),
+        data
+    )
+}
