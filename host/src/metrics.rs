@@ -68,6 +68,8 @@ pub struct Metrics {
     checkpoint_writes: Family<ShardLabels, Counter>,
     handler_version: Family<VersionLabels, Gauge>,
     swaps: Family<SwapLabels, Counter>,
+    retry_copies: Family<SubscriptionLabels, Counter>,
+    dead_letters: Family<SubscriptionLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -89,6 +91,8 @@ impl Metrics {
             checkpoint_writes: Family::default(),
             handler_version: Family::default(),
             swaps: Family::default(),
+            retry_copies: Family::default(),
+            dead_letters: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -135,6 +139,16 @@ impl Metrics {
             "handler_swaps",
             "Handler swaps (deploy, rollback, watch), by result (ok, refused)",
             m.swaps.clone(),
+        );
+        registry.register(
+            "retry_copies",
+            "Retry copies published under a retry cap (max_attempts)",
+            m.retry_copies.clone(),
+        );
+        registry.register(
+            "dead_letters",
+            "Records sent to the dead-letter stream after their last attempt",
+            m.dead_letters.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -213,6 +227,22 @@ impl Metrics {
                 version: version.to_owned(),
             })
             .set(1);
+    }
+
+    pub fn retry_copy(&self, subscription: &str) {
+        self.retry_copies
+            .get_or_create(&SubscriptionLabels {
+                subscription: subscription.to_owned(),
+            })
+            .inc();
+    }
+
+    pub fn dead_letter(&self, subscription: &str) {
+        self.dead_letters
+            .get_or_create(&SubscriptionLabels {
+                subscription: subscription.to_owned(),
+            })
+            .inc();
     }
 
     pub fn swap(&self, subscription: &str, ok: bool) {

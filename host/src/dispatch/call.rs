@@ -263,6 +263,7 @@ impl Run<'_> {
         {
             Ok(seq) => {
                 self.tracker.settle(ticket, Outcome::Drop);
+                w.plan.metrics.retry_copy(&w.plan.name);
                 tracing::info!(
                     subscription = %w.plan.name, shard = %w.ctx.shard_id,
                     sequence_number = %record.position(), partition_key = %record.partition_key,
@@ -301,6 +302,7 @@ impl Run<'_> {
         {
             Ok(seq) => {
                 self.tracker.settle(meta.ticket, Outcome::Drop);
+                w.plan.metrics.dead_letter(&w.plan.name);
                 tracing::warn!(
                     subscription = %w.plan.name, shard = %w.ctx.shard_id,
                     sequence_number = %record.position(), partition_key = %record.partition_key,
