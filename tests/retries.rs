@@ -197,3 +197,60 @@ fn retry_after_waits_its_delay_and_a_stop_before_it_delivers_the_record_again() 
         "no copy was published before the delay"
     );
 }
+
+#[test]
+fn a_retry_copy_is_handled_only_by_the_subscription_that_published_it() {
+    let dir = Scratch::new("retries-shared");
+    dir.write("feed.ndjson", support::text_record("k", "retry-until:2"));
+    let config = format!(
+        r#"
+[kinesis]
+endpoint = "memory"
+
+[[subscription]]
+name = "capped"
+stream = "s"
+handler = "{scripted}"
+feed = "feed.ndjson"
+poll_interval = "20ms"
+max_attempts = 3
+dead_letter = "dead"
+
+[[subscription]]
+name = "audit"
+stream = "s"
+handler = "{ack}"
+start_at = "trim_horizon"
+poll_interval = "20ms"
+"#,
+        scripted = guest("scripted").display(),
+        ack = guest("always_ack").display()
+    );
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, &config, |h| h.on_outcome(seen.tap()));
+    host.wait_for("the copy handled", |_| {
+        deliveries(&seen.all(), "retry-until:2").len() >= 3
+    });
+    host.wait_for("both streams' records settled", |b| {
+        b.totals("audit").delivered == 2 && b.totals("audit").settled == 2
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    host.stop();
+    let all = seen.all();
+    let by = |sub: &str| -> Vec<Outcome> {
+        all.iter()
+            .filter(|s| s.subscription == sub)
+            .map(|s| s.outcome)
+            .collect()
+    };
+    assert_eq!(
+        by("capped"),
+        [Outcome::Retry, Outcome::Ack],
+        "attempts 1 and 2"
+    );
+    assert_eq!(
+        by("audit"),
+        [Outcome::Ack],
+        "audit handles the original only; capped's copy on the shared stream is skipped"
+    );
+}

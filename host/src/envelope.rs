@@ -17,6 +17,9 @@ const MAGIC: &[u8; 12] = b"\0shardhost/1";
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Header {
     pub kind: Kind,
+    /// The subscription that published it: a retry copy is handled only by it (other
+    /// subscriptions reading the same stream skip it).
+    pub subscription: String,
     /// The delivery this copy is for (2 for the first retry); for a dead letter, how many
     /// deliveries the record had.
     pub attempt: u32,
@@ -80,6 +83,7 @@ mod tests {
     fn header(kind: Kind) -> Header {
         Header {
             kind,
+            subscription: "ship".into(),
             attempt: 3,
             origin: Origin {
                 stream: "shipments".into(),

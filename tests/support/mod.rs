@@ -295,6 +295,7 @@ pub struct Outcomes(pub std::sync::Arc<std::sync::Mutex<Vec<Seen>>>);
 /// One settled record.
 #[derive(Clone, Debug)]
 pub struct Seen {
+    pub subscription: String,
     pub shard_id: String,
     pub partition_key: String,
     pub sequence_number: String,
@@ -312,6 +313,7 @@ impl Outcomes {
         let seen = self.0.clone();
         std::sync::Arc::new(move |s: &shardhost::dispatch::Settled<'_>| {
             seen.lock().unwrap().push(Seen {
+                subscription: s.subscription.to_owned(),
                 shard_id: s.shard_id.to_owned(),
                 partition_key: s.record.partition_key.clone(),
                 sequence_number: s.record.sequence_number.clone(),

@@ -31,6 +31,9 @@ pub(super) struct Delayed {
     origin: Origin,
 }
 
+/// The longest retry-after delay honoured under a cap (one hour); longer ones wait this long.
+const MAX_RETRY_AFTER_MS: u64 = 3_600_000;
+
 /// The lane of a partition key (FNV-1a): one key always goes to the same lane.
 fn lane_of(key: &str, lanes: usize) -> usize {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -66,9 +69,14 @@ impl Run<'_> {
             .map(|h| Lane::new(h.take()))
             .collect();
         let mut metas = Vec::with_capacity(records.len());
-        for (i, mut record) in records.into_iter().enumerate() {
+        for mut record in records {
             let ticket = self.tracker.deliver(record.position());
             let (attempt, origin) = match envelope::unwrap(&record.data) {
+                Some((h, _)) if h.kind == Kind::Retry && *h.subscription != *w.plan.name => {
+                    // Another subscription's retry copy on a shared stream: not ours to handle.
+                    self.tracker.settle(ticket, Outcome::Drop);
+                    continue;
+                }
                 Some((h, data)) if h.kind == Kind::Retry => {
                     let data = data.to_vec();
                     record.data = data;
@@ -81,7 +89,7 @@ impl Run<'_> {
             } else {
                 &mut lanes[lane_of(&record.partition_key, n_lanes)]
             };
-            lane.indices.push(i);
+            lane.indices.push(metas.len());
             lane.records.push(record);
             lane.attempts.push(attempt);
             metas.push(Meta {
@@ -122,6 +130,18 @@ impl Run<'_> {
             {
                 answered[i] = Some((record, answer));
             }
+        }
+        // Records before the seek target that no call answered (a lane stopped at its seek,
+        // or was interrupted) are read again too: the seek moves back to the first of them.
+        if let Some(at) = &seek
+            && let Some(first) = answered
+                .iter()
+                .flatten()
+                .filter(|(r, a)| matches!(a, Answer::Unanswered) && r.position() < *at)
+                .map(|(r, _)| r.position())
+                .min()
+        {
+            seek = Some(first);
         }
         let mut error = None;
         for (meta, slot) in metas.iter().zip(answered) {
@@ -187,6 +207,12 @@ impl Run<'_> {
                 );
             }
             Answer::Outcome(o) => self.retry(record, meta, o, None).await,
+            Answer::Failed(e) if !e.may_be_a_record() => {
+                // The handler's fault (a bad answer, an instance that cannot start), not the
+                // record's: held whatever the retry policy, so no attempts are used up.
+                self.tap(&record, Outcome::Retry);
+                self.tracker.settle(meta.ticket, Outcome::Retry);
+            }
             Answer::Failed(e) => self.retry(record, meta, Outcome::Retry, Some(e)).await,
         }
     }
@@ -231,7 +257,7 @@ impl Run<'_> {
             && ms > 0
         {
             self.delayed.push(Delayed {
-                due: Instant::now() + Duration::from_millis(ms),
+                due: Instant::now() + Duration::from_millis(ms.min(MAX_RETRY_AFTER_MS)),
                 ticket: meta.ticket,
                 record,
                 attempt: meta.attempt,
@@ -250,6 +276,7 @@ impl Run<'_> {
         let policy = w.plan.retry.as_ref().expect("a retry policy");
         let header = Header {
             kind: Kind::Retry,
+            subscription: w.plan.name.to_string(),
             attempt: attempt + 1,
             origin,
             reason: None,
@@ -289,6 +316,7 @@ impl Run<'_> {
         let policy = w.plan.retry.as_ref().expect("a retry policy");
         let header = Header {
             kind: Kind::DeadLetter,
+            subscription: w.plan.name.to_string(),
             attempt: meta.attempt,
             origin,
             reason: Some(reason.clone()),

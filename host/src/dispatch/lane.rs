@@ -99,9 +99,16 @@ impl Lane {
     ) {
         let mut todo = Vec::new();
         todo.push(range);
+        let mut bisecting = false;
         while let Some(range) = todo.pop() {
+            if bisecting {
+                // Each part on a fresh instance: what an earlier part left behind (memory,
+                // state) must not make a record look guilty.
+                self.handler = None;
+            }
             let (result, seek) = self.call(env, info, range.clone()).await;
-            if let Some(seq) = seek {
+            // A seek asked for by a call that then failed is not followed.
+            if let (Ok(_), Some(seq)) = (&result, seek) {
                 // Records at or after the seek target are read again; earlier answers of this
                 // call stand.
                 let at = Position::new(&seq, 0);
@@ -134,6 +141,7 @@ impl Lane {
                         let mid = range.start + range.len() / 2;
                         todo.push(mid..range.end);
                         todo.push(range.start..mid);
+                        bisecting = true;
                     } else {
                         env.metrics.failed(range.len());
                         for i in range {

@@ -67,9 +67,19 @@ pub(super) fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
         "publish",
         |cx: StoreContextMut<'_, HostState>, (stream, key, data): (String, String, Vec<u8>)| {
             let publisher = cx.data().ctx.publisher.clone();
+            // A publish counts against the call's timeout like guest code does.
+            let deadline = cx.data().deadline;
             Box::new(async move {
                 let result = match publisher {
-                    Some(p) => p.publish(&stream, &key, data).await,
+                    Some(p) => {
+                        tokio::time::timeout_at(deadline.into(), p.publish(&stream, &key, data))
+                            .await
+                            .unwrap_or_else(|_| {
+                                Err(format!(
+                                    "publish to `{stream}` did not finish within the call's timeout"
+                                ))
+                            })
+                    }
                     None => Err(format!(
                         "publish to `{stream}` refused: this handler may not publish"
                     )),
