@@ -114,10 +114,9 @@ impl Run<'_> {
             }
             done
         };
-        // Back in read order.
-        let mut answered: Vec<Option<(Record, Answer)>> = (0..metas.len()).map(|_| None).collect();
+        let mut done = done;
         let mut seek: Option<Position> = None;
-        for (k, mut lane) in done.into_iter().enumerate() {
+        for (k, lane) in done.iter_mut().enumerate() {
             self.handlers[k] = lane.handler.take();
             if let Some(at) = lane.seek.take() {
                 seek = Some(match seek {
@@ -125,34 +124,42 @@ impl Run<'_> {
                     _ => at,
                 });
             }
-            for ((i, record), answer) in
-                lane.indices.into_iter().zip(lane.records).zip(lane.answers)
-            {
-                answered[i] = Some((record, answer));
-            }
         }
         // Records before the seek target that no call answered (a lane stopped at its seek,
         // or was interrupted) are read again too: the seek moves back to the first of them.
         if let Some(at) = &seek
-            && let Some(first) = answered
+            && let Some(first) = done
                 .iter()
-                .flatten()
+                .flat_map(|l| l.records.iter().zip(&l.answers))
                 .filter(|(r, a)| matches!(a, Answer::Unanswered) && r.position() < *at)
                 .map(|(r, _)| r.position())
                 .min()
         {
             seek = Some(first);
         }
+        // Settle in read order.
         let mut error = None;
-        for (meta, slot) in metas.iter().zip(answered) {
-            let (record, answer) = slot.expect("every record was in a lane");
-            if seek.as_ref().is_some_and(|at| record.position() >= *at) {
-                continue; // read again after the seek
+        if n_lanes == 1 {
+            let lane = done.pop().expect("one lane");
+            for ((meta, record), answer) in metas.iter().zip(lane.records).zip(lane.answers) {
+                self.settle_one(record, meta, answer, seek.as_ref(), &mut error)
+                    .await;
             }
-            if let Answer::Failed(e) = &answer {
-                error = Some(e.to_string());
+        } else {
+            let mut answered: Vec<Option<(Record, Answer)>> =
+                (0..metas.len()).map(|_| None).collect();
+            for lane in done {
+                for ((i, record), answer) in
+                    lane.indices.into_iter().zip(lane.records).zip(lane.answers)
+                {
+                    answered[i] = Some((record, answer));
+                }
             }
-            self.settle(record, meta, answer).await;
+            for (meta, slot) in metas.iter().zip(answered) {
+                let (record, answer) = slot.expect("every record was in a lane");
+                self.settle_one(record, meta, answer, seek.as_ref(), &mut error)
+                    .await;
+            }
         }
         if let Some(at) = seek {
             tracing::info!(subscription = %w.plan.name, shard = %w.ctx.shard_id, sequence_number = %at, "the handler sought; reading again from there");
@@ -191,21 +198,47 @@ impl Run<'_> {
         }
     }
 
+    /// Settles one record of the batch, unless a seek sends the reader back over it (then it
+    /// is read again). Notes a failed call's error for the shard's status.
+    async fn settle_one(
+        &mut self,
+        record: Record,
+        meta: &Meta,
+        answer: Answer,
+        seek: Option<&Position>,
+        error: &mut Option<String>,
+    ) {
+        if seek.is_some_and(|at| record.position() >= *at) {
+            return;
+        }
+        match answer {
+            // The common case, without the retry machinery.
+            Answer::Outcome(o) if o.settles() => self.settled(&record, meta, o),
+            Answer::Failed(e) => {
+                *error = Some(e.to_string());
+                self.settle(record, meta, Answer::Failed(e)).await;
+            }
+            other => self.settle(record, meta, other).await,
+        }
+    }
+
+    fn settled(&mut self, record: &Record, meta: &Meta, o: Outcome) {
+        let w = self.worker;
+        self.tap(record, o);
+        self.tracker.settle(meta.ticket, o);
+        tracing::debug!(
+            subscription = %w.plan.name, shard = %w.ctx.shard_id,
+            sequence_number = %record.position(), partition_key = %record.partition_key,
+            handler = short_version(&self.version), attempt = meta.attempt, "{o}"
+        );
+    }
+
     /// Settles one record by its answer.
     async fn settle(&mut self, record: Record, meta: &Meta, answer: Answer) {
-        let w = self.worker;
         match answer {
             // Interrupted: it stays unsettled and is read again by whoever reads next.
             Answer::Unanswered => {}
-            Answer::Outcome(o) if o.settles() => {
-                self.tap(&record, o);
-                self.tracker.settle(meta.ticket, o);
-                tracing::debug!(
-                    subscription = %w.plan.name, shard = %w.ctx.shard_id,
-                    sequence_number = %record.position(), partition_key = %record.partition_key,
-                    handler = short_version(&self.version), attempt = meta.attempt, "{o}"
-                );
-            }
+            Answer::Outcome(o) if o.settles() => self.settled(&record, meta, o),
             Answer::Outcome(o) => self.retry(record, meta, o, None).await,
             Answer::Failed(e) if !e.may_be_a_record() => {
                 // The handler's fault (a bad answer, an instance that cannot start), not the
