@@ -151,6 +151,13 @@ impl Tracker {
                     self.slots.pop_front();
                     self.base += 1;
                 }
+                // Read again after a seek back, behind the checkpoint: a restart would never
+                // deliver it again, so it does not freeze the checkpoint either.
+                State::Held if matches!(&self.checkpoint, Some(Checkpoint::At(c)) if front.position <= *c) =>
+                {
+                    self.slots.pop_front();
+                    self.base += 1;
+                }
                 State::Held => {
                     self.blocked_at = Some(front.position.clone());
                     self.base += self.slots.len() as u64;
@@ -245,6 +252,13 @@ mod tests {
         t.settle(again, Outcome::Ack);
         assert_eq!(t.take_checkpoint(), None);
         assert_eq!(t.checkpoint(), at(11).as_ref());
+        // Held behind the checkpoint: it freezes nothing.
+        let behind = t.deliver(pos(6));
+        t.settle(behind, Outcome::Retry);
+        assert_eq!(t.blocked_at(), None);
+        let later = t.deliver(pos(12));
+        t.settle(later, Outcome::Ack);
+        assert_eq!(t.take_checkpoint(), at(12));
     }
 
     #[test]
