@@ -2,6 +2,7 @@
 //! lanes by partition key, the lanes run (side by side when there are several), then every
 //! record settled by its answer under the subscription's retry policy.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::lane::{Answer, Lane, LaneEnv};
@@ -61,12 +62,14 @@ impl Run<'_> {
             self.version = self.factory.version().into();
             // In-flight work of the old version is done (batches run one at a time).
             self.handlers.iter_mut().for_each(|h| *h = None);
+            self.env = None;
         }
         let n_lanes = self.handlers.len();
+        let per_lane = records.len().div_ceil(n_lanes);
         let mut lanes: Vec<Lane> = self
             .handlers
             .iter_mut()
-            .map(|h| Lane::new(h.take()))
+            .map(|h| Lane::new(h.take(), per_lane))
             .collect();
         let mut metas = Vec::with_capacity(records.len());
         for mut record in records {
@@ -87,9 +90,11 @@ impl Run<'_> {
             let lane = if n_lanes == 1 {
                 &mut lanes[0]
             } else {
-                &mut lanes[lane_of(&record.partition_key, n_lanes)]
+                let lane = &mut lanes[lane_of(&record.partition_key, n_lanes)];
+                // Where to put its answer back (one lane answers in read order already).
+                lane.indices.push(metas.len());
+                lane
             };
-            lane.indices.push(metas.len());
             lane.records.push(record);
             lane.attempts.push(attempt);
             metas.push(Meta {
@@ -98,15 +103,22 @@ impl Run<'_> {
                 origin,
             });
         }
-        let env = self.lane_env();
+        if self.env.is_none() {
+            self.env = Some(Arc::new(self.lane_env()));
+        }
+        let env = self.env.clone().expect("made above");
         let done: Vec<Lane> = if n_lanes == 1 {
             let lane = lanes.pop().expect("one lane");
-            vec![lane.run(env, info).await]
+            vec![lane.run(&env, &info).await]
         } else {
             // Lanes run side by side, on other threads too; each has its own instance.
+            let info = Arc::new(info);
             let running: Vec<_> = lanes
                 .into_iter()
-                .map(|lane| tokio::spawn(lane.run(env.clone(), info.clone())))
+                .map(|lane| {
+                    let (env, info) = (env.clone(), info.clone());
+                    tokio::spawn(async move { lane.run(&env, &info).await })
+                })
                 .collect();
             let mut done = Vec::with_capacity(running.len());
             for lane in running {

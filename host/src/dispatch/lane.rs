@@ -49,12 +49,13 @@ pub(super) struct Lane {
 }
 
 impl Lane {
-    pub fn new(handler: Option<Box<dyn Handler>>) -> Self {
+    /// An empty lane with room for about `records` records.
+    pub fn new(handler: Option<Box<dyn Handler>>, records: usize) -> Self {
         Lane {
             handler,
             indices: Vec::new(),
-            records: Vec::new(),
-            attempts: Vec::new(),
+            records: Vec::with_capacity(records),
+            attempts: Vec::with_capacity(records),
             answers: Vec::new(),
             seek: None,
         }
@@ -65,12 +66,12 @@ impl Lane {
     }
 
     /// Calls the handler over every record of the lane.
-    pub async fn run(mut self, env: LaneEnv, info: BatchInfo) -> Lane {
+    pub async fn run(mut self, env: &LaneEnv, info: &BatchInfo) -> Lane {
         let n = self.records.len();
         self.answers = vec![Answer::Unanswered; n];
         let mut start = 0;
         while start < n && self.seek.is_none() {
-            if start > 0 && Self::interrupted(&env) {
+            if start > 0 && Self::interrupted(env) {
                 break;
             }
             // A run of at most `call_batch` records with one attempt number.
@@ -79,11 +80,15 @@ impl Lane {
             while end < n && end - start < env.call_batch.max(1) && self.attempts[end] == attempt {
                 end += 1;
             }
-            let info = BatchInfo {
-                attempt,
-                ..info.clone()
-            };
-            self.call_isolating(&env, &info, start..end).await;
+            if attempt == info.attempt {
+                self.call_isolating(env, info, start..end).await;
+            } else {
+                let info = BatchInfo {
+                    attempt,
+                    ..info.clone()
+                };
+                self.call_isolating(env, &info, start..end).await;
+            }
             start = end;
         }
         self

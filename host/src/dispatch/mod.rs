@@ -167,6 +167,7 @@ impl ShardWorker {
             version: factory.version().into(),
             factory,
             handlers: (0..self.plan.lanes.max(1)).map(|_| None).collect(),
+            env: None,
             delayed: Vec::new(),
             seek_to: None,
             source: source.clone(),
@@ -206,6 +207,8 @@ struct Run<'w> {
     version: Arc<str>,
     /// A live instance of `factory` per lane, reused across calls until one fails.
     handlers: Vec<Option<Box<dyn Handler>>>,
+    /// What lanes share (made once per handler version).
+    env: Option<Arc<lane::LaneEnv>>,
     /// Retry-after copies waiting for their delay (under a cap).
     delayed: Vec<call::Delayed>,
     /// A handler sought here: the reader reopens at it after the batch.
