@@ -254,3 +254,63 @@ poll_interval = "20ms"
         "audit handles the original only; capped's copy on the shared stream is skipped"
     );
 }
+
+#[test]
+fn a_handler_fault_holds_the_batch_under_a_cap_and_uses_up_no_attempts() {
+    let dir = Scratch::new("retries-fault");
+    let lines: Vec<_> = (0..3)
+        .map(|i| support::text_record("k", &format!("r{i}")))
+        .collect();
+    dir.write("feed.ndjson", lines.join("\n"));
+    let config = format!(
+        r#"
+[kinesis]
+endpoint = "memory"
+
+[[subscription]]
+name = "faulty"
+stream = "s"
+handler = "{}"
+feed = "feed.ndjson"
+poll_interval = "20ms"
+max_attempts = 2
+dead_letter = "dead"
+"#,
+        guest("miscount").display()
+    );
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, &config, |h| h.on_outcome(seen.tap()));
+    host.wait_for("the batch answered", |_| seen.len() == 3);
+    std::thread::sleep(Duration::from_millis(300));
+    let (stream, dead) = host.block_on(async {
+        let read = |name: &'static str| {
+            let source = host.source.clone();
+            async move {
+                let mut r = source
+                    .open(
+                        name,
+                        "shardId-000000000000",
+                        &shardhost::source::StartPosition::TrimHorizon,
+                    )
+                    .await
+                    .unwrap();
+                r.read(100).await.unwrap().records.len()
+            }
+        };
+        (read("s").await, read("dead").await)
+    });
+    let board = host.stop();
+    assert!(seen.all().iter().all(|s| s.outcome == Outcome::Retry));
+    assert_eq!(seen.len(), 3, "answered once: no retry copies were handled");
+    assert_eq!(stream, 3, "no copy was published");
+    assert_eq!(dead, 0, "nothing was dead-lettered");
+    let status = &board.shards_of("faulty")[0].status;
+    assert_eq!(status.counts.held, 3);
+    assert!(
+        status
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("answered 2 outcomes for a batch of 3 records")),
+        "{status:?}"
+    );
+}

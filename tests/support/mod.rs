@@ -73,7 +73,7 @@ fn ensure_wasm_target() {
 }
 
 /// The path of a built guest component: an example (`ship`, `pick`) or a test fixture
-/// (`scripted`, `batchall`, `wrongworld`).
+/// (`scripted`, `batchall`, `wrongworld`, `always_ack`, `always_drop`, `miscount`).
 pub fn guest(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
