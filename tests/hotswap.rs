@@ -142,11 +142,8 @@ poll_interval = "20ms"
                 runs.push(&s.version);
             }
         }
-        assert_eq!(
-            runs.first(),
-            Some(&ack_v.as_str()),
-            "{shard} starts on the first version"
-        );
+        // (A shard may see its first records only after a swap or two, so its first version
+        // is not asserted.)
         assert!(
             runs.len() <= SWAPS + 1,
             "{shard} switched versions {} times for {SWAPS} swaps: it went back",
