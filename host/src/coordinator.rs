@@ -197,6 +197,21 @@ impl Coordinator {
                 continue;
             };
             let key = LeaseKey::new(&self.plan.stream, id);
+            // A row this instance asked for (lease_expiry = HANDOFF_REQUESTED) looks expired,
+            // but its holder may still be reading up to its next batch boundary: wait for it to
+            // release the row (for at most a ttl, in case it died meanwhile). Taking it now
+            // would read records the holder is handling.
+            if let Some(at) = requested.get(id)
+                && at.elapsed() < self.timings.ttl
+                && let Ok(Some(row)) = self.store.read(&key).await
+                && row.expiry_ms == HANDOFF_REQUESTED
+                && row.owner.as_deref().is_some_and(|o| o != &*self.owner)
+            {
+                // The holder notices at its next write (a renewal at the latest): look again then.
+                let at = now_ms() + self.timings.renew_every.as_millis() as u64;
+                *next_look = Some(next_look.map_or(at, |n: u64| n.min(at)));
+                continue;
+            }
             let lease = match self
                 .store
                 .acquire(&key, &self.owner, self.timings.ttl)
