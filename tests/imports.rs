@@ -5,7 +5,6 @@
 mod support;
 
 use shardhost::record::Outcome;
-use shardhost::source::StartPosition;
 use support::{Outcomes, Running, Scratch, guest, text_record};
 
 fn start(dir: &Scratch, records: &[&str], batch: usize) -> (Running, Outcomes) {
@@ -37,14 +36,7 @@ fn publish_reaches_listed_streams_and_is_refused_elsewhere() {
     let dir = Scratch::new("publish");
     let (host, seen) = start(&dir, &["publish:out:hello", "publish:s2:nope"], 10);
     host.wait_for("both answered", |_| seen.len() == 2);
-    let out = host.block_on(async {
-        let mut r = host
-            .source
-            .open("out", "shardId-000000000000", &StartPosition::TrimHorizon)
-            .await
-            .unwrap();
-        r.read(100).await.unwrap().records
-    });
+    let out = host.read_stream("out");
     host.stop();
     assert_eq!(out.len(), 1);
     assert_eq!(

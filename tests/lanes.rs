@@ -5,24 +5,14 @@
 mod support;
 
 use shardhost::record::Outcome;
-use shardhost::source::StartPosition;
 use support::{Outcomes, Running, Scratch, guest, text_record};
 
-/// Reads every record of a stream of the host's embedded source (one shard).
+/// Every record of a stream of the host's embedded source: (partition key, text).
 fn read_stream(host: &Running, stream: &str) -> Vec<(String, String)> {
-    host.block_on(async {
-        let mut reader = host
-            .source
-            .open(stream, "shardId-000000000000", &StartPosition::TrimHorizon)
-            .await
-            .unwrap();
-        let batch = reader.read(10_000).await.unwrap();
-        batch
-            .records
-            .into_iter()
-            .map(|r| (r.partition_key, String::from_utf8(r.data).unwrap()))
-            .collect()
-    })
+    host.read_stream(stream)
+        .into_iter()
+        .map(|r| (r.partition_key, String::from_utf8(r.data).unwrap()))
+        .collect()
 }
 
 #[test]

@@ -282,23 +282,7 @@ dead_letter = "dead"
     let host = Running::start_with(&dir, &config, |h| h.on_outcome(seen.tap()));
     host.wait_for("the batch answered", |_| seen.len() == 3);
     std::thread::sleep(Duration::from_millis(300));
-    let (stream, dead) = host.block_on(async {
-        let read = |name: &'static str| {
-            let source = host.source.clone();
-            async move {
-                let mut r = source
-                    .open(
-                        name,
-                        "shardId-000000000000",
-                        &shardhost::source::StartPosition::TrimHorizon,
-                    )
-                    .await
-                    .unwrap();
-                r.read(100).await.unwrap().records.len()
-            }
-        };
-        (read("s").await, read("dead").await)
-    });
+    let (stream, dead) = (host.read_stream("s").len(), host.read_stream("dead").len());
     let board = host.stop();
     assert!(seen.all().iter().all(|s| s.outcome == Outcome::Retry));
     assert_eq!(seen.len(), 3, "answered once: no retry copies were handled");

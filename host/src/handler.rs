@@ -176,6 +176,20 @@ impl HandlerSlot {
     /// Makes `handler` current; the one it replaces is kept for [`HandlerSlot::rollback`].
     pub fn swap(&self, handler: Arc<dyn HandlerFactory>) -> Swapped {
         let mut state = self.state.write().expect("handler slot poisoned");
+        self.replace(&mut state, handler)
+    }
+
+    /// Restores the handler that ran before the last swap (the current one becomes the one a
+    /// second rollback restores). `None` when nothing was swapped yet.
+    pub fn rollback(&self) -> Option<Swapped> {
+        let mut state = self.state.write().expect("handler slot poisoned");
+        let previous = state.previous.take()?;
+        Some(self.replace(&mut state, previous))
+    }
+
+    /// Makes `handler` current, keeps the replaced one as `previous`, and moves to the next
+    /// generation.
+    fn replace(&self, state: &mut SlotState, handler: Arc<dyn HandlerFactory>) -> Swapped {
         let old = std::mem::replace(&mut state.current, handler);
         let swapped = Swapped {
             old: old.version(),
@@ -185,21 +199,5 @@ impl HandlerSlot {
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         swapped
-    }
-
-    /// Restores the handler that ran before the last swap (the current one becomes the one a
-    /// second rollback restores). `None` when nothing was swapped yet.
-    pub fn rollback(&self) -> Option<Swapped> {
-        let mut state = self.state.write().expect("handler slot poisoned");
-        let previous = state.previous.take()?;
-        let old = std::mem::replace(&mut state.current, previous);
-        let swapped = Swapped {
-            old: old.version(),
-            new: state.current.version(),
-        };
-        state.previous = Some(old);
-        self.generation
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        Some(swapped)
     }
 }

@@ -213,6 +213,22 @@ impl Running {
             .unwrap();
     }
 
+    /// Every record of shard 0 of a stream of the host's embedded source, oldest first.
+    pub fn read_stream(&self, stream: &str) -> Vec<shardhost::record::Record> {
+        self.rt.block_on(async {
+            let mut reader = self
+                .source
+                .open(
+                    stream,
+                    "shardId-000000000000",
+                    &shardhost::source::StartPosition::TrimHorizon,
+                )
+                .await
+                .unwrap();
+            reader.read(10_000).await.unwrap().records
+        })
+    }
+
     /// Runs a future on the host's runtime.
     pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
         self.rt.block_on(f)

@@ -6,7 +6,7 @@ use clap::Args;
 use hyper::Method;
 
 use super::{AdminArgs, EXIT_CONFIG, EXIT_RUNTIME};
-use shardhost::admin::client::{AdminClient, refused};
+use shardhost::admin::client::refused;
 
 #[derive(Args, Debug)]
 pub struct DeployArgs {
@@ -26,12 +26,9 @@ pub struct DeployArgs {
 }
 
 pub fn deploy(args: &DeployArgs) -> u8 {
-    let client = match AdminClient::new(&args.admin.admin, args.admin.token.clone()) {
+    let client = match args.admin.client() {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return EXIT_CONFIG;
-        }
+        Err(code) => return code,
     };
     let name = &args.subscription;
     let (path, body) = match &args.file {

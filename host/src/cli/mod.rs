@@ -77,6 +77,16 @@ struct AdminArgs {
     token: Option<String>,
 }
 
+impl AdminArgs {
+    /// A client for the admin API, or the exit code of a bad `--admin` URL (after saying why).
+    fn client(&self) -> Result<shardhost::admin::client::AdminClient, u8> {
+        shardhost::admin::client::AdminClient::new(&self.admin, self.token.clone()).map_err(|e| {
+            eprintln!("{e}");
+            EXIT_CONFIG
+        })
+    }
+}
+
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose, cli.log_format);

@@ -4,8 +4,8 @@ use clap::Args;
 use hyper::Method;
 use shardhost::status::Report;
 
-use super::{AdminArgs, EXIT_CONFIG, EXIT_RUNTIME};
-use shardhost::admin::client::{AdminClient, refused};
+use super::{AdminArgs, EXIT_RUNTIME};
+use shardhost::admin::client::refused;
 
 #[derive(Args, Debug)]
 pub struct StatusArgs {
@@ -18,12 +18,9 @@ pub struct StatusArgs {
 }
 
 pub fn status(args: &StatusArgs) -> u8 {
-    let client = match AdminClient::new(&args.admin.admin, args.admin.token.clone()) {
+    let client = match args.admin.client() {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return EXIT_CONFIG;
-        }
+        Err(code) => return code,
     };
     super::block_on(async {
         let answer = match client.send(Method::GET, "/status", Vec::new()).await {

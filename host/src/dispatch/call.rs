@@ -318,7 +318,7 @@ impl Run<'_> {
     /// published, the record is held instead (nothing is lost).
     async fn publish_copy(&mut self, record: Record, ticket: Ticket, attempt: u32, origin: Origin) {
         let w = self.worker;
-        let policy = w.plan.retry.as_ref().expect("a retry policy");
+        let policy = w.plan.retry.clone().expect("a retry policy");
         let header = Header {
             kind: Kind::Retry,
             subscription: w.plan.name.to_string(),
@@ -327,30 +327,17 @@ impl Run<'_> {
             reason: None,
             handler_version: None,
         };
-        let data = envelope::wrap(&header, &record.data);
-        match self
-            .source
-            .put(&policy.retry_stream, &record.partition_key, data)
+        if let Some(seq) = self
+            .publish(&policy.retry_stream, &header, &record, ticket)
             .await
         {
-            Ok(seq) => {
-                self.tracker.settle(ticket, Outcome::Drop);
-                w.plan.metrics.retry_copy(&w.plan.name);
-                tracing::info!(
-                    subscription = %w.plan.name, shard = %w.ctx.shard_id,
-                    sequence_number = %record.position(), partition_key = %record.partition_key,
-                    retry_stream = %policy.retry_stream, copy = %seq,
-                    "retry: attempt {} of {} published", attempt + 1, policy.max_attempts
-                );
-            }
-            Err(e) => {
-                self.tracker.settle(ticket, Outcome::Retry);
-                tracing::error!(
-                    subscription = %w.plan.name, shard = %w.ctx.shard_id,
-                    sequence_number = %record.position(),
-                    "cannot publish the retry copy to `{}`: {e}; the record is held", policy.retry_stream
-                );
-            }
+            w.plan.metrics.retry_copy(&w.plan.name);
+            tracing::info!(
+                subscription = %w.plan.name, shard = %w.ctx.shard_id,
+                sequence_number = %record.position(), partition_key = %record.partition_key,
+                retry_stream = %policy.retry_stream, copy = %seq,
+                "retry: attempt {} of {} published", attempt + 1, policy.max_attempts
+            );
         }
     }
 
@@ -358,7 +345,7 @@ impl Run<'_> {
     /// settles it; if that fails, the record is held.
     async fn dead_letter(&mut self, record: Record, meta: &Meta, origin: Origin, reason: String) {
         let w = self.worker;
-        let policy = w.plan.retry.as_ref().expect("a retry policy");
+        let policy = w.plan.retry.clone().expect("a retry policy");
         let header = Header {
             kind: Kind::DeadLetter,
             subscription: w.plan.name.to_string(),
@@ -367,29 +354,44 @@ impl Run<'_> {
             reason: Some(reason.clone()),
             handler_version: Some(self.version.to_string()),
         };
-        let data = envelope::wrap(&header, &record.data);
-        match self
-            .source
-            .put(&policy.dead_letter, &record.partition_key, data)
+        if let Some(seq) = self
+            .publish(&policy.dead_letter, &header, &record, meta.ticket)
             .await
         {
+            w.plan.metrics.dead_letter(&w.plan.name);
+            tracing::warn!(
+                subscription = %w.plan.name, shard = %w.ctx.shard_id,
+                sequence_number = %record.position(), partition_key = %record.partition_key,
+                dead_letter = %policy.dead_letter, letter = %seq, attempts = meta.attempt,
+                "dead-lettered: {reason}"
+            );
+        }
+    }
+
+    /// Puts `record` wrapped under `header` into `stream` and settles it; when the put fails
+    /// (after the SDK's retries) the record is held instead. Answers the new sequence number.
+    async fn publish(
+        &mut self,
+        stream: &str,
+        header: &Header,
+        record: &Record,
+        ticket: Ticket,
+    ) -> Option<String> {
+        let w = self.worker;
+        let data = envelope::wrap(header, &record.data);
+        match self.source.put(stream, &record.partition_key, data).await {
             Ok(seq) => {
-                self.tracker.settle(meta.ticket, Outcome::Drop);
-                w.plan.metrics.dead_letter(&w.plan.name);
-                tracing::warn!(
-                    subscription = %w.plan.name, shard = %w.ctx.shard_id,
-                    sequence_number = %record.position(), partition_key = %record.partition_key,
-                    dead_letter = %policy.dead_letter, letter = %seq, attempts = meta.attempt,
-                    "dead-lettered: {reason}"
-                );
+                self.tracker.settle(ticket, Outcome::Drop);
+                Some(seq)
             }
             Err(e) => {
-                self.tracker.settle(meta.ticket, Outcome::Retry);
+                self.tracker.settle(ticket, Outcome::Retry);
                 tracing::error!(
                     subscription = %w.plan.name, shard = %w.ctx.shard_id,
                     sequence_number = %record.position(),
-                    "cannot publish to the dead-letter stream `{}`: {e}; the record is held", policy.dead_letter
+                    "cannot publish to `{stream}`: {e}; the record is held"
                 );
+                None
             }
         }
     }
