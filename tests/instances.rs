@@ -5,106 +5,14 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use support::dynamo::{Dynamo, n, s};
+use support::fleet::Instance;
 use support::kinesis::Kinesis;
 use support::{Scratch, dynamodb_endpoint, guest, kinesis_endpoint, unique};
-
-/// One host process; its JSON log goes to a file the test reads.
-struct Instance {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Instance {
-    fn start(dir: &Scratch, name: &str, config: &str) -> Instance {
-        let path = dir.write(&format!("{name}.toml"), config);
-        let log = dir.0.join(format!("{name}.log"));
-        let child = Command::new(env!("CARGO_BIN_EXE_shardhost"))
-            .args(["--log-format", "json", "run"])
-            .arg(&path)
-            .env("SHARDHOST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Instance { child, log }
-    }
-
-    fn lines(&self) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }
-
-    /// (shard, record text) of every record the handler logged, in order.
-    fn handled(&self) -> Vec<(String, String)> {
-        self.lines()
-            .into_iter()
-            .filter(|v| v["target"] == "shardhost::guest")
-            .map(|v| {
-                let f = &v["fields"];
-                (
-                    f["shard"].as_str().unwrap_or_default().to_owned(),
-                    f["message"].as_str().unwrap_or_default().to_owned(),
-                )
-            })
-            .collect()
-    }
-
-    /// When the first log line with this message was written.
-    fn first_time_of(&self, message: &str) -> Option<SystemTime> {
-        self.lines()
-            .into_iter()
-            .find(|v| v["fields"]["message"] == message)
-            .and_then(|v| {
-                humantime::parse_rfc3339_weak(v["timestamp"].as_str()?.trim_end_matches('Z')).ok()
-            })
-    }
-
-    fn logged(&self, needle: &str) -> bool {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .contains(needle)
-    }
-
-    fn wait_for(&self, what: &str, timeout: Duration, pred: impl Fn(&Instance) -> bool) {
-        let deadline = Instant::now() + timeout;
-        while !pred(self) {
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; log:\n{}",
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    fn interrupt(&mut self) -> Option<i32> {
-        Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        self.child.wait().unwrap().code()
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
 
 struct Stack {
     kinesis_endpoint: String,

@@ -156,7 +156,7 @@ fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize, call_batch: u
     }
     let elapsed = started.elapsed();
     stop.cancel();
-    rt.block_on(task).unwrap();
+    rt.block_on(task).unwrap().unwrap();
     n as f64 / elapsed.as_secs_f64()
 }
 

@@ -292,6 +292,10 @@ impl LeaseStore for Counting {
         self.count();
         self.inner.checkpoint(lease, checkpoint).await
     }
+    async fn mark_opened(&self, lease: &Lease, at_ms: u64) -> Result<Lease, LeaseError> {
+        self.count();
+        self.inner.mark_opened(lease, at_ms).await
+    }
     async fn read(&self, key: &LeaseKey) -> Result<Option<Lease>, LeaseError> {
         self.inner.read(key).await
     }

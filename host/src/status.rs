@@ -41,6 +41,16 @@ impl ShardCell {
 #[derive(Clone, Debug, Default)]
 pub struct StatusBoard {
     shards: Arc<RwLock<BTreeMap<(String, String), ShardCell>>>,
+    /// Subscriptions whose coordinator or a shard worker failed, with why: the host is unhealthy.
+    failures: Arc<Mutex<Vec<Failure>>>,
+}
+
+/// A task of the host that failed (a panic in a coordinator or shard worker).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Failure {
+    pub subscription: String,
+    pub shard: Option<String>,
+    pub reason: String,
 }
 
 impl StatusBoard {
@@ -72,6 +82,22 @@ impl StatusBoard {
             .collect()
     }
 
+    /// Records a failed task: from now on the host is unhealthy.
+    pub fn fail(&self, failure: Failure) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(failure);
+    }
+
+    /// Every failed task so far (empty while the host is healthy).
+    pub fn failures(&self) -> Vec<Failure> {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// Delivered, settled and held records across every shard of a subscription.
     pub fn totals(&self, subscription: &str) -> Counts {
         let shards = self.shards.read().expect("status poisoned");
@@ -94,6 +120,9 @@ pub struct Report {
     /// This instance's owner id in the lease table.
     pub owner: String,
     pub subscriptions: Vec<SubscriptionReport>,
+    /// Tasks that failed: a host with any is unhealthy (`/healthz` answers 503) and stops.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<Failure>,
 }
 
 /// One subscription: its handler and the shards this instance has read.

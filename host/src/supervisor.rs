@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admin::{AdminServer, AdminState, BindError};
 use crate::config::{Config, KinesisEndpoint, LeaseStoreKind, StartAt};
-use crate::coordinator::{Coordinator, LeaseSettings};
+use crate::coordinator::{Coordinator, LeaseSettings, TaskFailed, panic_message};
 use crate::deploy::Deployer;
 use crate::dispatch::{OutcomeTap, RetryPolicy, SubscriptionPlan};
 use crate::feed::{self, FeedError, FeedRecord};
@@ -21,7 +21,7 @@ use crate::publish::Publisher;
 use crate::source::kinesis::KinesisStreams;
 use crate::source::memory::MemoryStreams;
 use crate::source::{SourceError, StreamSource};
-use crate::status::StatusBoard;
+use crate::status::{Failure, StatusBoard};
 use crate::wasm::{LoadError, Runtime, short_version};
 
 /// Why a host could not start. Nothing has been started when this is returned.
@@ -48,6 +48,9 @@ pub enum StartError {
     Leases(crate::lease::LeaseError),
     #[error(transparent)]
     Admin(BindError),
+    /// A subscription's task failed while running; the host stopped.
+    #[error("the host stopped because a task failed: {0}")]
+    Failed(#[source] crate::coordinator::TaskFailed),
 }
 
 /// Everything a host needs, loaded and checked, with nothing running yet.
@@ -329,7 +332,11 @@ impl Host {
         if self.deployer.watches() {
             side.spawn(self.deployer.clone().watch(side_stop.clone()));
         }
+        // A failed subscription stops the whole host (gracefully), so that its supervisor
+        // restarts it: `stop` for the caller's stop, `stop_all` for both.
+        let stop_all = stop.child_token();
         let mut tasks = tokio::task::JoinSet::new();
+        let mut names = std::collections::HashMap::new();
         for s in &self.subscriptions {
             let coordinator = Coordinator {
                 plan: s.plan.clone(),
@@ -339,11 +346,36 @@ impl Host {
                 timings,
                 status: self.status.clone(),
             };
-            tasks.spawn(coordinator.run(stop.clone()));
+            let task = tasks.spawn(coordinator.run(stop_all.clone()));
+            names.insert(task.id(), s.plan.name.to_string());
         }
-        while tasks.join_next().await.is_some() {}
+        let mut failed = None;
+        while let Some(done) = tasks.join_next_with_id().await {
+            let failure = match done {
+                Ok((_, Ok(()))) => continue,
+                Ok((_, Err(failure))) => failure,
+                Err(e) => {
+                    let subscription = names.get(&e.id()).cloned().unwrap_or_default();
+                    let reason = format!("coordinator failed: {}", panic_message(e));
+                    tracing::error!(subscription, "{reason}; the host stops");
+                    let failure = Failure {
+                        subscription,
+                        shard: None,
+                        reason,
+                    };
+                    self.status.fail(failure.clone());
+                    TaskFailed(failure)
+                }
+            };
+            stop_all.cancel();
+            failed.get_or_insert(failure);
+        }
         side_stop.cancel();
         while side.join_next().await.is_some() {}
+        if let Some(failure) = failed {
+            tracing::error!("host stopped after a failure: {failure}");
+            return Err(StartError::Failed(failure));
+        }
         tracing::info!("host stopped: checkpoints written, leases released");
         Ok(())
     }

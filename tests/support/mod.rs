@@ -3,7 +3,9 @@
 #![allow(dead_code)]
 
 pub mod dynamo;
+pub mod fleet;
 pub mod kinesis;
+pub mod proxy;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,7 +2,7 @@
 //!
 //! | route                                  | answers                                         |
 //! |----------------------------------------|-------------------------------------------------|
-//! | `GET /healthz`                         | `ok` (never asks for the token: liveness probes) |
+//! | `GET /healthz`                         | `ok`, or 503 naming each failed task (never asks for the token: liveness probes) |
 //! | `GET /status`                          | a [`Report`] as JSON                             |
 //! | `GET /metrics`                         | OpenMetrics text                                 |
 //! | `PUT /subscriptions/{name}/handler`    | validates the body as a component and swaps it in; 200 with the old and new versions, 422 with the reason, 413 past `max_upload` |
@@ -99,6 +99,7 @@ impl AdminServer {
 }
 
 fn router(state: Arc<AdminState>, token: Option<String>, max_upload: usize) -> Router {
+    let health = state.status.clone();
     let guarded = Router::new()
         .route("/status", get(status))
         .route("/metrics", get(metrics))
@@ -113,8 +114,21 @@ fn router(state: Arc<AdminState>, token: Option<String>, max_upload: usize) -> R
         ))
         .with_state(state);
     Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(move || healthz(health.clone())))
         .merge(guarded)
+}
+
+/// `ok`, or 503 naming every failed task (a supervisor should restart the host).
+async fn healthz(status: crate::status::StatusBoard) -> Response {
+    let failures = status.failures();
+    if failures.is_empty() {
+        return "ok\n".into_response();
+    }
+    let mut body = String::from("unhealthy\n");
+    for f in failures {
+        body.push_str(&format!("{}\n", crate::coordinator::TaskFailed(f)));
+    }
+    (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
 }
 
 /// Answers 401 unless the request carries the token (when one is set). Runs before the body
@@ -177,6 +191,7 @@ pub fn report(state: &AdminState) -> Report {
                 }
             })
             .collect(),
+        failures: state.status.failures(),
     }
 }
 

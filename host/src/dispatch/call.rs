@@ -122,7 +122,13 @@ impl Run<'_> {
                 .collect();
             let mut done = Vec::with_capacity(running.len());
             for lane in running {
-                done.push(lane.await.expect("a lane does not panic"));
+                match lane.await {
+                    Ok(lane) => done.push(lane),
+                    // A bug in the host, not the handler (a guest's trap is an answer): the
+                    // worker fails as a whole and the coordinator reports it.
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(e) => panic!("a lane task was cancelled: {e}"),
+                }
             }
             done
         };

@@ -17,13 +17,18 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::StartAt;
 use crate::handler::{CallContext, Handler, HandlerFactory, HandlerSlot};
-use crate::lease::{Checkpoint, LeaseError, LeaseHandle};
+use crate::lease::{Checkpoint, LeaseError, LeaseHandle, now_ms};
 use crate::metrics::{Metrics, ShardMetrics};
 use crate::publish::Publisher;
 use crate::record::{BatchInfo, Outcome, Position, Record};
 use crate::settle::Tracker;
 use crate::source::{ShardReader, SourceError, StartPosition, StreamSource};
 use crate::status::{ShardCell, StatusBoard};
+
+/// A shard read before but never checkpointed is opened this long before the time its first
+/// reader opened it, so that a clock difference between this host and Kinesis loses nothing
+/// (what arrived in that margin is delivered again: the documented cost is duplicates).
+pub const OPENED_SLACK_MS: u64 = 30_000;
 
 /// One record's outcome, as a tap sees it.
 pub struct Settled<'a> {
@@ -139,7 +144,24 @@ impl ShardWorker {
             Some(Checkpoint::At(p)) => StartPosition::After(p.clone()),
             None if self.from_trim_horizon => StartPosition::TrimHorizon,
             None => match self.plan.start_at {
-                StartAt::Latest => StartPosition::Latest,
+                StartAt::Latest => match lease.opened_ms {
+                    Some(opened) => {
+                        let at = opened.saturating_sub(OPENED_SLACK_MS);
+                        tracing::info!(
+                            subscription = %self.plan.name, shard = %shard, opened_ms = opened,
+                            "rewinding shard to when a reader first opened it: it was read but has no checkpoint (start_at = latest would skip what arrived since)"
+                        );
+                        StartPosition::Timestamp(at)
+                    }
+                    None => {
+                        // Remember this opening before reading anything: whoever reads the shard
+                        // next without a checkpoint starts here, never at the tip.
+                        if let Err(e) = self.lease.mark_opened(now_ms()).await {
+                            return self.lease_error(e);
+                        }
+                        StartPosition::Latest
+                    }
+                },
                 StartAt::TrimHorizon => StartPosition::TrimHorizon,
                 StartAt::Timestamp(ms) => StartPosition::Timestamp(ms),
             },
@@ -183,6 +205,19 @@ impl ShardWorker {
         };
         self.status.update(|s| s.state = state.into());
         exit
+    }
+
+    fn lease_error(&self, e: LeaseError) -> WorkerExit {
+        match e {
+            LeaseError::Lost { .. } => {
+                tracing::warn!(subscription = %self.plan.name, shard = %self.ctx.shard_id, "lease lost: stopped reading at once, no checkpoint written");
+                WorkerExit::LeaseLost
+            }
+            other => {
+                tracing::error!(subscription = %self.plan.name, shard = %self.ctx.shard_id, error = %other, "cannot write to the lease store");
+                WorkerExit::Failed(other.to_string())
+            }
+        }
     }
 
     fn fail(&self, e: SourceError) -> WorkerExit {
@@ -261,6 +296,11 @@ impl Run<'_> {
                 // A lease lost while the handler ran: settle nothing more into the table.
                 if lost.is_cancelled() {
                     return self.lease_lost();
+                }
+                // Told to stop (or to hand over) while the handler ran: some records may be
+                // unanswered, so this batch ends here (never as a shard's end).
+                if w.stop.is_cancelled() || handoff.is_cancelled() {
+                    return self.finish().await;
                 }
             }
             self.flush_delayed().await;
@@ -357,19 +397,13 @@ impl Run<'_> {
     }
 
     fn lease_lost(&self) -> WorkerExit {
-        let w = self.worker;
-        tracing::warn!(subscription = %w.plan.name, shard = %w.ctx.shard_id, "lease lost: stopped reading at once, no checkpoint written");
-        WorkerExit::LeaseLost
+        self.lease_error(LeaseError::Lost {
+            key: crate::lease::LeaseKey::new(&self.worker.plan.stream, &self.worker.ctx.shard_id),
+            owner: String::new(),
+        })
     }
 
     fn lease_error(&self, e: LeaseError) -> WorkerExit {
-        match e {
-            LeaseError::Lost { .. } => self.lease_lost(),
-            other => {
-                let w = self.worker;
-                tracing::error!(subscription = %w.plan.name, shard = %w.ctx.shard_id, error = %other, "cannot write the checkpoint");
-                WorkerExit::Failed(other.to_string())
-            }
-        }
+        self.worker.lease_error(e)
     }
 }

@@ -12,6 +12,10 @@
 //! | `lease_counter` | N    | +1 on every write                                       |
 //! | `checkpoint`    | S    | a sequence number, `SEQ/SUB` in a KPL aggregate, or `SHARD_END` |
 //!
+//! shardhost adds two attributes of its own, which other readers of the table ignore:
+//! `opened_at` (N, when a reader first opened the shard while it had no checkpoint) and
+//! `handoff_to` (S, the owner a handoff was asked for; see [`LeaseState`](super::LeaseState)).
+//!
 //! Every write is a conditional UpdateItem: acquire on the row being free, expired or already the
 //! caller's; renew, checkpoint and release on the owner and counter the caller last saw. Rows keyed
 //! by a bare shard id are earlier-version rows, read only through `legacy_stream` (see `legacy`).
@@ -31,9 +35,9 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
-use super::{Checkpoint, HANDOFF_REQUESTED, Lease, LeaseError, LeaseKey, LeaseStore, now_ms};
+use super::{Checkpoint, Lease, LeaseError, LeaseKey, LeaseStore, now_ms};
 use legacy::Legacy;
-use row::{CHECKPOINT, COUNTER, EXPIRY, KEY, OWNER, n, s};
+use row::{CHECKPOINT, COUNTER, EXPIRY, HANDOFF_TO, KEY, OPENED, OWNER, n, s};
 
 /// A [`LeaseStore`] in a DynamoDB table (`[leases] store = "dynamodb"`).
 ///
@@ -62,9 +66,16 @@ struct Write<'a> {
     key: &'a LeaseKey,
 }
 
-/// The condition of acquire: the row is free, expired, or already the caller's.
-const TAKEABLE: &str = "(attribute_not_exists(lease_key) OR attribute_not_exists(lease_owner) \
-                        OR lease_owner = :me OR lease_expiry <= :now)";
+/// The condition of acquire ([`Lease::takeable_by`]): the row is free or expired, already the
+/// caller's, or released to the caller by a handoff.
+const TAKEABLE: &str = "(attribute_not_exists(lease_key) OR lease_owner = :me \
+                        OR lease_expiry <= :now \
+                        OR (attribute_not_exists(lease_owner) \
+                            AND (attribute_not_exists(handoff_to) OR handoff_to = :me)))";
+
+/// The condition of a handoff request: the row is as the requester read it, and nobody asked yet.
+const UNASKED: &str = "lease_owner = :me AND lease_counter = :seen \
+                       AND attribute_not_exists(handoff_to)";
 
 /// The condition of renew, checkpoint and release: the row is as the caller last saw it.
 const HELD: &str = "lease_owner = :me AND lease_counter = :seen";
@@ -189,7 +200,7 @@ impl DynamoLeaseStore {
         let mut values = vec![
             (":me", s(owner)),
             (":now", n(now)),
-            (":expiry", n(now + ttl.as_millis() as u64)),
+            (":expiry", n(expiry(now, ttl))),
             (":zero", n(0)),
             (":one", n(1)),
         ];
@@ -199,6 +210,7 @@ impl DynamoLeaseStore {
             values.push((":legacy", s(checkpoint.to_stored())));
             condition.push_str(&format!(" AND attribute_not_exists({CHECKPOINT})"));
         }
+        update.push_str(&format!(" REMOVE {HANDOFF_TO}"));
         self.write(Write {
             what: "acquire",
             update,
@@ -240,6 +252,19 @@ impl DynamoLeaseStore {
         lease: &Lease,
         what: &'static str,
         set: &str,
+        values: Vec<(&'static str, AttributeValue)>,
+    ) -> Result<Lease, LeaseError> {
+        let update = format!("{set}, {COUNTER} = {COUNTER} + :one");
+        self.conditional(lease, what, update, HELD, values).await
+    }
+
+    /// A write on a row as the caller last saw it (owner and counter in `condition`).
+    async fn conditional(
+        &self,
+        lease: &Lease,
+        what: &'static str,
+        update: String,
+        condition: &str,
         mut values: Vec<(&'static str, AttributeValue)>,
     ) -> Result<Lease, LeaseError> {
         let lost = || LeaseError::Lost {
@@ -247,15 +272,14 @@ impl DynamoLeaseStore {
             owner: lease.owner.clone().unwrap_or_default(),
         };
         let owner = lease.owner.as_deref().ok_or_else(lost)?;
-        values.extend([
-            (":me", s(owner)),
-            (":seen", n(lease.counter)),
-            (":one", n(1)),
-        ]);
+        values.extend([(":me", s(owner)), (":seen", n(lease.counter))]);
+        if update.contains(":one") {
+            values.push((":one", n(1)));
+        }
         let write = Write {
             what,
-            update: format!("{set}, {COUNTER} = {COUNTER} + :one"),
-            condition: HELD.to_owned(),
+            update,
+            condition: condition.to_owned(),
             values,
             key: &lease.key,
         };
@@ -306,6 +330,11 @@ impl DynamoLeaseStore {
     }
 }
 
+/// `now_ms` + `ttl`, saturating.
+fn expiry(now_ms: u64, ttl: Duration) -> u64 {
+    now_ms.saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
+}
+
 #[async_trait]
 impl LeaseStore for DynamoLeaseStore {
     async fn acquire(
@@ -328,7 +357,7 @@ impl LeaseStore for DynamoLeaseStore {
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LeaseError> {
-        let expiry = now_ms() + ttl.as_millis() as u64;
+        let expiry = expiry(now_ms(), ttl);
         let set = format!("SET {EXPIRY} = :expiry");
         self.guarded(lease, "renew", &set, vec![(":expiry", n(expiry))])
             .await
@@ -355,26 +384,22 @@ impl LeaseStore for DynamoLeaseStore {
             // What an acquire would start from; the table is left as it is.
             Some(Legacy::Adopt(checkpoint)) => Ok(Some(Lease {
                 checkpoint: Some(checkpoint),
-                ..row.unwrap_or_else(|| Lease {
-                    key: key.clone(),
-                    owner: None,
-                    expiry_ms: 0,
-                    counter: 0,
-                    checkpoint: None,
-                })
+                ..row.unwrap_or_else(|| Lease::new(key.clone()))
             })),
         }
     }
 
-    async fn request_handoff(&self, lease: &Lease) -> Result<bool, LeaseError> {
-        let set = format!("SET {EXPIRY} = :handoff");
+    async fn mark_opened(&self, lease: &Lease, at_ms: u64) -> Result<Lease, LeaseError> {
+        let set = format!("SET {OPENED} = if_not_exists({OPENED}, :opened)");
+        self.guarded(lease, "mark opened", &set, vec![(":opened", n(at_ms))])
+            .await
+    }
+
+    async fn request_handoff(&self, lease: &Lease, requester: &str) -> Result<bool, LeaseError> {
+        let update = format!("SET {HANDOFF_TO} = :to");
+        let values = vec![(":to", s(requester))];
         match self
-            .guarded(
-                lease,
-                "request handoff",
-                &set,
-                vec![(":handoff", n(HANDOFF_REQUESTED))],
-            )
+            .conditional(lease, "request handoff", update, UNASKED, values)
             .await
         {
             Ok(_) => Ok(true),
@@ -384,7 +409,15 @@ impl LeaseStore for DynamoLeaseStore {
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), LeaseError> {
-        let set = format!("REMOVE {OWNER} SET {EXPIRY} = :zero");
+        if lease.handoff_to.is_some() {
+            // Reserved for the requester until the expiry the holder had.
+            let set = format!("SET {COUNTER} = {COUNTER} + :one REMOVE {OWNER}");
+            return self
+                .conditional(lease, "release", set, HELD, Vec::new())
+                .await
+                .map(drop);
+        }
+        let set = format!("REMOVE {OWNER}, {HANDOFF_TO} SET {EXPIRY} = :zero");
         self.guarded(lease, "release", &set, vec![(":zero", n(0))])
             .await
             .map(drop)

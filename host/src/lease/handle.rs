@@ -1,36 +1,61 @@
-//! A held lease, shared by the shard's reader (checkpoints) and the coordinator (renewals).
+//! A held lease, shared by the shard's reader (checkpoints) and its keep-alive (renewals).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use super::{Checkpoint, HANDOFF_REQUESTED, Lease, LeaseError, LeaseStore};
+use super::{Checkpoint, Lease, LeaseError, LeaseStore};
 
 enum Write<'a> {
     Checkpoint(&'a Checkpoint),
     Renew(Duration),
+    Opened(u64),
 }
 
 /// One lease this process holds. Writes go through one lock, so the reader's checkpoints and the
-/// coordinator's renewals never race each other on the row's counter. When any write finds the
-/// lease lost, [`LeaseHandle::lost`] fires: the reader stops at once and writes nothing more.
+/// renewals never race each other on the row's counter. When any write finds the lease lost, or
+/// the lease may have expired before a renewal answered, [`LeaseHandle::lost`] fires: the reader
+/// stops at once and writes nothing more.
 pub struct LeaseHandle {
     store: Arc<dyn LeaseStore>,
     lease: Mutex<Lease>,
+    ttl: Duration,
+    /// Until when this process may act on the lease: when the last successful renewal (or the
+    /// acquire) was sent, plus the ttl, less a safety margin for other instances' clocks.
+    valid_until: std::sync::Mutex<Instant>,
     lost: CancellationToken,
+    /// Fired by [`LeaseHandle::release`] (which fires `lost` too).
+    released: CancellationToken,
     handoff: CancellationToken,
 }
 
+/// How a [`LeaseHandle::keep_alive`] ended.
+#[derive(Debug)]
+pub enum KeepAlive {
+    /// The lease was released or found lost by another write.
+    Ended,
+    /// A renewal failed; the lease is fenced.
+    Failed(LeaseError),
+    /// No renewal answered before the lease could expire; the lease is fenced.
+    TimedOut,
+}
+
 impl LeaseHandle {
-    pub fn new(store: Arc<dyn LeaseStore>, lease: Lease) -> Self {
-        LeaseHandle {
+    /// A handle on `lease`, acquired with `ttl` by a request sent at `sent`.
+    pub fn new(store: Arc<dyn LeaseStore>, lease: Lease, ttl: Duration, sent: Instant) -> Self {
+        let handle = LeaseHandle {
             store,
             lease: Mutex::new(lease),
+            ttl,
+            valid_until: std::sync::Mutex::new(sent),
             lost: CancellationToken::new(),
+            released: CancellationToken::new(),
             handoff: CancellationToken::new(),
-        }
+        };
+        handle.renewed(sent);
+        handle
     }
 
     /// Fires when the lease is found lost.
@@ -54,28 +79,51 @@ impl LeaseHandle {
         self.lease.lock().await.clone()
     }
 
+    /// The safety margin kept before the lease's expiry: a fifth of the ttl.
+    fn margin(&self) -> Duration {
+        self.ttl / 5
+    }
+
+    fn renewed(&self, sent: Instant) {
+        let until = sent + self.ttl.saturating_sub(self.margin());
+        *self.valid_until.lock().unwrap_or_else(|e| e.into_inner()) = until;
+    }
+
+    fn valid_until(&self) -> Instant {
+        *self.valid_until.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     async fn write(&self, op: Write<'_>) -> Result<(), LeaseError> {
         let mut lease = self.lease.lock().await;
+        let lost = |lease: &Lease| LeaseError::Lost {
+            key: lease.key.clone(),
+            owner: lease.owner.clone().unwrap_or_default(),
+        };
         if self.lost.is_cancelled() {
-            return Err(LeaseError::Lost {
-                key: lease.key.clone(),
-                owner: lease.owner.clone().unwrap_or_default(),
-            });
+            return Err(lost(&lease));
         }
-        let mut result = self.send(&lease, &op).await;
-        if matches!(result, Err(LeaseError::Lost { .. }))
-            && let Ok(Some(row)) = self.store.read(&lease.key).await
-            && row.owner == lease.owner
-            && row.expiry_ms == HANDOFF_REQUESTED
-        {
-            // Still ours, but another instance asks for it: adopt the row, hand over gracefully.
-            tracing::info!(lease = %lease.key, "another instance asked for this shard; handing it over");
-            self.handoff.cancel();
-            *lease = row;
-            result = self.send(&lease, &op).await;
+        if Instant::now() >= self.valid_until() {
+            // Another instance may take the row any moment now: act as if it had.
+            self.lost.cancel();
+            return Err(lost(&lease));
         }
+        let sent = Instant::now();
+        let result = match op {
+            Write::Checkpoint(cp) => self.store.checkpoint(&lease, cp).await,
+            Write::Renew(ttl) => self.store.renew(&lease, ttl).await,
+            Write::Opened(at) => self.store.mark_opened(&lease, at).await,
+        };
         match result {
             Ok(written) => {
+                if matches!(op, Write::Renew(_)) {
+                    self.renewed(sent);
+                }
+                if let Some(to) = &written.handoff_to
+                    && !self.handoff.is_cancelled()
+                {
+                    tracing::info!(lease = %written.key, to = %to, "another instance asked for this shard; handing it over at the next batch boundary");
+                    self.handoff.cancel();
+                }
                 *lease = written;
                 Ok(())
             }
@@ -88,29 +136,55 @@ impl LeaseHandle {
         }
     }
 
-    async fn send(&self, lease: &Lease, op: &Write<'_>) -> Result<Lease, LeaseError> {
-        match op {
-            Write::Checkpoint(cp) => self.store.checkpoint(lease, cp).await,
-            Write::Renew(ttl) => self.store.renew(lease, *ttl).await,
-        }
-    }
-
     /// Writes a checkpoint; refused once the lease is lost.
     pub async fn checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), LeaseError> {
         self.write(Write::Checkpoint(checkpoint)).await
     }
 
-    /// Extends the lease.
-    pub async fn renew(&self, ttl: Duration) -> Result<(), LeaseError> {
-        self.write(Write::Renew(ttl)).await
+    /// Records that the shard was opened at `at_ms` with no checkpoint (see
+    /// [`LeaseStore::mark_opened`]).
+    pub async fn mark_opened(&self, at_ms: u64) -> Result<(), LeaseError> {
+        self.write(Write::Opened(at_ms)).await
     }
 
-    /// Gives the lease up; later writes are refused.
+    /// Extends the lease.
+    pub async fn renew(&self) -> Result<(), LeaseError> {
+        self.write(Write::Renew(self.ttl)).await
+    }
+
+    /// Renews the lease every `every` until it is released or lost. Nothing but the store's
+    /// answer can delay a renewal; when none answers before the lease could expire, or one
+    /// fails, the lease is fenced at once (the reader stops and writes nothing more).
+    pub async fn keep_alive(&self, every: Duration) -> KeepAlive {
+        loop {
+            tokio::select! {
+                _ = self.lost.cancelled() => return KeepAlive::Ended,
+                _ = tokio::time::sleep(every) => {}
+            }
+            let deadline = self.valid_until();
+            match tokio::time::timeout_at(deadline.into(), self.renew()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) if self.released.is_cancelled() => return KeepAlive::Ended,
+                Ok(Err(e)) => {
+                    self.fence();
+                    return KeepAlive::Failed(e);
+                }
+                Err(_) => {
+                    self.fence();
+                    return KeepAlive::TimedOut;
+                }
+            }
+        }
+    }
+
+    /// Gives the lease up; later writes are refused. When the holder was asked for the shard,
+    /// the row is reserved for the instance that asked.
     pub async fn release(&self) -> Result<(), LeaseError> {
         let lease = self.lease.lock().await;
         if self.lost.is_cancelled() {
             return Ok(());
         }
+        self.released.cancel();
         let result = self.store.release(&lease).await;
         self.lost.cancel();
         result

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{Checkpoint, HANDOFF_REQUESTED, Lease, LeaseError, LeaseKey, LeaseStore, now_ms};
+use super::{Checkpoint, Lease, LeaseError, LeaseKey, LeaseStore, now_ms};
 
 /// A [`LeaseStore`] in the memory of the process.
 ///
@@ -23,10 +23,20 @@ impl MemoryLeaseStore {
         Self::default()
     }
 
-    /// Applies `change` to the row if `lease` still matches it (owner and counter).
+    /// Applies `change` to the row if `lease` still matches it (owner and counter), and bumps
+    /// the counter.
     fn conditional(
         &self,
         lease: &Lease,
+        change: impl FnOnce(&mut Lease),
+    ) -> Result<Lease, LeaseError> {
+        self.conditional_with(lease, true, change)
+    }
+
+    fn conditional_with(
+        &self,
+        lease: &Lease,
+        bump: bool,
         change: impl FnOnce(&mut Lease),
     ) -> Result<Lease, LeaseError> {
         let mut rows = self.rows.lock().expect("lease rows poisoned");
@@ -39,13 +49,15 @@ impl MemoryLeaseStore {
             return Err(lost());
         }
         change(row);
-        row.counter += 1;
+        if bump {
+            row.counter += 1;
+        }
         Ok(row.clone())
     }
 }
 
 fn expiry(ttl: Duration) -> u64 {
-    now_ms() + ttl.as_millis() as u64
+    now_ms().saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[async_trait]
@@ -57,18 +69,15 @@ impl LeaseStore for MemoryLeaseStore {
         ttl: Duration,
     ) -> Result<Option<Lease>, LeaseError> {
         let mut rows = self.rows.lock().expect("lease rows poisoned");
-        let row = rows.entry(key.clone()).or_insert_with(|| Lease {
-            key: key.clone(),
-            owner: None,
-            expiry_ms: 0,
-            counter: 0,
-            checkpoint: None,
-        });
+        let row = rows
+            .entry(key.clone())
+            .or_insert_with(|| Lease::new(key.clone()));
         if !row.takeable_by(owner, now_ms()) {
             return Ok(None);
         }
         row.owner = Some(owner.to_owned());
         row.expiry_ms = expiry(ttl);
+        row.handoff_to = None;
         row.counter += 1;
         Ok(Some(row.clone()))
     }
@@ -85,6 +94,12 @@ impl LeaseStore for MemoryLeaseStore {
         self.conditional(lease, |row| row.checkpoint = Some(checkpoint.clone()))
     }
 
+    async fn mark_opened(&self, lease: &Lease, at_ms: u64) -> Result<Lease, LeaseError> {
+        self.conditional(lease, |row| {
+            row.opened_ms.get_or_insert(at_ms);
+        })
+    }
+
     async fn read(&self, key: &LeaseKey) -> Result<Option<Lease>, LeaseError> {
         Ok(self
             .rows
@@ -94,18 +109,28 @@ impl LeaseStore for MemoryLeaseStore {
             .cloned())
     }
 
-    async fn request_handoff(&self, lease: &Lease) -> Result<bool, LeaseError> {
-        match self.conditional(lease, |row| row.expiry_ms = HANDOFF_REQUESTED) {
-            Ok(_) => Ok(true),
+    async fn request_handoff(&self, lease: &Lease, requester: &str) -> Result<bool, LeaseError> {
+        let mut asked = false;
+        match self.conditional_with(lease, false, |row| {
+            if row.handoff_to.is_none() {
+                row.handoff_to = Some(requester.to_owned());
+                asked = true;
+            }
+        }) {
+            Ok(_) => Ok(asked),
             Err(LeaseError::Lost { .. }) => Ok(false),
             Err(e) => Err(e),
         }
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), LeaseError> {
+        let reserve = lease.handoff_to.is_some();
         self.conditional(lease, |row| {
             row.owner = None;
-            row.expiry_ms = 0;
+            if !reserve {
+                row.expiry_ms = 0;
+                row.handoff_to = None;
+            }
         })
         .map(drop)
     }

@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 
 pub use dynamo::DynamoLeaseStore;
-pub use handle::LeaseHandle;
+pub use handle::{KeepAlive, LeaseHandle};
 pub use memory::MemoryLeaseStore;
 
 use crate::record::Position;
@@ -95,19 +95,66 @@ pub struct Lease {
     pub owner: Option<String>,
     /// Milliseconds since the Unix epoch.
     pub expiry_ms: u64,
-    /// Bumped by every write; a write expects the value it last saw.
+    /// Bumped by every write of a holder; a write expects the value it last saw.
     pub counter: u64,
     pub checkpoint: Option<Checkpoint>,
+    /// When a reader first opened the shard while it had no checkpoint (ms since the Unix
+    /// epoch): a reader that finds no checkpoint but this mark opens there, never at the tip.
+    pub opened_ms: Option<u64>,
+    /// The owner another instance asked to hand this shard to (balancing). See [`LeaseState`].
+    pub handoff_to: Option<String>,
+}
+
+/// What a row means for whoever looks at it at a given time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseState<'a> {
+    /// Nobody holds it (never taken, released, or expired): anyone may take it.
+    Free,
+    /// `owner` holds it until it expires or releases it.
+    Held { owner: &'a str },
+    /// `owner` holds it and `to` asked for it: it stays `owner`'s (nobody else may take it)
+    /// until `owner` releases it at a batch boundary, or it expires.
+    HandoffRequested { owner: &'a str, to: &'a str },
+    /// Released on a handoff request: only `to` may take it until the lease's expiry.
+    Reserved { to: &'a str },
 }
 
 impl Lease {
-    /// Whether `owner` may take this lease now: nobody holds it, it has expired, or `owner`
-    /// already holds it (a restart under the same owner id regains it at once).
+    /// A row that has never been written.
+    pub fn new(key: LeaseKey) -> Lease {
+        Lease {
+            key,
+            owner: None,
+            expiry_ms: 0,
+            counter: 0,
+            checkpoint: None,
+            opened_ms: None,
+            handoff_to: None,
+        }
+    }
+
+    /// What the row means at `now_ms`.
+    pub fn state(&self, now_ms: u64) -> LeaseState<'_> {
+        if self.expiry_ms <= now_ms {
+            return LeaseState::Free;
+        }
+        match (self.owner.as_deref(), self.handoff_to.as_deref()) {
+            (Some(owner), None) => LeaseState::Held { owner },
+            (Some(owner), Some(to)) => LeaseState::HandoffRequested { owner, to },
+            (None, Some(to)) => LeaseState::Reserved { to },
+            (None, None) => LeaseState::Free,
+        }
+    }
+
+    /// Whether `owner` may take this lease now: it is free, `owner` already holds it (a restart
+    /// under the same owner id regains it at once), or it is reserved for `owner`.
     pub fn takeable_by(&self, owner: &str, now_ms: u64) -> bool {
-        match &self.owner {
-            None => true,
-            Some(o) if o == owner => true,
-            Some(_) => self.expiry_ms <= now_ms,
+        match self.state(now_ms) {
+            LeaseState::Free => true,
+            LeaseState::Held { owner: o } | LeaseState::HandoffRequested { owner: o, .. } => {
+                o == owner
+            }
+            LeaseState::Reserved { to } => to == owner,
         }
     }
 }
@@ -121,6 +168,11 @@ pub enum LeaseError {
     /// The store could not be reached or answered an error.
     #[error("lease store: {0}")]
     Store(String),
+    /// The row holds a value this host cannot use (a checkpoint that is not a sequence number,
+    /// an expiry far in the future, ...): the message names the row and the attribute. The
+    /// shard is not read until the row is fixed.
+    #[error("{0}")]
+    Malformed(String),
     /// This shard must not be taken: the message says why and what to do (e.g. an
     /// earlier-version row without `legacy_stream`).
     #[error("{0}")]
@@ -129,12 +181,16 @@ pub enum LeaseError {
 
 /// Where leases and checkpoints live. Implement it to keep them in another database.
 ///
-/// Each write is conditional: it succeeds only while the row still has the owner and counter of
-/// the `lease` passed in, and answers the row as written (with the counter bumped).
+/// Each write of a holder is conditional: it succeeds only while the row still has the owner
+/// and counter of the `lease` passed in, bumps the counter, and answers the whole row as written
+/// (including a handoff request another instance wrote since: that is how a holder learns of
+/// it). A write whose condition fails answers [`LeaseError::Lost`].
 #[async_trait]
 pub trait LeaseStore: Send + Sync + 'static {
-    /// Takes the lease for `owner` if it is free, expired, or already `owner`'s; answers `None`
-    /// when another owner holds it. The checkpoint is kept.
+    /// Takes the lease for `owner` if [`Lease::takeable_by`] says it may (free, expired,
+    /// already `owner`'s, or reserved for `owner`); answers `None` otherwise. The expiry becomes
+    /// now + `ttl`; a handoff request or reservation is cleared; the checkpoint and the opened
+    /// mark are kept.
     async fn acquire(
         &self,
         key: &LeaseKey,
@@ -142,32 +198,36 @@ pub trait LeaseStore: Send + Sync + 'static {
         ttl: Duration,
     ) -> Result<Option<Lease>, LeaseError>;
 
-    /// Extends a held lease.
+    /// Extends a held lease to now + `ttl`.
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LeaseError>;
 
     /// Writes the checkpoint of a held lease.
     async fn checkpoint(&self, lease: &Lease, checkpoint: &Checkpoint)
     -> Result<Lease, LeaseError>;
 
+    /// Records that a reader opened the held shard at `at_ms` (ms since the Unix epoch) while
+    /// it had no checkpoint; keeps an earlier mark if there is one ([`Lease::opened_ms`]).
+    async fn mark_opened(&self, lease: &Lease, at_ms: u64) -> Result<Lease, LeaseError>;
+
     /// Reads a row without changing it.
     async fn read(&self, key: &LeaseKey) -> Result<Option<Lease>, LeaseError>;
 
-    /// Gives a held lease up (the checkpoint stays), so another owner can take it at once.
+    /// Gives a held lease up; the checkpoint and the opened mark stay. When `lease` carries a
+    /// handoff request, the row is reserved for the requester until the lease's expiry
+    /// ([`LeaseState::Reserved`]); otherwise it is free at once.
     async fn release(&self, lease: &Lease) -> Result<(), LeaseError>;
 
-    /// Asks the holder of `lease` (as last read) to hand it over: sets `lease_expiry` to
-    /// [`HANDOFF_REQUESTED`] if the row is unchanged. The holder notices at its next write,
-    /// stops the shard at a batch boundary, writes its final checkpoint and releases. Answers
-    /// whether the request was written. Optional: a store without it (the default) turns
-    /// balancing off, and the five calls above are all a store needs.
-    async fn request_handoff(&self, _lease: &Lease) -> Result<bool, LeaseError> {
+    /// Asks the holder of `lease` (as last read) to hand it over to `requester`: writes
+    /// [`Lease::handoff_to`] if the row still has that owner and counter and carries no request
+    /// yet. Neither the expiry nor the counter change, so the row stays the holder's (nobody may
+    /// take it until the holder releases it or it expires) and the holder's next write succeeds
+    /// and answers the request. The holder then stops the shard at a batch boundary, writes its
+    /// final checkpoint and releases (reserving the row for `requester`). Answers whether the
+    /// request was written. Optional: a store without it (the default) turns balancing off.
+    async fn request_handoff(&self, _lease: &Lease, _requester: &str) -> Result<bool, LeaseError> {
         Ok(false)
     }
 }
-
-/// The `lease_expiry` of a lease whose holder is asked to hand it over (see
-/// [`LeaseStore::request_handoff`]). Any real expiry is far larger.
-pub const HANDOFF_REQUESTED: u64 = 1;
 
 /// Milliseconds since the Unix epoch, now.
 pub fn now_ms() -> u64 {
@@ -199,16 +259,54 @@ mod tests {
     #[test]
     fn a_lease_is_takeable_when_free_expired_or_already_ours() {
         let mut lease = Lease {
-            key: LeaseKey::new("s", "shard-1"),
             owner: Some("a".into()),
             expiry_ms: 1_000,
             counter: 3,
-            checkpoint: None,
+            ..Lease::new(LeaseKey::new("s", "shard-1"))
         };
         assert!(lease.takeable_by("a", 500));
         assert!(!lease.takeable_by("b", 500));
         assert!(lease.takeable_by("b", 1_000));
         lease.owner = None;
         assert!(lease.takeable_by("b", 0));
+    }
+
+    #[test]
+    fn a_shard_asked_for_stays_its_holders_and_is_then_reserved_for_the_asker() {
+        let lease = Lease {
+            owner: Some("a".into()),
+            expiry_ms: 1_000,
+            handoff_to: Some("b".into()),
+            ..Lease::new(LeaseKey::new("s", "shard-1"))
+        };
+        assert_eq!(
+            lease.state(500),
+            LeaseState::HandoffRequested {
+                owner: "a",
+                to: "b"
+            }
+        );
+        assert!(lease.takeable_by("a", 500));
+        assert!(
+            !lease.takeable_by("b", 500),
+            "the asker waits for the release"
+        );
+        assert!(
+            !lease.takeable_by("c", 500),
+            "a third instance never takes it"
+        );
+        let released = Lease {
+            owner: None,
+            ..lease.clone()
+        };
+        assert_eq!(released.state(500), LeaseState::Reserved { to: "b" });
+        assert!(released.takeable_by("b", 500));
+        assert!(!released.takeable_by("c", 500));
+        assert!(!released.takeable_by("a", 500));
+        assert!(
+            released.takeable_by("c", 1_000),
+            "a reservation ends with the expiry"
+        );
+        assert!(lease.takeable_by("c", 1_000), "so does a request");
     }
 }

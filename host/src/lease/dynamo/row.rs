@@ -16,6 +16,16 @@ pub(super) const EXPIRY: &str = "lease_expiry";
 pub(super) const COUNTER: &str = "lease_counter";
 /// The shard's checkpoint (S): `SEQ`, `SEQ/SUB` or `SHARD_END`.
 pub(super) const CHECKPOINT: &str = "checkpoint";
+/// shardhost's own (N, ms since the Unix epoch): when a reader first opened the shard while it
+/// had no checkpoint. Other readers of the table ignore it.
+pub(super) const OPENED: &str = "opened_at";
+/// shardhost's own (S): the owner another instance asked the holder to hand the shard to; on a
+/// row without `lease_owner`, the one owner that may take it until `lease_expiry`.
+pub(super) const HANDOFF_TO: &str = "handoff_to";
+
+/// How far ahead of this host's clock a `lease_expiry` may lie before the row is malformed: a
+/// lease lasts at most its ttl (an hour at most), so a day covers any clock skew.
+const MAX_EXPIRY_AHEAD_MS: u64 = 24 * 3_600_000;
 
 /// One item as the SDK answers it.
 pub(super) type Item = HashMap<String, AttributeValue>;
@@ -39,12 +49,24 @@ pub(super) fn lease(table: &str, key: &LeaseKey, item: &Item) -> Result<Lease, L
             "lease table `{table}`: the row answered for `{name}` has {KEY} {stored:?}"
         )));
     }
+    let expiry_ms = number(table, &name, item, EXPIRY)?.unwrap_or(0);
+    if expiry_ms > crate::lease::now_ms().saturating_add(MAX_EXPIRY_AHEAD_MS) {
+        return Err(malformed(
+            table,
+            &name,
+            EXPIRY,
+            "a time at most a day ahead of this host's clock (ms since the Unix epoch)",
+            &format!("N({expiry_ms:?})"),
+        ));
+    }
     Ok(Lease {
         key: key.clone(),
         owner: string(table, &name, item, OWNER)?,
-        expiry_ms: number(table, &name, item, EXPIRY)?.unwrap_or(0),
+        expiry_ms,
         counter: number(table, &name, item, COUNTER)?.unwrap_or(0),
         checkpoint: checkpoint(table, &name, item)?,
+        opened_ms: number(table, &name, item, OPENED)?,
+        handoff_to: string(table, &name, item, HANDOFF_TO)?,
     })
 }
 
@@ -95,7 +117,7 @@ fn number(table: &str, row: &str, item: &Item, attr: &str) -> Result<Option<u64>
 }
 
 fn malformed(table: &str, row: &str, attr: &str, expected: &str, found: &str) -> LeaseError {
-    LeaseError::Store(format!(
+    LeaseError::Malformed(format!(
         "lease table `{table}`: row `{row}` has a malformed `{attr}`: expected {expected}, found {found}"
     ))
 }

@@ -1,0 +1,100 @@
+//! A TCP proxy on 127.0.0.1 that holds every chunk a client sends for a set delay before passing
+//! it on: a slow network path to one emulator, for one process.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Forwards to `target`; stops when dropped.
+pub struct DelayProxy {
+    pub addr: SocketAddr,
+    delay_ms: Arc<AtomicU64>,
+    rt: tokio::runtime::Runtime,
+}
+
+impl DelayProxy {
+    /// Listens on a free loopback port and forwards to `target` (`http://127.0.0.1:PORT`).
+    pub fn start(target: &str) -> DelayProxy {
+        let target: SocketAddr = target
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .parse()
+            .expect("an http://IP:PORT endpoint");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = rt
+            .block_on(TcpListener::bind("127.0.0.1:0"))
+            .expect("a free loopback port");
+        let addr = listener.local_addr().unwrap();
+        let delay_ms = Arc::new(AtomicU64::new(0));
+        let delay = delay_ms.clone();
+        rt.spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let delay = delay.clone();
+                tokio::spawn(async move {
+                    if let Ok(server) = TcpStream::connect(target).await {
+                        pipe(client, server, delay).await;
+                    }
+                });
+            }
+        });
+        DelayProxy { addr, delay_ms, rt }
+    }
+
+    /// The endpoint to give a process.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// From now on every chunk a client sends waits this long.
+    pub fn set_delay(&self, delay: Duration) {
+        self.delay_ms
+            .store(delay.as_millis() as u64, Ordering::Relaxed);
+    }
+}
+
+impl Drop for DelayProxy {
+    fn drop(&mut self) {
+        let rt = std::mem::replace(
+            &mut self.rt,
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap(),
+        );
+        rt.shutdown_background();
+    }
+}
+
+async fn pipe(client: TcpStream, server: TcpStream, delay: Arc<AtomicU64>) {
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let upstream = async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match client_read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let ms = delay.load(Ordering::Relaxed);
+            if ms > 0 {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            if server_write.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+        let _ = server_write.shutdown().await;
+    };
+    let downstream = async move {
+        let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+        let _ = client_write.shutdown().await;
+    };
+    tokio::join!(upstream, downstream);
+}
