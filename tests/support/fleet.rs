@@ -130,6 +130,22 @@ pub fn signal(pid: u32, name: &str) {
     assert!(status.success(), "kill -{name} {pid}");
 }
 
+/// A paused process (`kill -STOP`), resumed when dropped.
+pub struct Paused(pub u32);
+
+impl Paused {
+    pub fn new(pid: u32) -> Paused {
+        signal(pid, "STOP");
+        Paused(pid)
+    }
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        signal(self.0, "CONT");
+    }
+}
+
 /// Waits up to `timeout` for `pred`, polling.
 pub fn wait_until(what: &str, timeout: Duration, mut pred: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;

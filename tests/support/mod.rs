@@ -277,6 +277,20 @@ pub fn kinesis_clock_endpoint() -> Option<(String, u32)> {
     Some((endpoint, pid))
 }
 
+/// The kinesis-mock that outage tests may pause, and the pid of its process (one test at a time).
+pub fn kinesis_fault_endpoint() -> Option<(String, u32)> {
+    let endpoint = emulator("KINESIS_FAULT_TEST_ENDPOINT")?;
+    let pid = emulator("KINESIS_FAULT_TEST_PID")?.parse().expect("a pid");
+    Some((endpoint, pid))
+}
+
+/// The dynalite that outage tests may pause, and the pid of its process (one test at a time).
+pub fn dynamodb_fault_endpoint() -> Option<(String, u32)> {
+    let endpoint = emulator("DYNAMODB_FAULT_TEST_ENDPOINT")?;
+    let pid = emulator("DYNAMODB_FAULT_TEST_PID")?.parse().expect("a pid");
+    Some((endpoint, pid))
+}
+
 /// The dynalite endpoint that `tests/stack` started (same rules).
 pub fn dynamodb_endpoint() -> Option<String> {
     emulator("DYNAMODB_TEST_ENDPOINT")

@@ -229,6 +229,18 @@ impl ShardWorker {
     }
 }
 
+/// The longest wait between failed reads of a shard.
+const MAX_READ_BACKOFF: Duration = Duration::from_secs(10);
+
+/// The wait after the `failures`th failed read in a row: the poll interval (at least 100 ms),
+/// doubling with each failure, up to [`MAX_READ_BACKOFF`].
+fn read_backoff(poll_interval: Duration, failures: u32) -> Duration {
+    let first = poll_interval.max(Duration::from_millis(100));
+    first
+        .saturating_mul(1 << failures.saturating_sub(1).min(16))
+        .min(MAX_READ_BACKOFF)
+}
+
 struct Run<'w> {
     tracker: Tracker,
     /// A moved checkpoint not written yet (coalescing).
@@ -262,6 +274,8 @@ impl Run<'_> {
         let w = self.worker;
         let lost = w.lease.lost().clone();
         let handoff = w.lease.handoff().clone();
+        // Reads failed in a row (the stream service is down or throttles): waits grow.
+        let mut failures = 0u32;
         loop {
             let read = tokio::select! {
                 biased;
@@ -271,11 +285,22 @@ impl Run<'_> {
                 read = reader.read(w.plan.batch) => read,
             };
             let batch = match read {
-                Ok(b) => b,
+                Ok(b) => {
+                    if failures > 0 {
+                        tracing::info!(subscription = %w.plan.name, shard = %w.ctx.shard_id, failures, "reading again after failed reads");
+                        failures = 0;
+                    }
+                    b
+                }
                 Err(e) => {
-                    tracing::warn!(subscription = %w.plan.name, shard = %w.ctx.shard_id, error = %e, "read failed; trying again");
+                    failures += 1;
+                    let wait = read_backoff(w.plan.poll_interval, failures);
+                    // The first failure and then one in ten: an outage does not flood the log.
+                    if failures % 10 == 1 {
+                        tracing::warn!(subscription = %w.plan.name, shard = %w.ctx.shard_id, error = %e, failures, "read failed; trying again in {wait:?}");
+                    }
                     w.status.update(|s| s.last_error = Some(e.to_string()));
-                    if Self::pause(w, &lost).await {
+                    if Self::pause(w, &lost, wait).await {
                         return self.finish().await;
                     }
                     continue;
@@ -359,12 +384,13 @@ impl Run<'_> {
         }
     }
 
-    /// Waits a poll interval after a failed read; answers whether to stop.
-    async fn pause(w: &ShardWorker, lost: &CancellationToken) -> bool {
+    /// Waits after a failed read; answers whether to stop.
+    async fn pause(w: &ShardWorker, lost: &CancellationToken, wait: Duration) -> bool {
         tokio::select! {
             _ = lost.cancelled() => true,
             _ = w.stop.cancelled() => true,
-            _ = tokio::time::sleep(w.plan.poll_interval.max(Duration::from_millis(100))) => false,
+            _ = w.lease.handoff().cancelled() => true,
+            _ = tokio::time::sleep(wait) => false,
         }
     }
 
@@ -405,5 +431,22 @@ impl Run<'_> {
 
     fn lease_error(&self, e: LeaseError) -> WorkerExit {
         self.worker.lease_error(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_reads_back_off_doubling_up_to_a_cap() {
+        let poll = Duration::from_millis(200);
+        let waits: Vec<_> = (1..=8).map(|n| read_backoff(poll, n)).collect();
+        assert_eq!(waits[0], poll);
+        assert_eq!(waits[1], poll * 2);
+        assert_eq!(waits[2], poll * 4);
+        assert_eq!(waits[7], MAX_READ_BACKOFF);
+        assert_eq!(read_backoff(Duration::ZERO, 1), Duration::from_millis(100));
+        assert_eq!(read_backoff(poll, u32::MAX), MAX_READ_BACKOFF);
     }
 }
