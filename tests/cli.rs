@@ -273,6 +273,26 @@ fn limits_that_do_not_parse_are_refused() {
 }
 
 #[test]
+fn durations_past_their_bounds_are_refused_before_anything_starts() {
+    let dir = Scratch::new("huge");
+    let body = "[leases]\nttl = \"1000000000h\"\n\n".to_owned()
+        + &good_config(&guest("ship"))
+        + "[subscription.limits]\ntimeout = \"100000h\"\n";
+    let path = config_in(&dir, &body);
+    assert_refused(
+        &path,
+        &[
+            "shardhost.toml:2",
+            "leases.ttl",
+            "at most 1h",
+            "shardhost.toml:12",
+            "limits.timeout",
+            "at most 15m",
+        ],
+    );
+}
+
+#[test]
 fn run_shows_outcomes_and_checkpoints_then_stops_cleanly_on_sigint() {
     let dir = Scratch::new("run");
     std::fs::copy(shipments(), dir.0.join("shipments.ndjson")).unwrap();

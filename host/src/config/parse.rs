@@ -215,7 +215,7 @@ fn leases(w: &mut Walker<'_>, root: &Section<'_, '_>) -> LeaseConfig {
     leases.renew_every = renew_every.unwrap_or(leases.renew_every);
     leases.list_every = list_every.unwrap_or(leases.list_every);
     if let Some(every) = sec.get("checkpoint_every")
-        && let Some(d) = w.duration(&every)
+        && let Some(d) = w.duration(&every, MAX_INTERVAL)
     {
         leases.checkpoint_every = d;
     }
@@ -225,6 +225,13 @@ fn leases(w: &mut Walker<'_>, root: &Section<'_, '_>) -> LeaseConfig {
     leases
 }
 
+/// The longest `ttl`, `renew_every`, `list_every`, `checkpoint_every` and `poll_interval`: a
+/// bound that keeps every deadline the host computes from them far from overflowing.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(3_600);
+
+/// The longest `limits.timeout` of a handler call.
+pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
 /// A duration that defaults when absent; `None` when present but invalid (already reported).
 fn duration_or(
     w: &mut Walker<'_>,
@@ -233,7 +240,7 @@ fn duration_or(
     default: Duration,
 ) -> Option<Duration> {
     match sec.get(name) {
-        Some(f) => w.duration(&f),
+        Some(f) => w.duration(&f, MAX_INTERVAL),
         None => Some(default),
     }
 }
@@ -370,7 +377,7 @@ fn subscription(
     let batch = int(w, "batch", 1, 10_000).map_or(100, |n| n as usize);
     let poll_interval = sec
         .get("poll_interval")
-        .and_then(|f| w.duration(&f))
+        .and_then(|f| w.duration(&f, MAX_INTERVAL))
         .unwrap_or(Duration::from_millis(200));
     let watch = sec
         .get("watch")
@@ -480,7 +487,10 @@ fn limits(w: &mut Walker<'_>, sec: &Section<'_, '_>) -> Limits {
             );
         }
     }
-    if let Some(timeout) = sec.get("timeout").and_then(|f| w.duration(&f)) {
+    if let Some(timeout) = sec
+        .get("timeout")
+        .and_then(|f| w.duration(&f, MAX_CALL_TIMEOUT))
+    {
         limits.timeout = timeout;
     }
     if let Some(f) = sec.get("fuel") {

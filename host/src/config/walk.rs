@@ -274,8 +274,8 @@ impl<'a> Walker<'a> {
         }
     }
 
-    /// A duration string longer than zero.
-    pub(super) fn duration(&mut self, field: &Field<'_, '_>) -> Option<Duration> {
+    /// A duration string longer than zero and at most `max`.
+    pub(super) fn duration(&mut self, field: &Field<'_, '_>, max: Duration) -> Option<Duration> {
         let parsed = match field.value {
             DeValue::String(s) => parse_duration(s),
             DeValue::Integer(i) => Err(format!(
@@ -290,6 +290,15 @@ impl<'a> Walker<'a> {
         match parsed {
             Ok(d) if d.is_zero() => {
                 let message = format!("`{}` must be longer than zero", field.name);
+                self.report_at(field, message);
+                None
+            }
+            Ok(d) if d > max => {
+                let message = format!(
+                    "`{}` must be at most {}",
+                    field.name,
+                    humantime::format_duration(max)
+                );
                 self.report_at(field, message);
                 None
             }
