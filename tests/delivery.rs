@@ -574,12 +574,15 @@ fn retry_copy(subscription: &str, stream: &str, data: &str) -> Vec<u8> {
         reason: None,
         handler_version: None,
     };
-    shardhost::envelope::wrap(&header, data.as_bytes())
+    let key = shardhost::envelope::EnvelopeKey::from_secret(RETRY_KEY);
+    shardhost::envelope::wrap(&key, &header, data.as_bytes())
 }
 
-/// The config line that gives the fleet its envelope key (none needed yet).
-fn retry_key_line() -> &'static str {
-    ""
+const RETRY_KEY: &str = "delivery-test-secret";
+
+/// The config line that gives the fleet its envelope key.
+fn retry_key_line() -> String {
+    format!("\n[host]\nretry_key = \"{RETRY_KEY}\"\n")
 }
 
 /// Asks the holder of `row` to hand it over to an instance named `elsewhere`.

@@ -12,9 +12,19 @@ use shardhost::record::Outcome;
 use support::kinesis::Kinesis;
 use support::{Outcomes, Running, Scratch, guest, kinesis_endpoint, unique};
 
+/// The fleet secret of these tests' hosts.
+const SECRET: &str = "retries-test-secret";
+
+fn fleet_key() -> envelope::EnvelopeKey {
+    envelope::EnvelopeKey::from_secret(SECRET)
+}
+
 fn config(ep: &str, stream: &str, extra: &str) -> String {
     format!(
         r#"
+[host]
+retry_key = "{SECRET}"
+
 [kinesis]
 endpoint = "{ep}"
 test_credentials = true
@@ -85,7 +95,7 @@ fn retry_under_a_cap_publishes_copies_then_dead_letters_the_record() {
         .read_all(&stream)
         .into_iter()
         .filter_map(|(_, _, data)| {
-            let (h, original) = envelope::unwrap(&data)?;
+            let (h, original) = envelope::unwrap(&fleet_key(), &data).ok()??;
             assert_eq!(h.kind, Kind::Retry);
             Some((String::from_utf8(original.to_vec()).unwrap(), h.attempt))
         })
@@ -104,7 +114,9 @@ fn retry_under_a_cap_publishes_copies_then_dead_letters_the_record() {
     assert_eq!(dead.len(), 1);
     let (key, _, data) = &dead[0];
     assert_eq!(key, "k1");
-    let (h, original) = envelope::unwrap(data).expect("a dead letter is enveloped");
+    let (h, original) = envelope::unwrap(&fleet_key(), data)
+        .unwrap()
+        .expect("a dead letter is enveloped");
     assert_eq!(h.kind, Kind::DeadLetter);
     assert_eq!(original, b"retry");
     assert_eq!(h.attempt, 3);
@@ -140,7 +152,7 @@ fn a_trapping_record_under_a_cap_is_dead_lettered_with_the_trap() {
     host.stop();
     let dead = k.read_all(&format!("{stream}-dead"));
     assert_eq!(dead.len(), 1);
-    let (h, original) = envelope::unwrap(&dead[0].2).unwrap();
+    let (h, original) = envelope::unwrap(&fleet_key(), &dead[0].2).unwrap().unwrap();
     assert_eq!(original, b"panic");
     let reason = h.reason.unwrap();
     assert!(
@@ -193,7 +205,7 @@ fn retry_after_waits_its_delay_and_a_stop_before_it_delivers_the_record_again() 
     assert!(
         k.read_all(&stream2)
             .iter()
-            .all(|(_, _, d)| envelope::unwrap(d).is_none()),
+            .all(|(_, _, d)| !d.starts_with(b"\0shardhost/")),
         "no copy was published before the delay"
     );
 }
@@ -296,5 +308,132 @@ dead_letter = "dead"
             .as_deref()
             .is_some_and(|e| e.contains("answered 2 outcomes for a batch of 3 records")),
         "{status:?}"
+    );
+}
+
+/// A header as a host of the fleet would write it.
+fn forged_header(kind: Kind, subscription: &str, origin_stream: &str) -> envelope::Header {
+    envelope::Header {
+        kind,
+        subscription: subscription.to_owned(),
+        attempt: 3,
+        origin: envelope::Origin {
+            stream: origin_stream.to_owned(),
+            shard_id: "shardId-000000000000".to_owned(),
+            sequence_number: "1".to_owned(),
+            sub_sequence_number: 0,
+            partition_key: "victim-key".to_owned(),
+        },
+        reason: (kind == Kind::DeadLetter).then(|| "forged".to_owned()),
+        handler_version: None,
+    }
+}
+
+/// The first release's layout: magic, header length, header, data, and no MAC.
+fn unauthenticated(header: &envelope::Header, data: &[u8]) -> Vec<u8> {
+    let json = serde_json::to_vec(header).unwrap();
+    let mut out = b"\0shardhost/1".to_vec();
+    out.extend_from_slice(&(json.len() as u32).to_be_bytes());
+    out.extend_from_slice(&json);
+    out.extend_from_slice(data);
+    out
+}
+
+#[test]
+fn a_forged_retry_copy_is_an_ordinary_record_never_dropped_nor_dead_lettered() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("forged");
+    let dir = Scratch::new("retries-forged");
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, &config(&ep, &stream, ""), |h| {
+        h.on_outcome(seen.tap())
+    });
+    let other_fleet = envelope::EnvelopeKey::from_secret("another fleet's secret");
+    let ours = forged_header(Kind::Retry, "capped", &stream);
+    let theirs = forged_header(Kind::Retry, "audit", &stream);
+    let forged = [
+        // A last attempt with no MAC: straight to the dead letters, if it were believed.
+        ("f1", unauthenticated(&ours, b"retry")),
+        // Another subscription's copy: skipped unseen, if it were believed.
+        ("f2", unauthenticated(&theirs, b"ack")),
+        // The current layout under another key.
+        ("f3", envelope::wrap(&other_fleet, &ours, b"retry")),
+        ("f4", envelope::wrap(&other_fleet, &theirs, b"ack")),
+    ];
+    for (key, data) in &forged {
+        k.put(&stream, key, data.clone());
+    }
+    host.wait_for("every forged record handled", |_| {
+        forged
+            .iter()
+            .all(|(key, _)| seen.all().iter().any(|s| s.partition_key == *key))
+    });
+    host.stop();
+    for (key, data) in &forged {
+        let s = seen
+            .all()
+            .into_iter()
+            .find(|s| s.partition_key == *key)
+            .unwrap();
+        assert_eq!(&s.bytes, data, "{key} reached the handler as it was put");
+        assert_eq!(s.outcome, Outcome::Ack, "{key}");
+    }
+    assert!(
+        k.read_all(&format!("{stream}-dead")).is_empty(),
+        "nothing was dead-lettered"
+    );
+}
+
+#[test]
+fn replaying_dead_letters_writes_only_fleet_letters_into_streams_the_config_reads() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("replay");
+    let (dead, victim) = (format!("{stream}-dead"), unique("victim"));
+    k.create(&stream, 1);
+    k.create(&dead, 1);
+    k.create(&victim, 1);
+    let fleet = fleet_key();
+    let letter = |origin: &str, data: &[u8]| {
+        envelope::wrap(
+            &fleet,
+            &forged_header(Kind::DeadLetter, "capped", origin),
+            data,
+        )
+    };
+    k.put(&dead, "a", letter(&stream, b"replay me"));
+    k.put(&dead, "b", letter(&victim, b"not into the victim"));
+    k.put(
+        &dead,
+        "c",
+        unauthenticated(
+            &forged_header(Kind::DeadLetter, "capped", &stream),
+            b"forged",
+        ),
+    );
+    let dir = Scratch::new("retries-replay");
+    let path = dir.write("shardhost.toml", config(&ep, &stream, ""));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_shardhost"))
+        .args(["dead-letters", &dead, "--replay", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a refused letter fails the command: {stderr}"
+    );
+    assert!(stderr.contains(&victim), "{stderr}");
+    assert!(
+        k.read_all(&victim).is_empty(),
+        "nothing was written into `{victim}`"
+    );
+    let replayed: Vec<Vec<u8>> = k.read_all(&stream).into_iter().map(|(_, _, d)| d).collect();
+    assert_eq!(
+        replayed,
+        [b"replay me".to_vec()],
+        "only the fleet's letter for a read stream"
     );
 }

@@ -135,6 +135,7 @@ fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize, call_batch: u
             lanes: 1,
             retry: None,
             publisher: None,
+            envelopes: Arc::new(shardhost::envelope::EnvelopeKey::from_bytes([0; 32])),
             tap: None,
         }),
         source: Arc::new(streams),

@@ -70,6 +70,7 @@ pub struct Metrics {
     swaps: Family<SwapLabels, Counter>,
     retry_copies: Family<SubscriptionLabels, Counter>,
     dead_letters: Family<SubscriptionLabels, Counter>,
+    envelopes_rejected: Family<SubscriptionLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -93,6 +94,7 @@ impl Metrics {
             swaps: Family::default(),
             retry_copies: Family::default(),
             dead_letters: Family::default(),
+            envelopes_rejected: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -149,6 +151,11 @@ impl Metrics {
             "dead_letters",
             "Records sent to the dead-letter stream after their last attempt",
             m.dead_letters.clone(),
+        );
+        registry.register(
+            "envelopes_rejected",
+            "Records that looked like retry copies but were not made by this fleet for this subscription and stream (handled as ordinary records)",
+            m.envelopes_rejected.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -231,6 +238,14 @@ impl Metrics {
 
     pub fn retry_copy(&self, subscription: &str) {
         self.retry_copies
+            .get_or_create(&SubscriptionLabels {
+                subscription: subscription.to_owned(),
+            })
+            .inc();
+    }
+
+    pub fn envelope_rejected(&self, subscription: &str) {
+        self.envelopes_rejected
             .get_or_create(&SubscriptionLabels {
                 subscription: subscription.to_owned(),
             })

@@ -4,6 +4,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
+use std::path::Path;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -13,6 +14,7 @@ use crate::config::{Config, KinesisEndpoint, LeaseStoreKind, StartAt};
 use crate::coordinator::{Coordinator, LeaseSettings, TaskFailed, panic_message};
 use crate::deploy::Deployer;
 use crate::dispatch::{OutcomeTap, RetryPolicy, SubscriptionPlan};
+use crate::envelope::EnvelopeKey;
 use crate::feed::{self, FeedError, FeedRecord};
 use crate::handler::{HandlerFactory, HandlerSlot};
 use crate::lease::{DynamoLeaseStore, LeaseStore, MemoryLeaseStore};
@@ -46,6 +48,8 @@ pub enum StartError {
     Runtime(LoadError),
     #[error("[leases] {0}")]
     Leases(crate::lease::LeaseError),
+    #[error("[host] retry_key: {0}")]
+    EnvelopeKey(#[source] crate::envelope::key::KeyError),
     #[error(transparent)]
     Admin(BindError),
     /// A subscription's task failed while running; the host stopped.
@@ -90,10 +94,17 @@ pub fn owner_id(config: &Config) -> String {
     format!("{host}-{suffix:08x}")
 }
 
-/// The configured lease store, checked (a DynamoDB table must exist with the right key).
-async fn lease_store(config: &Config) -> Result<Arc<dyn LeaseStore>, StartError> {
+/// The configured lease store, checked (a DynamoDB table must exist with the right key), and the
+/// key that authenticates envelopes.
+async fn lease_store(
+    config: &Config,
+    cache: Option<&Path>,
+) -> Result<(Arc<dyn LeaseStore>, EnvelopeKey), StartError> {
     match &config.leases.store {
-        LeaseStoreKind::Memory => Ok(Arc::new(MemoryLeaseStore::new())),
+        LeaseStoreKind::Memory => Ok((
+            Arc::new(MemoryLeaseStore::new()),
+            envelope_key(config, cache, None).await?,
+        )),
         LeaseStoreKind::Dynamo { table, endpoint } => {
             let store = DynamoLeaseStore::connect(
                 table,
@@ -104,7 +115,44 @@ async fn lease_store(config: &Config) -> Result<Arc<dyn LeaseStore>, StartError>
             )
             .await;
             store.check_table().await.map_err(StartError::Leases)?;
-            Ok(Arc::new(store))
+            let key = envelope_key(config, cache, Some(&store)).await?;
+            Ok((Arc::new(store), key))
+        }
+    }
+}
+
+/// The key that authenticates this fleet's retry copies and dead letters, found as a host of
+/// `config` finds it (for tools such as `shardhost dead-letters`).
+pub async fn fleet_envelope_key(config: &Config) -> Result<EnvelopeKey, StartError> {
+    let cache = config
+        .host
+        .cache_dir
+        .clone()
+        .or_else(Runtime::default_cache_dir);
+    lease_store(config, cache.as_deref()).await.map(|(_, k)| k)
+}
+
+/// See [`crate::envelope::key`]: the configured secret; else the lease table's key; else the
+/// cache directory's key file.
+async fn envelope_key(
+    config: &Config,
+    cache: Option<&Path>,
+    table: Option<&DynamoLeaseStore>,
+) -> Result<EnvelopeKey, StartError> {
+    if let Some(key) = EnvelopeKey::configured(config.host.retry_key.as_deref()) {
+        return Ok(key);
+    }
+    if let Some(store) = table {
+        let bytes = store.envelope_key().await.map_err(StartError::Leases)?;
+        return Ok(EnvelopeKey::from_bytes(bytes));
+    }
+    match cache {
+        Some(dir) => EnvelopeKey::in_dir(dir).map_err(StartError::EnvelopeKey),
+        None => {
+            tracing::warn!(
+                "no cache directory: retry copies are authenticated with a key of this process only (set [host] retry_key)"
+            );
+            EnvelopeKey::random().map_err(StartError::EnvelopeKey)
         }
     }
 }
@@ -118,6 +166,8 @@ impl Host {
             .cache_dir
             .clone()
             .or_else(Runtime::default_cache_dir);
+        let (store, envelopes) = lease_store(&config, cache.as_deref()).await?;
+        let envelopes = Arc::new(envelopes);
         let runtime =
             Arc::new(Runtime::new(cache, config.meters_fuel()).map_err(StartError::Runtime)?);
         let metrics = Arc::new(Metrics::new());
@@ -182,6 +232,7 @@ impl Host {
                             s.publish_to.clone(),
                         ))
                     }),
+                    envelopes: envelopes.clone(),
                     metrics: metrics.clone(),
                     tap: None,
                 }),
@@ -215,7 +266,6 @@ impl Host {
                     })?;
             }
         }
-        let store = lease_store(&config).await?;
         let owner: Arc<str> = Arc::from(owner_id(&config).as_str());
         let deployer = Arc::new(deployer);
         let status = StatusBoard::new();

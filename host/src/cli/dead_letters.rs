@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use base64::Engine;
 use clap::Args;
 use shardhost::config::{Config, KinesisEndpoint};
-use shardhost::envelope::{self, Header, Kind};
+use shardhost::envelope::{self, EnvelopeKey, Header, Kind};
 use shardhost::source::kinesis::KinesisStreams;
 use shardhost::source::{StartPosition, StreamSource};
 
@@ -26,7 +26,8 @@ pub struct DeadLettersArgs {
     json: bool,
 
     /// Put each dead letter's original record back into the stream it was first read from
-    /// (same partition key and data, as a first attempt).
+    /// (same partition key and data, as a first attempt). Only letters this fleet made (their
+    /// MAC verifies under its key) whose stream a subscription of the config reads.
     #[arg(long)]
     replay: bool,
 }
@@ -55,8 +56,15 @@ pub fn dead_letters(args: &DeadLettersArgs) -> u8 {
         return EXIT_CONFIG;
     }
     super::block_on(async {
+        let key = match shardhost::supervisor::fleet_envelope_key(&config).await {
+            Ok(k) => k,
+            Err(e) => {
+                eprintln!("{}: {e}", args.config.display());
+                return EXIT_CONFIG;
+            }
+        };
         let source = KinesisStreams::connect(&config.kinesis).await;
-        let letters = match read(&source, &args.stream).await {
+        let letters = match read(&source, &key, &args.stream).await {
             Ok(l) => l,
             Err(e) => {
                 eprintln!("{e}");
@@ -64,7 +72,7 @@ pub fn dead_letters(args: &DeadLettersArgs) -> u8 {
             }
         };
         if args.replay {
-            return replay(&source, &letters).await;
+            return replay(&source, &config, &letters).await;
         }
         for l in &letters {
             if args.json {
@@ -81,7 +89,11 @@ pub fn dead_letters(args: &DeadLettersArgs) -> u8 {
 }
 
 /// Every dead letter in the stream, shard by shard from the oldest.
-async fn read(source: &KinesisStreams, stream: &str) -> Result<Vec<Letter>, String> {
+async fn read(
+    source: &KinesisStreams,
+    key: &EnvelopeKey,
+    stream: &str,
+) -> Result<Vec<Letter>, String> {
     let mut letters = Vec::new();
     let shards = source
         .list_shards(stream)
@@ -105,15 +117,19 @@ async fn read(source: &KinesisStreams, stream: &str) -> Result<Vec<Letter>, Stri
             }
             empty_reads = 0;
             for r in batch.records {
-                match envelope::unwrap(&r.data) {
-                    Some((header, data)) if header.kind == Kind::DeadLetter => {
+                match envelope::unwrap(key, &r.data) {
+                    Ok(Some((header, data))) if header.kind == Kind::DeadLetter => {
                         letters.push(Letter {
                             sequence_number: r.sequence_number.clone(),
                             data: data.to_vec(),
                             header,
                         })
                     }
-                    _ => eprintln!(
+                    Err(why) => eprintln!(
+                        "{stream}: record {} is not a dead letter of this fleet ({why}); skipped",
+                        r.sequence_number
+                    ),
+                    Ok(_) => eprintln!(
                         "{stream}: record {} is not a dead letter; skipped",
                         r.sequence_number
                     ),
@@ -127,8 +143,22 @@ async fn read(source: &KinesisStreams, stream: &str) -> Result<Vec<Letter>, Stri
     Ok(letters)
 }
 
-async fn replay(source: &KinesisStreams, letters: &[Letter]) -> u8 {
-    for (n, l) in letters.iter().enumerate() {
+async fn replay(source: &KinesisStreams, config: &Config, letters: &[Letter]) -> u8 {
+    let read: std::collections::HashSet<&str> = config
+        .subscriptions
+        .iter()
+        .map(|s| s.stream.as_str())
+        .collect();
+    let (ours, refused): (Vec<&Letter>, Vec<&Letter>) = letters
+        .iter()
+        .partition(|l| read.contains(l.header.origin.stream.as_str()));
+    for l in &refused {
+        eprintln!(
+            "dead letter {} names stream `{}`, which no subscription of the config reads: not replayed",
+            l.sequence_number, l.header.origin.stream
+        );
+    }
+    for (n, l) in ours.iter().enumerate() {
         let o = &l.header.origin;
         if let Err(e) = source
             .put(&o.stream, &o.partition_key, l.data.clone())
@@ -141,11 +171,8 @@ async fn replay(source: &KinesisStreams, letters: &[Letter]) -> u8 {
             return EXIT_RUNTIME;
         }
     }
-    println!(
-        "{} dead letter(s) put back into their streams",
-        letters.len()
-    );
-    0
+    println!("{} dead letter(s) put back into their streams", ours.len());
+    if refused.is_empty() { 0 } else { EXIT_RUNTIME }
 }
 
 fn data_fields(data: &[u8]) -> (&'static str, serde_json::Value) {

@@ -36,6 +36,9 @@ pub struct HostConfig {
     /// Where compiled components are cached. Default: `$SHARDHOST_CACHE_DIR`, else
     /// `$XDG_CACHE_HOME/shardhost`, else `$HOME/.cache/shardhost`.
     pub cache_dir: Option<PathBuf>,
+    /// The secret retry copies and dead letters are authenticated with (16 characters or more);
+    /// see `envelope::key` for where the key comes from without it.
+    pub retry_key: Option<String>,
 }
 
 /// `[kinesis] endpoint`

@@ -18,7 +18,7 @@ use super::{
 use walk::{Field, Section, Walker, describe, is_env_name, is_name, is_url, parse_listen, quote};
 
 const ROOT_KEYS: &[&str] = &["host", "kinesis", "leases", "admin", "subscription"];
-const HOST_KEYS: &[&str] = &["name", "owner_id", "cache_dir"];
+const HOST_KEYS: &[&str] = &["name", "owner_id", "cache_dir", "retry_key"];
 const KINESIS_KEYS: &[&str] = &["endpoint", "region", "test_credentials"];
 const LEASES_KEYS: &[&str] = &[
     "store",
@@ -97,6 +97,7 @@ fn host(w: &mut Walker<'_>, root: &Section<'_, '_>) -> HostConfig {
         name: "shardhost".to_owned(),
         owner_id: None,
         cache_dir: None,
+        retry_key: None,
     };
     let Some(sec) = w.table(root, "host", HOST_KEYS) else {
         return host;
@@ -106,6 +107,15 @@ fn host(w: &mut Walker<'_>, root: &Section<'_, '_>) -> HostConfig {
     }
     host.owner_id = sec.get("owner_id").and_then(|f| w.text(&f));
     host.cache_dir = sec.get("cache_dir").and_then(|f| w.path(&f));
+    if let Some(f) = sec.get("retry_key")
+        && let Some(key) = w.text(&f)
+    {
+        if key.chars().count() < 16 {
+            w.report_at(&f, "`retry_key` must be at least 16 characters".to_owned());
+        } else {
+            host.retry_key = Some(key);
+        }
+    }
     host
 }
 

@@ -32,6 +32,16 @@ pub(super) struct Delayed {
     origin: Origin,
 }
 
+/// What a read record is to this subscription.
+enum Copy {
+    /// An ordinary record (or one that only looks like a copy: handled as it is).
+    No,
+    /// A retry copy this fleet made for another subscription reading the same stream.
+    Foreign,
+    /// A retry copy of ours: its header, and where the original data starts.
+    Ours(Header, usize),
+}
+
 /// The longest retry-after delay honoured under a cap (one hour); longer ones wait this long.
 const MAX_RETRY_AFTER_MS: u64 = 3_600_000;
 
@@ -74,18 +84,17 @@ impl Run<'_> {
         let mut metas = Vec::with_capacity(records.len());
         for mut record in records {
             let ticket = self.tracker.deliver(record.position());
-            let (attempt, origin) = match envelope::unwrap(&record.data) {
-                Some((h, _)) if h.kind == Kind::Retry && *h.subscription != *w.plan.name => {
+            let (attempt, origin) = match self.copy_of(&record) {
+                Copy::Foreign => {
                     // Another subscription's retry copy on a shared stream: not ours to handle.
                     self.tracker.settle(ticket, Outcome::Drop);
                     continue;
                 }
-                Some((h, data)) if h.kind == Kind::Retry => {
-                    let data = data.to_vec();
-                    record.data = data;
+                Copy::Ours(h, at) => {
+                    record.data.drain(..at);
                     (h.attempt.max(1), Some(h.origin))
                 }
-                _ => (1, None),
+                Copy::No => (1, None),
             };
             let lane = if n_lanes == 1 {
                 &mut lanes[0]
@@ -198,6 +207,37 @@ impl Run<'_> {
                 s.last_error = error;
             }
         });
+    }
+
+    /// Whether `record` is a retry copy to unwrap: made under the fleet's key, for this
+    /// subscription, on its retry stream. A record that looks like one but is not is an ordinary
+    /// record (logged and counted); a dead letter read by a subscription is an ordinary record.
+    fn copy_of(&self, record: &Record) -> Copy {
+        let w = self.worker;
+        let reject = |why: &dyn std::fmt::Display| {
+            w.plan.metrics.envelope_rejected(&w.plan.name);
+            tracing::warn!(
+                subscription = %w.plan.name, shard = %w.ctx.shard_id,
+                sequence_number = %record.position(),
+                "a record that looks like a retry copy is handled as an ordinary record: {why}"
+            );
+            Copy::No
+        };
+        let (header, original) = match envelope::unwrap(&w.plan.envelopes, &record.data) {
+            Ok(Some((h, original))) if h.kind == Kind::Retry => (h, original),
+            Ok(_) => return Copy::No,
+            Err(why) => return reject(&why),
+        };
+        if *header.subscription != *w.plan.name {
+            return Copy::Foreign;
+        }
+        match &w.plan.retry {
+            Some(policy) if *policy.retry_stream == *w.plan.stream => {
+                let at = record.data.len() - original.len();
+                Copy::Ours(header, at)
+            }
+            _ => reject(&"it is not on this subscription's retry stream"),
+        }
     }
 
     fn lane_env(&self) -> LaneEnv {
@@ -384,7 +424,7 @@ impl Run<'_> {
         ticket: Ticket,
     ) -> Option<String> {
         let w = self.worker;
-        let data = envelope::wrap(header, &record.data);
+        let data = envelope::wrap(&w.plan.envelopes, header, &record.data);
         match self.source.put(stream, &record.partition_key, data).await {
             Ok(seq) => {
                 self.tracker.settle(ticket, Outcome::Drop);

@@ -63,6 +63,8 @@ pub struct SubscriptionPlan {
     pub retry: Option<RetryPolicy>,
     /// What the handler's `publish` may reach.
     pub publisher: Option<Arc<Publisher>>,
+    /// Authenticates retry copies and dead letters (the fleet's key).
+    pub envelopes: Arc<crate::envelope::EnvelopeKey>,
     pub metrics: Arc<Metrics>,
     pub tap: Option<OutcomeTap>,
 }

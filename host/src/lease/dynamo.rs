@@ -22,6 +22,7 @@
 
 mod legacy;
 mod row;
+mod secret;
 mod table;
 
 use std::collections::{HashMap, HashSet};

@@ -1,0 +1,160 @@
+//! The key that authenticates envelopes, and where a host finds it. Every instance that reads a
+//! subscription's retry stream must use the same key: a copy made under another key is not a
+//! copy but an ordinary record.
+//!
+//! In order: `[host] retry_key` (or `SHARDHOST_RETRY_KEY`), a secret the operator sets; with the
+//! DynamoDB lease store, a random key kept in the lease table itself (made once, shared by the
+//! whole fleet); else a random key in the file `envelope.key` of the cache directory (made once,
+//! mode 0600), right for one instance on one machine.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// The environment variable that gives the key when the config does not.
+pub const ENV: &str = "SHARDHOST_RETRY_KEY";
+
+/// 32 secret bytes. `Debug` shows none of them.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EnvelopeKey([u8; 32]);
+
+impl std::fmt::Debug for EnvelopeKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EnvelopeKey(..)")
+    }
+}
+
+/// Why no key could be had.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("envelope key file {path}: {source}")]
+    File {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("envelope key file {0} does not hold 32 bytes; delete it to make a new one")]
+    Malformed(PathBuf),
+    #[error("cannot make a random envelope key: {0}")]
+    Random(String),
+}
+
+impl EnvelopeKey {
+    pub fn from_bytes(bytes: [u8; 32]) -> EnvelopeKey {
+        EnvelopeKey(bytes)
+    }
+
+    /// The key of an operator's secret (any length; the config asks for 16 characters or more).
+    pub fn from_secret(secret: &str) -> EnvelopeKey {
+        let mut h = Sha256::new();
+        h.update(b"shardhost envelope key\0");
+        h.update(secret.as_bytes());
+        EnvelopeKey(h.finalize().into())
+    }
+
+    /// A fresh random key.
+    pub fn random() -> Result<EnvelopeKey, KeyError> {
+        let mut bytes = [0u8; 32];
+        getrandom::getrandom(&mut bytes).map_err(|e| KeyError::Random(e.to_string()))?;
+        Ok(EnvelopeKey(bytes))
+    }
+
+    pub fn bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// The configured secret, else `SHARDHOST_RETRY_KEY`.
+    pub fn configured(secret: Option<&str>) -> Option<EnvelopeKey> {
+        match secret {
+            Some(s) => Some(Self::from_secret(s)),
+            None => std::env::var(ENV)
+                .ok()
+                .filter(|s| !s.is_empty())
+                .map(|s| Self::from_secret(&s)),
+        }
+    }
+
+    /// The key in `dir/envelope.key`, made (0600, random) when there is none. Two processes
+    /// making it at once end up with the same key: the file appears whole or not at all.
+    pub fn in_dir(dir: &Path) -> Result<EnvelopeKey, KeyError> {
+        let path = dir.join("envelope.key");
+        let io = |source| KeyError::File {
+            path: path.clone(),
+            source,
+        };
+        if let Some(key) = Self::read(&path)? {
+            return Ok(key);
+        }
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let key = Self::random()?;
+        let temp = dir.join(format!(
+            ".envelope.key.{}.{:x}",
+            std::process::id(),
+            u64::from_le_bytes(Self::random()?.0[..8].try_into().expect("8 bytes"))
+        ));
+        let mut file = private_file(&temp).map_err(io)?;
+        file.write_all(&key.0).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        drop(file);
+        // A hard link fails when the name exists: whoever linked first made the key.
+        let linked = std::fs::hard_link(&temp, &path);
+        let _ = std::fs::remove_file(&temp);
+        match linked {
+            Ok(()) => Ok(key),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                Self::read(&path)?.ok_or_else(|| KeyError::Malformed(path.clone()))
+            }
+            Err(e) => Err(io(e)),
+        }
+    }
+
+    fn read(path: &Path) -> Result<Option<EnvelopeKey>, KeyError> {
+        match std::fs::read(path) {
+            Ok(bytes) => <[u8; 32]>::try_from(bytes.as_slice())
+                .map(|b| Some(EnvelopeKey(b)))
+                .map_err(|_| KeyError::Malformed(path.to_owned())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(KeyError::File {
+                path: path.to_owned(),
+                source,
+            }),
+        }
+    }
+}
+
+fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_file_is_made_once_private_and_then_kept() {
+        let dir = std::env::temp_dir().join(format!("shardhost-key-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let first = EnvelopeKey::in_dir(&dir).unwrap();
+        assert_eq!(EnvelopeKey::in_dir(&dir).unwrap(), first);
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(dir.join("envelope.key"))
+                .unwrap()
+                .permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn secrets_give_distinct_keys_and_debug_shows_none() {
+        let a = EnvelopeKey::from_secret("correct horse battery");
+        assert_ne!(a, EnvelopeKey::from_secret("correct horse batterY"));
+        assert_eq!(format!("{a:?}"), "EnvelopeKey(..)");
+    }
+}
