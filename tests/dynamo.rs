@@ -362,7 +362,7 @@ async fn a_legacy_row_of_another_stream_is_ignored() {
 }
 
 #[tokio::test]
-async fn a_malformed_row_is_a_store_error_naming_the_key_and_attribute() {
+async fn a_malformed_row_is_a_malformed_error_naming_the_key_and_attribute() {
     let Some(ep) = dynamodb_endpoint() else {
         return;
     };
@@ -373,8 +373,8 @@ async fn a_malformed_row_is_a_store_error_naming_the_key_and_attribute() {
 
     raw.set(&table, &key.to_string(), "lease_expiry", s("soon"))
         .await;
-    let Err(LeaseError::Store(message)) = store.read(&key).await else {
-        panic!("a malformed lease_expiry is a store error");
+    let Err(LeaseError::Malformed(message)) = store.read(&key).await else {
+        panic!("a malformed lease_expiry is a malformed-row error");
     };
     assert!(message.contains("orders:shardId-000000000000") && message.contains("lease_expiry"));
 
@@ -382,8 +382,8 @@ async fn a_malformed_row_is_a_store_error_naming_the_key_and_attribute() {
         .await;
     raw.set(&table, &key.to_string(), "checkpoint", s("somewhere"))
         .await;
-    let Err(LeaseError::Store(message)) = store.renew(&a, TTL).await else {
-        panic!("a malformed checkpoint is a store error");
+    let Err(LeaseError::Malformed(message)) = store.renew(&a, TTL).await else {
+        panic!("a malformed checkpoint is a malformed-row error");
     };
     assert!(message.contains("orders:shardId-000000000000") && message.contains("checkpoint"));
 }
