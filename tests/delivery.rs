@@ -9,44 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use support::dynamo::{Dynamo, n, s};
-use support::fleet::{HostConfig, Instance, wait_until};
+use support::fleet::{HostConfig, Instance, Stack, stack, wait_until};
 use support::kinesis::Kinesis;
 use support::proxy::DelayProxy;
 use support::{Scratch, dynamodb_endpoint, guest, kinesis_endpoint, unique};
 
 const SHARD_0: &str = "shardId-000000000000";
-
-/// A stream on kinesis-mock and a lease table on dynalite, fresh for one test.
-struct Stack {
-    kinesis: String,
-    dynamodb: String,
-    k: Kinesis,
-    d: Dynamo,
-    rt: tokio::runtime::Runtime,
-    stream: String,
-    table: String,
-}
-
-fn stack(shards: i32) -> Option<Stack> {
-    let kinesis = kinesis_endpoint()?;
-    let dynamodb = dynamodb_endpoint()?;
-    let k = Kinesis::new(&kinesis);
-    let d = Dynamo::new(&dynamodb);
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let stream = unique("safe");
-    let table = unique("leases");
-    k.create(&stream, shards);
-    rt.block_on(d.create_lease_table(&table));
-    Some(Stack {
-        kinesis,
-        dynamodb,
-        k,
-        d,
-        rt,
-        stream,
-        table,
-    })
-}
 
 impl Stack {
     fn config(&self, owner: &str, handler: &str, leases: &str, subscription: &str) -> String {
@@ -61,18 +29,6 @@ impl Stack {
             subscription,
         }
         .render()
-    }
-
-    fn row(&self, shard: &str) -> Option<support::dynamo::Row> {
-        self.rt
-            .block_on(self.d.row(&self.table, &format!("{}:{shard}", self.stream)))
-    }
-
-    fn owner(&self, shard: &str) -> Option<String> {
-        self.row(shard)?
-            .get("lease_owner")
-            .and_then(|v| v.as_s().ok())
-            .cloned()
     }
 }
 

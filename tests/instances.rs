@@ -9,41 +9,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
-use support::dynamo::{Dynamo, n, s};
-use support::fleet::Instance;
-use support::kinesis::Kinesis;
-use support::{Scratch, dynamodb_endpoint, guest, kinesis_endpoint, unique};
-
-struct Stack {
-    kinesis_endpoint: String,
-    dynamo_endpoint: String,
-    k: Kinesis,
-    d: Dynamo,
-    rt: tokio::runtime::Runtime,
-    stream: String,
-    table: String,
-}
-
-fn stack(shards: i32) -> Option<Stack> {
-    let kinesis_endpoint = kinesis_endpoint()?;
-    let dynamo_endpoint = dynamodb_endpoint()?;
-    let k = Kinesis::new(&kinesis_endpoint);
-    let d = Dynamo::new(&dynamo_endpoint);
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let stream = unique("inst");
-    let table = unique("leases");
-    k.create(&stream, shards);
-    rt.block_on(d.create_lease_table(&table));
-    Some(Stack {
-        kinesis_endpoint,
-        dynamo_endpoint,
-        k,
-        d,
-        rt,
-        stream,
-        table,
-    })
-}
+use support::dynamo::{n, s};
+use support::fleet::{Instance, Stack, stack};
+use support::{Scratch, guest};
 
 impl Stack {
     fn config(&self, owner: &str, ttl: &str) -> String {
@@ -72,9 +40,9 @@ start_at = "trim_horizon"
 batch = 10
 poll_interval = "100ms"
 "#,
-            self.kinesis_endpoint,
+            self.kinesis,
             self.table,
-            self.dynamo_endpoint,
+            self.dynamodb,
             self.stream,
             guest("scripted").display()
         )
@@ -90,20 +58,6 @@ poll_interval = "100ms"
                 text
             })
             .collect()
-    }
-
-    fn checkpoint(&self, shard: &str) -> Option<String> {
-        let row = self
-            .rt
-            .block_on(self.d.row(&self.table, &format!("{}:{shard}", self.stream)))?;
-        row.get("checkpoint").and_then(|v| v.as_s().ok()).cloned()
-    }
-
-    fn owner(&self, shard: &str) -> Option<String> {
-        let row = self
-            .rt
-            .block_on(self.d.row(&self.table, &format!("{}:{shard}", self.stream)))?;
-        row.get("lease_owner").and_then(|v| v.as_s().ok()).cloned()
     }
 }
 

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::Scratch;
+use super::dynamo::{Dynamo, Row};
+use super::kinesis::Kinesis;
+use super::{Scratch, dynamodb_endpoint, kinesis_endpoint, unique};
 
 /// One host process; its JSON log goes to a file the test reads.
 pub struct Instance {
@@ -200,5 +202,60 @@ poll_interval = "100ms"
             self.handler.display(),
             self.subscription,
         )
+    }
+}
+
+/// A fresh stream on kinesis-mock and a fresh lease table on dynalite, for one test.
+pub struct Stack {
+    pub kinesis: String,
+    pub dynamodb: String,
+    pub k: Kinesis,
+    pub d: Dynamo,
+    pub rt: tokio::runtime::Runtime,
+    pub stream: String,
+    pub table: String,
+}
+
+/// A stack with a stream of `shards` shards; `None` (skipped) without the emulators.
+pub fn stack(shards: i32) -> Option<Stack> {
+    let kinesis = kinesis_endpoint()?;
+    let dynamodb = dynamodb_endpoint()?;
+    let k = Kinesis::new(&kinesis);
+    let d = Dynamo::new(&dynamodb);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let stream = unique("stream");
+    let table = unique("leases");
+    k.create(&stream, shards);
+    rt.block_on(d.create_lease_table(&table));
+    Some(Stack {
+        kinesis,
+        dynamodb,
+        k,
+        d,
+        rt,
+        stream,
+        table,
+    })
+}
+
+impl Stack {
+    /// The lease row of one shard of the stream.
+    pub fn row(&self, shard: &str) -> Option<Row> {
+        self.rt
+            .block_on(self.d.row(&self.table, &format!("{}:{shard}", self.stream)))
+    }
+
+    pub fn owner(&self, shard: &str) -> Option<String> {
+        self.row(shard)?
+            .get("lease_owner")
+            .and_then(|v| v.as_s().ok())
+            .cloned()
+    }
+
+    pub fn checkpoint(&self, shard: &str) -> Option<String> {
+        self.row(shard)?
+            .get("checkpoint")
+            .and_then(|v| v.as_s().ok())
+            .cloned()
     }
 }

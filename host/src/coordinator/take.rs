@@ -1,0 +1,205 @@
+//! Taking shards: list them, take every lease this instance may (parents before children), skip
+//! what holds nothing to read, and start a worker and a keep-alive on each.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Coordinator, Ended, Held, Shards};
+use crate::config::StartAt;
+use crate::dispatch::ShardWorker;
+use crate::lease::{Checkpoint, Lease, LeaseError, LeaseHandle, LeaseKey, LeaseState, now_ms};
+use crate::source::ShardInfo;
+
+impl Coordinator {
+    /// Lists the shards and takes every lease this instance may; answers the listing.
+    pub(super) async fn take_shards(
+        &self,
+        s: &mut Shards,
+        next_look: &mut Option<u64>,
+    ) -> Option<Vec<ShardInfo>> {
+        s.yielded
+            .retain(|_, at| at.elapsed() < self.timings.ttl * 2);
+        let shards = match self.source.list_shards(&self.plan.stream).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(subscription = %self.plan.name, stream = %self.plan.stream, error = %e, "cannot list shards");
+                return None;
+            }
+        };
+        let listed: HashSet<&str> = shards.iter().map(|s| s.shard_id.as_str()).collect();
+        for shard in &shards {
+            let id = &shard.shard_id;
+            if s.held.contains_key(id) || s.ended.contains_key(id) || s.yielded.contains_key(id) {
+                continue;
+            }
+            let Some(after_parents) = self.parents_ended(shard, &listed, &mut s.ended).await else {
+                continue;
+            };
+            let sent = Instant::now();
+            let Some(lease) = self.try_take(id, s, next_look).await else {
+                continue;
+            };
+            let handle = Arc::new(LeaseHandle::new(
+                self.store.clone(),
+                lease.clone(),
+                self.timings.ttl,
+                sent,
+            ));
+            if lease.checkpoint == Some(Checkpoint::ShardEnd) {
+                s.ended.insert(id.clone(), Ended::Read);
+                let _ = handle.release().await;
+                continue;
+            }
+            if self.skips(shard, &lease, after_parents) {
+                tracing::info!(
+                    subscription = %self.plan.name, shard = %id,
+                    "shard skipped: it is closed and no reader ever opened it, and start_at = latest; its children start at the tip"
+                );
+                s.ended.insert(id.clone(), Ended::Skipped);
+                let _ = handle.release().await;
+                continue;
+            }
+            s.requested.remove(id);
+            tracing::info!(subscription = %self.plan.name, shard = %id, owner = %self.owner, "lease taken");
+            self.start(id, handle, after_parents, s);
+        }
+        Some(shards)
+    }
+
+    /// A closed shard with no checkpoint that no reader ever opened, under start_at = latest,
+    /// holds nothing to read: skip it. One that was opened is read from where it was opened.
+    fn skips(&self, shard: &ShardInfo, lease: &Lease, after_parents: bool) -> bool {
+        lease.checkpoint.is_none()
+            && lease.opened_ms.is_none()
+            && shard.closed
+            && !after_parents
+            && self.plan.start_at == StartAt::Latest
+    }
+
+    /// Tries to take one shard's lease; `None` when it is not takeable now (held elsewhere,
+    /// refused, or the store failed), noting when to look again.
+    async fn try_take(&self, id: &str, s: &Shards, next_look: &mut Option<u64>) -> Option<Lease> {
+        let key = LeaseKey::new(&self.plan.stream, id);
+        let mut look_at = |at: u64| *next_look = Some(next_look.map_or(at, |n: u64| n.min(at)));
+        match self
+            .store
+            .acquire(&key, &self.owner, self.timings.ttl)
+            .await
+        {
+            Ok(Some(lease)) => {
+                self.clear_refusal(id);
+                Some(lease)
+            }
+            Ok(None) if s.requested.contains_key(id) => {
+                // Asked for: its holder notices at its next write (a renewal at the latest),
+                // then releases it to this instance at a batch boundary.
+                look_at(now_ms().saturating_add(self.renew_ms()));
+                None
+            }
+            Ok(None) => {
+                // Held elsewhere: look again just after it would expire, not a whole listing
+                // period later, so a dead holder's shards move quickly.
+                match self.store.read(&key).await {
+                    Ok(Some(row)) if row.state(now_ms()) != LeaseState::Free => {
+                        look_at(row.expiry_ms.saturating_add(50));
+                    }
+                    Err(LeaseError::Malformed(why)) => self.refuse(id, why),
+                    _ => {}
+                }
+                None
+            }
+            Err(LeaseError::Refused(why) | LeaseError::Malformed(why)) => {
+                self.refuse(id, why);
+                None
+            }
+            Err(e) => {
+                tracing::warn!(subscription = %self.plan.name, shard = %id, error = %e, "cannot take lease");
+                None
+            }
+        }
+    }
+
+    fn renew_ms(&self) -> u64 {
+        u64::try_from(self.timings.renew_every.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// A shard that cannot be taken until its row is fixed: said once, shown in status.
+    fn refuse(&self, id: &str, why: String) {
+        let cell = self.status.shard(&self.plan.name, id);
+        if cell.get().last_error.as_deref() != Some(why.as_str()) {
+            tracing::error!(subscription = %self.plan.name, shard = %id, "shard not started: {why}");
+            cell.update(|s| {
+                s.state = "refused".into();
+                s.last_error = Some(why);
+            });
+        }
+    }
+
+    fn clear_refusal(&self, id: &str) {
+        let cell = self.status.shard(&self.plan.name, id);
+        if cell.get().state == "refused" {
+            cell.update(|s| {
+                s.state = String::new();
+                s.last_error = None;
+            });
+        }
+    }
+
+    /// Starts a shard's worker and its lease's keep-alive.
+    fn start(&self, id: &str, handle: Arc<LeaseHandle>, after_parents: bool, s: &mut Shards) {
+        let stop = CancellationToken::new();
+        let worker = ShardWorker::new(
+            self.plan.clone(),
+            id,
+            handle.clone(),
+            self.status.clone(),
+            stop.clone(),
+        )
+        .from_trim_horizon(after_parents);
+        let task = s.workers.spawn(worker.run(self.source.clone()));
+        s.worker_shards.insert(task.id(), id.to_owned());
+        let (lease, every, shard) = (handle.clone(), self.timings.renew_every, id.to_owned());
+        s.renewals
+            .spawn(async move { (shard, lease.keep_alive(every).await) });
+        s.held.insert(
+            id.to_owned(),
+            Held {
+                lease: handle,
+                stop,
+                reading: true,
+            },
+        );
+    }
+
+    /// Whether a shard may start: `None` while a parent is still to be read; otherwise whether
+    /// any parent was read to its end (then the shard, a continuation of its parents, opens at
+    /// its beginning when it has no checkpoint of its own).
+    async fn parents_ended(
+        &self,
+        shard: &ShardInfo,
+        listed: &HashSet<&str>,
+        ended: &mut HashMap<String, Ended>,
+    ) -> Option<bool> {
+        let mut any_read = false;
+        for parent in &shard.parents {
+            if let Some(how) = ended.get(parent) {
+                any_read |= *how == Ended::Read;
+                continue;
+            }
+            let key = LeaseKey::new(&self.plan.stream, parent);
+            match self.store.read(&key).await {
+                Ok(Some(row)) if row.checkpoint == Some(Checkpoint::ShardEnd) => {
+                    ended.insert(parent.clone(), Ended::Read);
+                    any_read = true;
+                }
+                // Aged out of the stream and never read here.
+                Ok(_) if !listed.contains(parent.as_str()) => {}
+                _ => return None,
+            }
+        }
+        Some(any_read)
+    }
+}
