@@ -204,3 +204,267 @@ fn a_handler_that_traps_on_every_record_holds_them_all_and_the_host_goes_on() {
         "the shard was read until the host stopped"
     );
 }
+
+// ---- limits the host enforces itself (issue 11) ----
+
+#[test]
+fn a_handler_that_sleeps_past_its_timeout_is_stopped_at_the_timeout() {
+    // A WASI clock wait runs no guest code, so no epoch tick can stop it: the host must. Ten
+    // minutes of sleep under a 300 ms timeout; every delivery has to come well before that.
+    assert_contained(run_with_bad_record("sleep:600000"), "timeout of 300 ms");
+}
+
+#[test]
+fn a_stop_ends_a_call_in_flight_and_leaves_its_record_unsettled() {
+    let dir = Scratch::new("contain-stop");
+    let a = key_on_shard(0, 1, "a");
+    let lines = [text_record(&a, "ack"), text_record(&a, "sleep:600000")];
+    dir.write("feed.ndjson", lines.join("\n"));
+    // A call may take ten minutes; a stop must not wait for it.
+    let config = config_with(guest("scripted").to_str().unwrap(), 1, "")
+        .replace("create_if_missing = 2", "create_if_missing = 1")
+        .replace("timeout = \"300ms\"", "timeout = \"10m\"");
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, &config, |h| h.on_outcome(seen.tap()));
+    host.wait_for("the first record settled", |_| seen.len() == 1);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(host.stop());
+    });
+    let board = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the stop ends the sleeping call instead of waiting for it");
+    let shard = status(&board, 0);
+    assert_eq!(seen.len(), 1, "the interrupted record got no outcome");
+    assert_eq!(
+        shard.checkpoint.as_deref(),
+        Some(format!("4960{:020}{:032}", 0, 1).as_str()),
+        "the checkpoint covers the first record only: the second is read again next time"
+    );
+}
+
+#[test]
+fn a_handler_slow_on_every_record_costs_a_bounded_number_of_timeouts_per_batch() {
+    // 64 records, each past the 300 ms timeout: halving down to every single record would
+    // take 127 calls (38 s); the isolation budget allows 1 + log2(64) = 7 splits on timeouts.
+    let dir = Scratch::new("contain-budget");
+    let k = key_on_shard(0, 1, "k");
+    let lines: Vec<_> = (0..64).map(|_| text_record(&k, "sleep:600000")).collect();
+    dir.write("feed.ndjson", lines.join("\n"));
+    let config = config_with(guest("scripted").to_str().unwrap(), 64, "")
+        .replace("create_if_missing = 2", "create_if_missing = 1");
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, &config, |h| h.on_outcome(seen.tap()));
+    host.wait_for("every record answered", |_| seen.len() == 64);
+    let metrics = host.metrics();
+    host.stop();
+    assert!(seen.all().iter().all(|s| s.outcome == Outcome::Retry));
+    let timeouts = support::metric(&metrics, "shardhost_traps_total", &["kind=\"timeout\""]);
+    assert!(
+        timeouts <= 2.0 * 7.0 + 1.0,
+        "{timeouts} calls timed out for one batch of 64"
+    );
+    assert!(
+        support::metric(
+            &metrics,
+            "shardhost_contained_total",
+            &["event=\"isolation-budget\""]
+        ) >= 1.0
+    );
+}
+
+/// A component (text format) whose `handle` export is a function taking nothing, around
+/// `core`: enough to be instantiated, so that what instantiation takes can be measured.
+fn component_around(core: &str) -> Vec<u8> {
+    let text = format!(
+        r#"(component
+             {core}
+             (func (export "handle") (canon lift (core func $main "f"))))"#
+    );
+    wat::parse_str(&text).expect("the fixture is valid WAT")
+}
+
+fn load_under_16_mib(bytes: &[u8]) -> Result<(), String> {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let runtime = shardhost::wasm::Runtime::new(None, false).unwrap();
+        let limits = shardhost::config::Limits {
+            memory: 16 << 20,
+            ..Default::default()
+        };
+        runtime
+            .load_bytes("fixture", bytes, limits, &Default::default())
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+}
+
+fn assert_refused_at_the_limit(result: Result<(), String>) {
+    let error = result.expect_err("the component takes more than limits.memory allows");
+    assert!(
+        error.contains("does not instantiate under the subscription's limits"),
+        "{error}"
+    );
+}
+
+#[test]
+fn limits_memory_bounds_the_sum_of_many_memories() {
+    // 40 memories of 1 MiB each: every one under the 16 MiB cap, 40 MiB together.
+    let memories = "(memory 16)\n".repeat(40);
+    let bytes = component_around(&format!(
+        r#"(core module $m {memories} (func (export "f")))
+           (core instance $main (instantiate $m))"#
+    ));
+    assert_refused_at_the_limit(load_under_16_mib(&bytes));
+}
+
+#[test]
+fn limits_memory_bounds_memories_spread_over_many_instances() {
+    // One 1 MiB memory per core instance, 40 instances.
+    let instances: String = (0..40)
+        .map(|i| format!("(core instance $i{i} (instantiate $m))\n"))
+        .collect();
+    let bytes = component_around(&format!(
+        r#"(core module $m (memory 16) (func (export "f")))
+           {instances}
+           (core instance $main (instantiate $m))"#
+    ));
+    assert_refused_at_the_limit(load_under_16_mib(&bytes));
+}
+
+#[test]
+fn limits_memory_bounds_a_table_grown_toward_2_pow_32() {
+    // 100 M table elements: 800 MB of host memory, no linear memory at all.
+    let bytes = component_around(
+        r#"(core module $m
+             (table 1 funcref)
+             (func $grow (drop (table.grow (ref.null func) (i32.const 100000000))))
+             (start $grow)
+             (func (export "f")))
+           (core instance $main (instantiate $m))"#,
+    );
+    assert_refused_at_the_limit(load_under_16_mib(&bytes));
+}
+
+#[test]
+fn the_number_of_core_instances_is_capped() {
+    let instances: String = (0..600)
+        .map(|i| format!("(core instance $i{i} (instantiate $m))\n"))
+        .collect();
+    let bytes = component_around(&format!(
+        r#"(core module $m (func (export "f")))
+           {instances}
+           (core instance $main (instantiate $m))"#
+    ));
+    assert_refused_at_the_limit(load_under_16_mib(&bytes));
+}
+
+#[test]
+fn a_component_within_its_limits_still_loads() {
+    let bytes = component_around(
+        r#"(core module $m (memory 16) (table 10 funcref) (func (export "f")))
+           (core instance $main (instantiate $m))"#,
+    );
+    let error = load_under_16_mib(&bytes).expect_err("its `handle` has the wrong type");
+    assert!(error.contains("does not implement the world"), "{error}");
+}
+
+#[test]
+fn a_seek_to_a_place_this_reader_never_delivered_is_refused() {
+    let dir = Scratch::new("contain-seek");
+    let a = key_on_shard(0, 1, "a");
+    let far = "9".repeat(50);
+    let lines = [
+        text_record(&a, "ack"),
+        // Before anything this reader delivered, and past everything: both refused, so the
+        // handler answers retry and the records are held (instead of being read forever).
+        text_record(&a, "seek:1"),
+        text_record(&a, &format!("seek:{far}")),
+    ];
+    dir.write("feed.ndjson", lines.join("\n"));
+    let config = config_with(guest("scripted").to_str().unwrap(), 10, "")
+        .replace("create_if_missing = 2", "create_if_missing = 1");
+    let host = Running::start(&dir, &config);
+    host.wait_for("both seeks refused and held", |b| {
+        let t = b.totals("test");
+        t.held == 2 && t.settled == 1
+    });
+    let metrics = host.metrics();
+    host.stop();
+    assert_eq!(
+        support::metric(
+            &metrics,
+            "shardhost_contained_total",
+            &["event=\"seek-refused\""]
+        ),
+        2.0
+    );
+}
+
+#[test]
+fn a_handler_that_seeks_again_and_again_is_backed_off() {
+    let dir = Scratch::new("contain-seek-again");
+    let a = key_on_shard(0, 1, "a");
+    dir.write("feed.ndjson", text_record(&a, "seek-self"));
+    let config = config_with(guest("scripted").to_str().unwrap(), 10, "")
+        .replace("create_if_missing = 2", "create_if_missing = 1");
+    let host = Running::start(&dir, &config);
+    let backoffs = |host: &Running| {
+        support::metric(
+            &host.metrics(),
+            "shardhost_contained_total",
+            &["event=\"seek-backoff\""],
+        )
+    };
+    host.wait_for("a first backoff", |_| backoffs(&host) >= 1.0);
+    let first = std::time::Instant::now();
+    host.wait_for("a fourth backoff", |_| backoffs(&host) >= 4.0);
+    let waited = first.elapsed();
+    host.stop();
+    // The waits double from 100 ms: 100 + 200 + 400 ms lie between the first and the fourth
+    // (a lower bound: a wait never ends early).
+    assert!(
+        waited >= std::time::Duration::from_millis(600),
+        "seeks came back after {waited:?}"
+    );
+}
+
+#[test]
+fn guest_log_lines_are_cut_escaped_and_rate_limited() {
+    let dir = Scratch::new("contain-log");
+    let a = key_on_shard(0, 1, "a");
+    let long = "x".repeat(100_000);
+    let lines = [
+        text_record(&a, &format!("log:{long}")),
+        text_record(
+            &a,
+            "log:fine\r\n2026-12-03T00:00:00Z  INFO shardhost: forged",
+        ),
+        text_record(&a, "log-many:2000:spam"),
+    ];
+    dir.write("feed.ndjson", lines.join("\n"));
+    let config = config_with(guest("scripted").to_str().unwrap(), 10, "")
+        .replace("create_if_missing = 2", "create_if_missing = 1");
+    let host = support::fleet::Instance::start(&dir, "host", &config);
+    host.wait_for(
+        "every record handled",
+        std::time::Duration::from_secs(60),
+        |h| h.outcomes().len() == 3,
+    );
+    let handled: Vec<String> = host.handled().into_iter().map(|(_, m)| m).collect();
+    let biggest = handled.iter().map(String::len).max().unwrap();
+    assert!(
+        biggest <= 4096 + 64,
+        "a guest line of {biggest} bytes was logged"
+    );
+    assert!(
+        handled.iter().all(|m| !m.contains(['\r', '\n'])),
+        "a guest line holds a line break: {handled:?}"
+    );
+    let spam = handled.iter().filter(|m| *m == "spam").count();
+    assert!(
+        (1..1000).contains(&spam),
+        "{spam} of 2000 lines logged in one call"
+    );
+}

@@ -529,6 +529,7 @@ fn retry_copy(subscription: &str, stream: &str, data: &str) -> Vec<u8> {
         },
         reason: None,
         handler_version: None,
+        data_omitted: None,
     };
     let key = shardhost::envelope::EnvelopeKey::from_secret(RETRY_KEY);
     shardhost::envelope::wrap(&key, &header, data.as_bytes())

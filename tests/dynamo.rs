@@ -455,3 +455,33 @@ async fn a_table_with_the_wrong_key_schema_is_refused() {
     let (_, good) = table(&ep, "schema-ok").await;
     store(&ep, &good, None).await.check_table().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_lease_store_without_describe_table_permission_still_starts() {
+    let Some(ep) = dynamodb_endpoint() else {
+        return;
+    };
+    let (_raw, table) = table(&ep, "nodescribe").await;
+    // The seeds' IAM policy grants GetItem and UpdateItem, not DescribeTable.
+    let proxy = tokio::task::spawn_blocking({
+        let ep = ep.clone();
+        move || support::proxy::DenyProxy::start(&ep, "DescribeTable")
+    })
+    .await
+    .unwrap();
+    let store = store(&proxy.url(), &table, None).await;
+    store
+        .check_table()
+        .await
+        .expect("a denied DescribeTable is a warning, not a refusal");
+    let key = LeaseKey::new("orders", SHARD);
+    let lease = store
+        .acquire(&key, "a", TTL)
+        .await
+        .expect("the table works through the same identity")
+        .expect("a free lease is taken");
+    assert_eq!(lease.owner.as_deref(), Some("a"));
+    tokio::task::spawn_blocking(move || drop(proxy))
+        .await
+        .unwrap();
+}

@@ -40,7 +40,7 @@ fn publish_reaches_listed_streams_and_is_refused_elsewhere() {
     host.stop();
     assert_eq!(out.len(), 1);
     assert_eq!(
-        (out[0].partition_key.as_str(), &out[0].data[..]),
+        (&*out[0].partition_key, &out[0].data[..]),
         ("k", &b"hello"[..])
     );
     let outcomes: Vec<_> = seen.all().iter().map(|s| s.outcome).collect();

@@ -418,3 +418,72 @@ fn an_expired_iterator_is_reopened_after_the_last_delivered_record() {
         "nothing skipped, nothing repeated"
     );
 }
+
+/// The peak resident memory of a process so far (`VmHWM`), in bytes.
+fn peak_rss(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[test]
+fn a_kpl_aggregate_bomb_is_delivered_whole_and_peak_memory_stays_under_100_mib() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("kplbomb");
+    k.create(&stream, 1);
+    // A ~500 KiB partition key named by ~85 000 empty user records: copied into every user
+    // record, that is tens of GB; the record itself is under Kinesis' 1 MiB.
+    let key = "k".repeat(500 * 1024);
+    let users: Vec<(&str, &[u8])> = (0..85_000).map(|_| (key.as_str(), &b""[..])).collect();
+    let bomb = aggregate(&users);
+    assert!(bomb.len() + "outer".len() <= 1 << 20, "{}", bomb.len());
+    let (_, bomb_seq) = k.put(&stream, "outer", bomb);
+    let (_, after_seq) = k.put(&stream, "after", b"ack".to_vec());
+
+    let dir = Scratch::new("kplbomb");
+    let config = format!(
+        "[host]\ncache_dir = \"{}\"\n{}",
+        dir.0.join("cache").display(),
+        config(&ep, &stream, "\"trim_horizon\"", "")
+    );
+    let path = dir.write("shardhost.toml", &config);
+    // Compile the handler into the cache first: a compile's own peak is not what is measured.
+    let checked = std::process::Command::new(env!("CARGO_BIN_EXE_shardhost"))
+        .arg("check")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(checked.status.success(), "{checked:?}");
+    let host = support::fleet::Instance::start(&dir, "host", &config);
+    let pid = host.child.id();
+    let limit = 100 << 20;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let peak = peak_rss(pid).unwrap_or(0);
+        assert!(
+            peak < limit,
+            "peak RSS {} MiB while reading the aggregate",
+            peak >> 20
+        );
+        let outcomes = host.outcomes();
+        if outcomes.iter().any(|(key, _)| key == "after") {
+            assert_eq!(
+                outcomes,
+                [
+                    ("outer".to_owned(), "ack".to_owned()),
+                    ("after".to_owned(), "ack".to_owned())
+                ],
+                "the bomb arrives whole (one corrupt aggregate), then the next record"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no outcome for {bomb_seq} / {after_seq}; log:\n{}",
+            host.text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -11,7 +11,12 @@ use support::{Outcomes, Running, Scratch, guest, text_record};
 fn read_stream(host: &Running, stream: &str) -> Vec<(String, String)> {
     host.read_stream(stream)
         .into_iter()
-        .map(|r| (r.partition_key, String::from_utf8(r.data).unwrap()))
+        .map(|r| {
+            (
+                r.partition_key.to_string(),
+                String::from_utf8(r.data).unwrap(),
+            )
+        })
         .collect()
 }
 

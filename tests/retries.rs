@@ -326,6 +326,7 @@ fn forged_header(kind: Kind, subscription: &str, origin_stream: &str) -> envelop
         },
         reason: (kind == Kind::DeadLetter).then(|| "forged".to_owned()),
         handler_version: None,
+        data_omitted: None,
     }
 }
 
@@ -436,4 +437,104 @@ fn replaying_dead_letters_writes_only_fleet_letters_into_streams_the_config_read
         [b"replay me".to_vec()],
         "only the fleet's letter for a read stream"
     );
+}
+
+#[test]
+fn a_record_too_large_for_an_envelope_is_dead_lettered_as_a_reference_not_held() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("capped-big");
+    let dir = Scratch::new("retries-big");
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, &config(&ep, &stream, ""), |h| {
+        h.on_outcome(seen.tap())
+    });
+    // As large as Kinesis takes (data and key together: 1 MiB), answered retry: neither a retry
+    // copy nor a dead letter with the record inside fits.
+    let key = "big";
+    let filler = "x".repeat((1 << 20) - key.len() - ";retry".len());
+    let big = format!("{filler};retry");
+    let (_, big_seq) = k.put(&stream, key, big.clone());
+    k.put(&stream, "after", "ack");
+    host.wait_for("the big record and the next one settled", |b| {
+        let t = b.totals("capped");
+        t.settled == 2 && t.held == 0
+    });
+    let metrics = host.metrics();
+    host.stop();
+    assert_eq!(
+        seen.all().iter().filter(|s| s.data == big).count(),
+        1,
+        "one delivery: no copy could carry it, so its attempts end at once"
+    );
+    let dead = k.read_all(&format!("{stream}-dead"));
+    assert_eq!(dead.len(), 1);
+    let (h, data) = envelope::unwrap(&fleet_key(), &dead[0].2).unwrap().unwrap();
+    assert!(data.is_empty(), "a reference carries no data");
+    assert_eq!(h.data_omitted, Some(big.len() as u64));
+    assert_eq!(
+        h.origin.sequence_number, big_seq,
+        "it names where the record is"
+    );
+    assert_eq!(h.origin.stream, stream);
+    assert!(
+        h.reason
+            .as_deref()
+            .unwrap()
+            .contains("too large for a retry copy"),
+        "{:?}",
+        h.reason
+    );
+    assert!(
+        support::metric(
+            &metrics,
+            "shardhost_contained_total",
+            &["event=\"oversized-copy\""]
+        ) >= 1.0
+    );
+}
+
+#[test]
+fn records_waiting_for_retry_after_pause_reading_at_the_in_flight_limit() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("capped-inflight");
+    k.create(&stream, 1);
+    for _ in 0..5 {
+        k.put(&stream, "wait", "retry-after:1500");
+    }
+    for _ in 0..5 {
+        k.put(&stream, "go", "ack");
+    }
+    let dir = Scratch::new("retries-inflight");
+    let config = config(&ep, &stream, "[subscription.limits]\nin_flight_records = 5");
+    let host = Running::start(&dir, &config);
+    // The first read takes all ten; five wait for their delay, which fills the bound.
+    host.wait_for("reading paused", |b| {
+        b.snapshot()
+            .iter()
+            .any(|(_, _, s)| s.state == "paused (in-flight limit)")
+    });
+    // Once the copies go out, reading resumes: three attempts each, then dead letters.
+    host.wait_for("everything settled", |b| {
+        let t = b.totals("capped");
+        t.delivered == 20 && t.settled == 20
+    });
+    let metrics = host.metrics();
+    let board = host.stop();
+    assert!(
+        board
+            .snapshot()
+            .iter()
+            .all(|(_, _, s)| s.state != "paused (in-flight limit)"),
+        "no longer paused"
+    );
+    assert!(
+        support::metric(
+            &metrics,
+            "shardhost_contained_total",
+            &["event=\"in-flight-paused\""]
+        ) >= 1.0
+    );
+    assert_eq!(k.read_all(&format!("{stream}-dead")).len(), 5);
 }

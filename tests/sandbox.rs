@@ -107,3 +107,68 @@ fn a_handler_cannot_open_a_socket() {
         "no connection reached the listener: {accepted:?}"
     );
 }
+
+/// Runs `shardhost invoke` of the scripted guest with its cache in `cache`.
+fn invoke_with_cache(dir: &Scratch, cache: &std::path::Path) {
+    let records = dir.write("r.ndjson", text_record("k", "ack"));
+    let out = Command::new(env!("CARGO_BIN_EXE_shardhost"))
+        .arg("invoke")
+        .arg(guest("scripted"))
+        .arg("--records")
+        .arg(&records)
+        .env("SHARDHOST_CACHE_DIR", cache)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn the_compile_cache_is_created_private() {
+    let dir = Scratch::new("cache-private");
+    let cache = dir.0.join("cache");
+    invoke_with_cache(&dir, &cache);
+    assert_eq!(mode(&cache), 0o700, "the cache directory");
+    assert_eq!(mode(&cache.join("components")), 0o700, "its components");
+    let entries: Vec<_> = std::fs::read_dir(cache.join("components"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(
+        entries.len(),
+        1,
+        "one entry, no temporary file left: {entries:?}"
+    );
+    assert_eq!(
+        mode(&entries[0]) & 0o022,
+        0,
+        "nobody else may write the entry"
+    );
+}
+
+#[test]
+fn a_cache_directory_others_can_write_is_not_used() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = Scratch::new("cache-shared");
+    let cache = dir.0.join("cache");
+    std::fs::create_dir_all(cache.join("components")).unwrap();
+    std::fs::set_permissions(
+        cache.join("components"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    invoke_with_cache(&dir, &cache);
+    let entries = std::fs::read_dir(cache.join("components")).unwrap().count();
+    assert_eq!(
+        entries, 0,
+        "native code is neither written to nor loaded from a directory others can write"
+    );
+}

@@ -133,6 +133,7 @@ fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize, call_batch: u
             handler: Arc::new(shardhost::handler::HandlerSlot::new(factory)),
             metrics: Arc::new(shardhost::metrics::Metrics::new()),
             lanes: 1,
+            in_flight: Default::default(),
             retry: None,
             publisher: None,
             envelopes: Arc::new(shardhost::envelope::EnvelopeKey::from_bytes([0; 32])),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::record::{BatchInfo, BatchOutcome, Record};
+use crate::record::{BatchInfo, BatchOutcome, Position, Record};
 
 /// Who is calling, for the handler's log lines and error reports, and what the handler may
 /// reach through the host.
@@ -17,6 +17,56 @@ pub struct CallContext {
     pub shard_id: Arc<str>,
     /// Where `publish` goes (none: every publish is refused).
     pub publisher: Option<Arc<crate::publish::Publisher>>,
+    /// What the shard's reader has handed to the handler, the only places a seek may go
+    /// (none: any sequence number, as `invoke` has no reader).
+    pub delivered: Option<Arc<Delivered>>,
+    /// Where containment events are counted (none: not counted).
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
+}
+
+impl CallContext {
+    /// Counts a containment event of this subscription.
+    pub fn contained(&self, event: &'static str) {
+        if let Some(m) = &self.metrics {
+            m.contained(&self.subscription, event);
+        }
+    }
+}
+
+/// The positions a shard's reader has delivered, from the first to the last.
+#[derive(Debug, Default)]
+pub struct Delivered(std::sync::Mutex<Option<(Position, Position)>>);
+
+impl Delivered {
+    /// Records that the records from `first` to `last` were delivered.
+    pub fn extend(&self, first: &Position, last: &Position) {
+        let mut range = self.0.lock().expect("delivered range poisoned");
+        match &mut *range {
+            Some((lo, hi)) => {
+                if first < lo {
+                    *lo = first.clone();
+                }
+                if last > hi {
+                    *hi = last.clone();
+                }
+            }
+            None => *range = Some((first.clone(), last.clone())),
+        }
+    }
+
+    /// Whether the record with this sequence number was delivered (as far as its sequence
+    /// number can tell), or the range it was delivered in when not.
+    pub fn check(&self, sequence_number: &str) -> Result<(), String> {
+        let range = self.0.lock().expect("delivered range poisoned");
+        let at = Position::new(sequence_number, 0);
+        match &*range {
+            Some((lo, hi)) if Position::new(&lo.sequence_number, 0) <= at && at <= *hi => Ok(()),
+            Some((lo, hi)) => Err(format!(
+                "this reader delivered from {lo} to {hi}; a seek may only go back to a record it delivered"
+            )),
+            None => Err("this reader has delivered nothing yet".into()),
+        }
+    }
 }
 
 /// Something that answers for batches of records. One instance serves one shard at a time and

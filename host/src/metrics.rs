@@ -39,6 +39,12 @@ struct TrapLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ContainedLabels {
+    subscription: String,
+    event: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabels {
     subscription: String,
     version: String,
@@ -71,6 +77,7 @@ pub struct Metrics {
     retry_copies: Family<SubscriptionLabels, Counter>,
     dead_letters: Family<SubscriptionLabels, Counter>,
     envelopes_rejected: Family<SubscriptionLabels, Counter>,
+    contained: Family<ContainedLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -95,6 +102,7 @@ impl Metrics {
             retry_copies: Family::default(),
             dead_letters: Family::default(),
             envelopes_rejected: Family::default(),
+            contained: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -156,6 +164,11 @@ impl Metrics {
             "envelopes_rejected",
             "Records that looked like retry copies but were not made by this fleet for this subscription and stream (handled as ordinary records)",
             m.envelopes_rejected.clone(),
+        );
+        registry.register(
+            "contained",
+            "Containment events: a handler, a record or a client stopped at a limit (by event)",
+            m.contained.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -248,6 +261,17 @@ impl Metrics {
         self.envelopes_rejected
             .get_or_create(&SubscriptionLabels {
                 subscription: subscription.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a containment event (a call ended at its timeout, a limit reached, a log line
+    /// cut, reading paused, ...).
+    pub fn contained(&self, subscription: &str, event: &'static str) {
+        self.contained
+            .get_or_create(&ContainedLabels {
+                subscription: subscription.to_owned(),
+                event,
             })
             .inc();
     }

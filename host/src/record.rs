@@ -13,8 +13,9 @@ use wasmtime::component::{ComponentType, Lift, Lower};
 #[derive(Clone, Debug, PartialEq, Eq, ComponentType, Lower, Lift)]
 #[component(record)]
 pub struct Record {
+    /// Shared by the user records of one KPL aggregate.
     #[component(name = "partition-key")]
-    pub partition_key: String,
+    pub partition_key: std::sync::Arc<str>,
     #[component(name = "sequence-number")]
     pub sequence_number: String,
     /// Position inside a KPL aggregate; 0 for a plain record.

@@ -105,12 +105,17 @@ async fn lease_store(
             Arc::new(MemoryLeaseStore::new()),
             envelope_key(config, cache, None).await?,
         )),
-        LeaseStoreKind::Dynamo { table, endpoint } => {
+        LeaseStoreKind::Dynamo {
+            table,
+            endpoint,
+            region,
+            test_credentials,
+        } => {
             let store = DynamoLeaseStore::connect(
                 table,
                 endpoint.as_deref(),
-                config.kinesis.region.as_deref(),
-                config.kinesis.test_credentials,
+                region.as_deref(),
+                *test_credentials,
                 config.leases.legacy_stream.as_deref(),
             )
             .await;
@@ -220,6 +225,10 @@ impl Host {
                     }),
                     handler: slot,
                     lanes: s.lanes as usize,
+                    in_flight: crate::dispatch::InFlight {
+                        records: s.limits.in_flight_records,
+                        bytes: s.limits.in_flight_bytes,
+                    },
                     retry: s.max_attempts.map(|max_attempts| RetryPolicy {
                         max_attempts,
                         retry_stream: Arc::from(s.retry_stream.as_deref().unwrap_or(&s.stream)),

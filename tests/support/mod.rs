@@ -141,6 +141,7 @@ pub struct Running {
     pub admin: Option<std::net::SocketAddr>,
     pub deployer: std::sync::Arc<shardhost::deploy::Deployer>,
     pub source: std::sync::Arc<dyn shardhost::source::StreamSource>,
+    pub host_metrics: std::sync::Arc<shardhost::metrics::Metrics>,
     stop: CancellationToken,
     rt: tokio::runtime::Runtime,
     done: Option<tokio::task::JoinHandle<()>>,
@@ -170,6 +171,7 @@ impl Running {
         let admin = host.admin_addr();
         let deployer = host.deployer();
         let source = host.source();
+        let host_metrics = host.metrics();
         let stop = CancellationToken::new();
         let token = stop.clone();
         let done = rt.spawn(async move { host.run(token).await.unwrap() });
@@ -179,6 +181,7 @@ impl Running {
             admin,
             deployer,
             source,
+            host_metrics,
             stop,
             rt,
             done: Some(done),
@@ -196,6 +199,11 @@ impl Running {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// The host's metrics, as `/metrics` serves them.
+    pub fn metrics(&self) -> String {
+        self.host_metrics.encode()
     }
 
     /// A client for this host's admin API, sending `token`.
@@ -347,7 +355,7 @@ impl Outcomes {
             seen.lock().unwrap().push(Seen {
                 subscription: s.subscription.to_owned(),
                 shard_id: s.shard_id.to_owned(),
-                partition_key: s.record.partition_key.clone(),
+                partition_key: s.record.partition_key.to_string(),
                 sequence_number: s.record.sequence_number.clone(),
                 sub_sequence_number: s.record.sub_sequence_number,
                 data: String::from_utf8_lossy(&s.record.data).into_owned(),
@@ -365,4 +373,19 @@ impl Outcomes {
     pub fn len(&self) -> usize {
         self.0.lock().unwrap().len()
     }
+}
+
+/// The sum of the samples of `name` (OpenMetrics text) whose labels contain every one of
+/// `labels` (`key="value"`).
+pub fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (n, rest) = series.split_once('{').unwrap_or((series, ""));
+            (n == name && labels.iter().all(|want| rest.contains(want)))
+                .then(|| value.parse::<f64>().ok())
+                .flatten()
+        })
+        .sum()
 }

@@ -98,3 +98,77 @@ async fn pipe(client: TcpStream, server: TcpStream, delay: Arc<AtomicU64>) {
     };
     tokio::join!(upstream, downstream);
 }
+
+/// An HTTP proxy on 127.0.0.1 in front of an AWS-protocol emulator that answers one operation
+/// (its `X-Amz-Target`) with `AccessDeniedException`, as an IAM policy without that permission
+/// would, and forwards every other request. Stops when dropped.
+pub struct DenyProxy {
+    pub addr: SocketAddr,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl DenyProxy {
+    /// Denies requests whose `X-Amz-Target` ends with `.{operation}`.
+    pub fn start(target: &str, operation: &'static str) -> DenyProxy {
+        use http_body_util::{BodyExt, Full};
+        use hyper::body::Bytes;
+        use hyper_util::rt::TokioIo;
+        let target: SocketAddr = target
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .parse()
+            .expect("an http://IP:PORT endpoint");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        rt.spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let service = hyper::service::service_fn(
+                    move |request: hyper::Request<hyper::body::Incoming>| async move {
+                        let denied = request
+                            .headers()
+                            .get("x-amz-target")
+                            .and_then(|v| v.to_str().ok())
+                            .is_some_and(|t| t.ends_with(&format!(".{operation}")));
+                        if denied {
+                            let body = format!(
+                                r#"{{"__type":"com.amazonaws.dynamodb.v20120810#AccessDeniedException","message":"not authorized to perform: dynamodb:{operation}"}}"#
+                            );
+                            return hyper::Response::builder()
+                                .status(400)
+                                .header("content-type", "application/x-amz-json-1.0")
+                                .body(Full::new(Bytes::from(body)));
+                        }
+                        let (parts, body) = request.into_parts();
+                        let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                        let upstream = TcpStream::connect(target).await.unwrap();
+                        let (mut sender, conn) =
+                            hyper::client::conn::http1::handshake(TokioIo::new(upstream))
+                                .await
+                                .unwrap();
+                        tokio::spawn(conn);
+                        let forwarded = hyper::Request::from_parts(parts, Full::new(body));
+                        let answer = sender.send_request(forwarded).await.unwrap();
+                        let (parts, body) = answer.into_parts();
+                        let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                        Ok::<_, hyper::http::Error>(hyper::Response::from_parts(parts, Full::new(body)))
+                    },
+                );
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(client), service)
+                        .await;
+                });
+            }
+        });
+        DenyProxy { addr, _rt: rt }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}

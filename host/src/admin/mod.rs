@@ -9,18 +9,31 @@
 //! | `POST /subscriptions/{name}/rollback`  | restores the version before the last swap; 409 when there is none |
 //!
 //! With `token` set, every route but `/healthz` wants `Authorization: Bearer TOKEN` (401
-//! otherwise). The config refuses a listen address off loopback without a token.
+//! otherwise; the scheme in any case, the token compared in constant time). The config refuses
+//! a listen address off loopback without a token.
+//!
+//! What a browser or a slow client can do is bounded ([`guard`]): a request with an `Origin`
+//! header (a web page's) is refused, and so is one whose `Host` is not the listen address or
+//! `localhost` (DNS rebinding); a connection that sends no complete request head within
+//! [`HEADER_READ_TIMEOUT`] is closed; at most [`MAX_CONNECTIONS`] are open at once (more wait in
+//! the kernel's backlog, taking no file descriptor); a request takes at most
+//! [`REQUEST_TIMEOUT`], an upload body at most [`UPLOAD_TIMEOUT`]; and a subscription takes
+//! one upload at a time.
 
 pub mod client;
+mod guard;
+mod serve;
+
+pub use guard::{HEADER_READ_TIMEOUT, MAX_CONNECTIONS, REQUEST_TIMEOUT, UPLOAD_TIMEOUT};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use tokio::net::TcpListener;
@@ -53,6 +66,14 @@ pub struct AdminState {
     pub metrics: Arc<Metrics>,
 }
 
+/// What the routes share besides [`AdminState`].
+struct Shared {
+    state: Arc<AdminState>,
+    max_upload: usize,
+    /// The subscriptions with an upload in progress.
+    uploading: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
 /// A bound, not yet serving admin API.
 pub struct AdminServer {
     listener: TcpListener,
@@ -68,13 +89,10 @@ impl AdminServer {
                 addr: config.listen,
                 source,
             })?;
+        let listen = listener.local_addr().unwrap_or(config.listen);
         Ok(AdminServer {
             listener,
-            router: router(
-                Arc::new(state),
-                config.token.clone(),
-                usize::try_from(config.max_upload).unwrap_or(usize::MAX),
-            ),
+            router: router(Arc::new(state), config, listen),
         })
     }
 
@@ -87,35 +105,33 @@ impl AdminServer {
 
     /// Serves until `stop` fires.
     pub async fn serve(self, stop: CancellationToken) {
-        let addr = self.local_addr();
-        tracing::info!(%addr, "admin API listening");
-        let served = axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await;
-        if let Err(e) = served {
-            tracing::error!(%addr, "admin API stopped: {e}");
-        }
+        serve::serve(self.listener, self.router, stop).await
     }
 }
 
-fn router(state: Arc<AdminState>, token: Option<String>, max_upload: usize) -> Router {
+fn router(state: Arc<AdminState>, config: &AdminConfig, listen: SocketAddr) -> Router {
     let health = state.status.clone();
+    let metrics = state.metrics.clone();
+    let shared = Arc::new(Shared {
+        state,
+        max_upload: usize::try_from(config.max_upload).unwrap_or(usize::MAX),
+        uploading: Default::default(),
+    });
     let guarded = Router::new()
         .route("/status", get(status))
-        .route("/metrics", get(metrics))
-        .route(
-            "/subscriptions/{name}/handler",
-            put(deploy).layer(DefaultBodyLimit::max(max_upload)),
-        )
+        .route("/metrics", get(metrics_text))
+        .route("/subscriptions/{name}/handler", put(deploy))
         .route("/subscriptions/{name}/rollback", post(rollback))
         .route_layer(middleware::from_fn_with_state(
-            token.map(Arc::<str>::from),
-            require_token,
+            config.token.as_deref().map(guard::Token::new).map(Arc::new),
+            guard::require_token,
         ))
-        .with_state(state);
+        .with_state(shared);
+    let origin = Arc::new(guard::Origins::new(listen, metrics));
     Router::new()
         .route("/healthz", get(move || healthz(health.clone())))
         .merge(guarded)
+        .layer(middleware::from_fn_with_state(origin, guard::same_origin))
 }
 
 /// `ok`, or 503 naming every failed task (a supervisor should restart the host).
@@ -131,44 +147,12 @@ async fn healthz(status: crate::status::StatusBoard) -> Response {
     (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
 }
 
-/// Answers 401 unless the request carries the token (when one is set). Runs before the body
-/// is read, so an unauthenticated upload costs nothing.
-async fn require_token(
-    State(token): State<Option<Arc<str>>>,
-    headers: HeaderMap,
-    request: Request,
-    next: Next,
-) -> Response {
-    if let Some(token) = token {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if !given.is_some_and(|g| same(g.as_bytes(), token.as_bytes())) {
-            let mut response = error(
-                StatusCode::UNAUTHORIZED,
-                "missing or wrong bearer token (Authorization: Bearer TOKEN)".into(),
-            );
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, "Bearer".parse().expect("valid"));
-            return response;
-        }
-    }
-    next.run(request).await
-}
-
-/// Compares in time that depends only on the lengths.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-fn error(status: StatusCode, message: String) -> Response {
+pub(super) fn error(status: StatusCode, message: String) -> Response {
     (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
 }
 
-async fn status(State(state): State<Arc<AdminState>>) -> axum::Json<Report> {
-    axum::Json(report(&state))
+async fn status(State(shared): State<Arc<Shared>>) -> axum::Json<Report> {
+    axum::Json(report(&shared.state))
 }
 
 /// The status of every subscription of this host.
@@ -195,25 +179,76 @@ pub fn report(state: &AdminState) -> Report {
     }
 }
 
-async fn metrics(State(state): State<Arc<AdminState>>) -> Response {
+async fn metrics_text(State(shared): State<Arc<Shared>>) -> Response {
     (
         [(header::CONTENT_TYPE, OPENMETRICS)],
-        state.metrics.encode(),
+        shared.state.metrics.encode(),
     )
         .into_response()
 }
 
+/// Takes the upload only when no other upload for the subscription is in progress, and reads
+/// its body within [`UPLOAD_TIMEOUT`] and `max_upload`.
 async fn deploy(
-    State(state): State<Arc<AdminState>>,
+    State(shared): State<Arc<Shared>>,
     Path(name): Path<String>,
-    body: Bytes,
+    body: Body,
 ) -> Response {
+    let Some(_upload) = Upload::begin(&shared, &name) else {
+        return error(
+            StatusCode::CONFLICT,
+            format!("an upload for `{name}` is already in progress; try again when it is done"),
+        );
+    };
+    let read = axum::body::to_bytes(body, shared.max_upload);
+    let body = match tokio::time::timeout(UPLOAD_TIMEOUT, read).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(_)) => {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the upload is larger than [admin] max_upload ({} bytes)",
+                    shared.max_upload
+                ),
+            );
+        }
+        Err(_) => {
+            return error(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the upload did not arrive within {UPLOAD_TIMEOUT:?}"),
+            );
+        }
+    };
     let origin = format!("upload for `{name}` ({} bytes)", body.len());
-    swapped(state.deployer.deploy(&name, &body, &origin).await)
+    swapped(shared.state.deployer.deploy(&name, &body, &origin).await)
 }
 
-async fn rollback(State(state): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
-    swapped(state.deployer.rollback(&name).await)
+/// One upload in progress for a subscription; ends when dropped.
+struct Upload<'a> {
+    shared: &'a Shared,
+    name: String,
+}
+
+impl<'a> Upload<'a> {
+    fn begin(shared: &'a Shared, name: &str) -> Option<Upload<'a>> {
+        let mut uploading = shared.uploading.lock().expect("upload set poisoned");
+        uploading.insert(name.to_owned()).then(|| Upload {
+            shared,
+            name: name.to_owned(),
+        })
+    }
+}
+
+impl Drop for Upload<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut uploading) = self.shared.uploading.lock() {
+            uploading.remove(&self.name);
+        }
+    }
+}
+
+async fn rollback(State(shared): State<Arc<Shared>>, Path(name): Path<String>) -> Response {
+    swapped(shared.state.deployer.rollback(&name).await)
 }
 
 fn swapped(result: Result<Swapped, DeployError>) -> Response {

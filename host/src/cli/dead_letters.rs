@@ -158,6 +158,21 @@ async fn replay(source: &KinesisStreams, config: &Config, letters: &[Letter]) ->
             l.sequence_number, l.header.origin.stream
         );
     }
+    let (references, ours): (Vec<&Letter>, Vec<&Letter>) = ours
+        .into_iter()
+        .partition(|l| l.header.data_omitted.is_some());
+    for l in &references {
+        let o = &l.header.origin;
+        eprintln!(
+            "dead letter {} is a reference (its {} bytes did not fit beside the envelope): not \
+             replayed; the record is in `{}` shard {} at {} until the stream's retention ends",
+            l.sequence_number,
+            l.header.data_omitted.unwrap_or(0),
+            o.stream,
+            o.shard_id,
+            o.sequence_number
+        );
+    }
     for (n, l) in ours.iter().enumerate() {
         let o = &l.header.origin;
         if let Err(e) = source
@@ -172,7 +187,11 @@ async fn replay(source: &KinesisStreams, config: &Config, letters: &[Letter]) ->
         }
     }
     println!("{} dead letter(s) put back into their streams", ours.len());
-    if refused.is_empty() { 0 } else { EXIT_RUNTIME }
+    if refused.is_empty() && references.is_empty() {
+        0
+    } else {
+        EXIT_RUNTIME
+    }
 }
 
 fn data_fields(data: &[u8]) -> (&'static str, serde_json::Value) {
@@ -201,14 +220,23 @@ fn json(l: &Letter) -> serde_json::Value {
             "sequence_number": h.origin.sequence_number,
         },
     });
-    let (key, data) = data_fields(&l.data);
-    v[key] = data;
+    if let Some(size) = h.data_omitted {
+        v["data_omitted"] = size.into();
+    } else {
+        let (key, data) = data_fields(&l.data);
+        v[key] = data;
+    }
     v
 }
 
 fn text(l: &Letter) -> String {
     let h = &l.header;
-    let (_, data) = data_fields(&l.data);
+    let data = match h.data_omitted {
+        Some(size) => {
+            format!("omitted ({size} bytes; a reference to the record in its stream)").into()
+        }
+        None => data_fields(&l.data).1,
+    };
     format!(
         "{}  from {}/{} {}  key {}  after {} attempt(s): {}  handler {}  data {}",
         l.sequence_number,

@@ -77,6 +77,8 @@ async fn invoke_async(args: &InvokeArgs) -> u8 {
         stream: Arc::from(STREAM),
         shard_id: Arc::from(shard_id(0)),
         publisher: None,
+        delivered: None,
+        metrics: None,
     };
     let info = BatchInfo {
         stream: STREAM.into(),
@@ -130,7 +132,7 @@ async fn invoke_async(args: &InvokeArgs) -> u8 {
 fn json_line(record: &Record, outcome: Outcome, error: Option<&str>) -> String {
     let mut v = serde_json::json!({
         "sequence_number": record.sequence_number,
-        "partition_key": record.partition_key,
+        "partition_key": &*record.partition_key,
         "outcome": outcome.name(),
     });
     if let Outcome::RetryAfter(ms) = outcome {

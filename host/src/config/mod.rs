@@ -67,6 +67,10 @@ pub enum LeaseStoreKind {
     Dynamo {
         table: String,
         endpoint: Option<String>,
+        /// `[leases] region`, else `[kinesis] region`.
+        region: Option<String>,
+        /// `[leases] test_credentials`, else `[kinesis] test_credentials`.
+        test_credentials: bool,
     },
 }
 
@@ -121,6 +125,11 @@ pub struct Limits {
     /// Instructions' worth of fuel per handler call; a call that burns it all is a trap.
     /// Default: no fuel metering (the timeout still holds).
     pub fuel: Option<u64>,
+    /// Records a shard keeps in memory waiting for a retry-after delay; past it the shard stops
+    /// reading until they drain. Default 10 000.
+    pub in_flight_records: usize,
+    /// The same bound in bytes of record data. Default 64 MiB.
+    pub in_flight_bytes: u64,
 }
 
 impl Default for Limits {
@@ -129,6 +138,8 @@ impl Default for Limits {
             memory: 64 << 20,
             timeout: Duration::from_secs(5),
             fuel: None,
+            in_flight_records: 10_000,
+            in_flight_bytes: 64 << 20,
         }
     }
 }

@@ -30,6 +30,8 @@ const LEASES_KEYS: &[&str] = &[
     "ttl",
     "renew_every",
     "list_every",
+    "region",
+    "test_credentials",
 ];
 const ADMIN_KEYS: &[&str] = &["listen", "token", "max_upload"];
 const SUBSCRIPTION_KEYS: &[&str] = &[
@@ -50,7 +52,13 @@ const SUBSCRIPTION_KEYS: &[&str] = &[
     "limits",
     "wasi",
 ];
-const LIMITS_KEYS: &[&str] = &["memory", "timeout", "fuel"];
+const LIMITS_KEYS: &[&str] = &[
+    "memory",
+    "timeout",
+    "fuel",
+    "in_flight_records",
+    "in_flight_bytes",
+];
 const WASI_KEYS: &[&str] = &["env"];
 const START_AT_KEYS: &[&str] = &["timestamp"];
 
@@ -73,7 +81,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let root = w.root(doc.get_ref(), ROOT_KEYS);
     let host = host(&mut w, &root);
     let (kinesis, endpoint_ok) = kinesis(&mut w, &root);
-    let leases = leases(&mut w, &root);
+    let leases = leases(&mut w, &root, &kinesis);
     let admin = admin(&mut w, &root);
     // `feed` is checked against the endpoint only when the endpoint itself is fine.
     let memory = endpoint_ok.then_some(kinesis.endpoint == KinesisEndpoint::Memory);
@@ -151,11 +159,19 @@ fn kinesis(w: &mut Walker<'_>, root: &Section<'_, '_>) -> (KinesisConfig, bool) 
     kinesis.region = sec.get("region").and_then(|f| w.text(&f));
     if let Some(f) = sec.get("test_credentials") {
         kinesis.test_credentials = w.boolean(&f).unwrap_or(false);
+        if kinesis.test_credentials && !sec.has("endpoint") {
+            w.report_at(
+                &f,
+                "test_credentials sends dummy keys, meant for a local stack, but no `endpoint` \
+                 is set, so they would go to AWS: set `endpoint` (e.g. \"http://127.0.0.1:4567\") \
+                 or remove test_credentials",
+            );
+        }
     }
     (kinesis, endpoint_ok)
 }
 
-fn leases(w: &mut Walker<'_>, root: &Section<'_, '_>) -> LeaseConfig {
+fn leases(w: &mut Walker<'_>, root: &Section<'_, '_>, kinesis: &KinesisConfig) -> LeaseConfig {
     let mut leases = LeaseConfig {
         store: LeaseStoreKind::Memory,
         legacy_stream: None,
@@ -187,13 +203,39 @@ fn leases(w: &mut Walker<'_>, root: &Section<'_, '_>) -> LeaseConfig {
         Some("dynamodb") => {
             let table = w.required(&sec, "table").and_then(|f| w.text(&f));
             let endpoint = sec.get("endpoint").and_then(|f| w.url(&f));
+            // The lease table's region and credentials default to the stream's.
+            let region = match sec.get("region") {
+                Some(f) => w.text(&f),
+                None => kinesis.region.clone(),
+            };
+            let test_credentials = match sec.get("test_credentials") {
+                Some(f) => w.boolean(&f).unwrap_or(false),
+                None => kinesis.test_credentials,
+            };
+            if test_credentials && !sec.has("endpoint") {
+                let (f, whose) = match sec.get("test_credentials") {
+                    Some(f) => (Some(f), "test_credentials sends"),
+                    None => (sec.get("store"), "[kinesis] test_credentials would send"),
+                };
+                if let Some(f) = f {
+                    let message = format!(
+                        "{whose} dummy keys, meant for a local stack, but [leases] has no \
+                         `endpoint`, so they would go to AWS DynamoDB: set [leases] endpoint \
+                         (e.g. \"http://127.0.0.1:4568\") or [leases] test_credentials = false"
+                    );
+                    w.report_at(&f, message);
+                }
+            }
             leases.store = LeaseStoreKind::Dynamo {
                 table: table.unwrap_or_default(),
                 endpoint,
+                region,
+                test_credentials,
             };
         }
         Some(_) => {
-            for f in ["table", "endpoint"].into_iter().filter_map(|k| sec.get(k)) {
+            let only_dynamo = ["table", "endpoint", "region", "test_credentials"];
+            for f in only_dynamo.into_iter().filter_map(|k| sec.get(k)) {
                 let message = format!(
                     "`{}` is only used with store = \"dynamodb\" (the store here is \"memory\")",
                     f.name
@@ -505,6 +547,21 @@ fn limits(w: &mut Walker<'_>, sec: &Section<'_, '_>) -> Limits {
     }
     if let Some(f) = sec.get("fuel") {
         limits.fuel = w.integer(&f, 1, i64::MAX).map(|n| n as u64);
+    }
+    if let Some(n) = sec
+        .get("in_flight_records")
+        .and_then(|f| w.integer(&f, 1, 1_000_000))
+    {
+        limits.in_flight_records = n as usize;
+    }
+    if let Some(f) = sec.get("in_flight_bytes")
+        && let Some(bytes) = w.size(&f)
+    {
+        if (MIN_MEMORY..=MAX_MEMORY).contains(&bytes) {
+            limits.in_flight_bytes = bytes;
+        } else {
+            w.report_at(&f, "in_flight_bytes must be from 1MiB to 4GiB");
+        }
     }
     limits
 }

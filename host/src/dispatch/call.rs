@@ -32,6 +32,13 @@ pub(super) struct Delayed {
     origin: Origin,
 }
 
+impl Delayed {
+    /// What it holds in memory (its data and key).
+    pub fn bytes(&self) -> u64 {
+        (self.record.data.len() + self.record.partition_key.len()) as u64
+    }
+}
+
 /// What a read record is to this subscription.
 enum Copy {
     /// An ordinary record (or one that only looks like a copy: handled as it is).
@@ -39,7 +46,7 @@ enum Copy {
     /// A retry copy this fleet made for another subscription reading the same stream.
     Foreign,
     /// A retry copy of ours: its header, and where the original data starts.
-    Ours(Header, usize),
+    Ours(Box<Header>, usize),
 }
 
 /// The longest retry-after delay honoured under a cap (one hour); longer ones wait this long.
@@ -81,6 +88,11 @@ impl Run<'_> {
             .iter_mut()
             .map(|h| Lane::new(h.take(), per_lane))
             .collect();
+        if let (Some(delivered), Some(first), Some(last)) =
+            (&w.ctx.delivered, records.first(), records.last())
+        {
+            delivered.extend(&first.position(), &last.position());
+        }
         let mut metas = Vec::with_capacity(records.len());
         for mut record in records {
             let ticket = self.tracker.deliver(record.position());
@@ -234,7 +246,7 @@ impl Run<'_> {
         match &w.plan.retry {
             Some(policy) if *policy.retry_stream == *w.plan.stream => {
                 let at = record.data.len() - original.len();
-                Copy::Ours(header, at)
+                Copy::Ours(Box::new(header), at)
             }
             _ => reject(&"it is not on this subscription's retry stream"),
         }
@@ -335,7 +347,7 @@ impl Run<'_> {
             shard_id: w.ctx.shard_id.to_string(),
             sequence_number: record.sequence_number.clone(),
             sub_sequence_number: record.sub_sequence_number,
-            partition_key: record.partition_key.clone(),
+            partition_key: record.partition_key.to_string(),
         });
         if meta.attempt >= policy.max_attempts {
             let reason = match (&error, outcome) {
@@ -343,7 +355,8 @@ impl Run<'_> {
                 (None, Outcome::RetryAfter(ms)) => format!("handler answered retry-after({ms} ms)"),
                 _ => "handler answered retry".to_owned(),
             };
-            self.dead_letter(record, meta, origin, reason).await;
+            self.dead_letter(record, meta.ticket, meta.attempt, origin, reason)
+                .await;
         } else if let (None, Outcome::RetryAfter(ms)) = (&error, outcome)
             && ms > 0
         {
@@ -361,7 +374,9 @@ impl Run<'_> {
     }
 
     /// Publishes the next attempt of a record and settles this one; if the copy cannot be
-    /// published, the record is held instead (nothing is lost).
+    /// published, the record is held instead (nothing is lost). A record too large to carry an
+    /// envelope within Kinesis' record limit cannot be retried by a copy: its attempts end here
+    /// and it is dead-lettered (as a reference), so a cap always ends a record.
     async fn publish_copy(&mut self, record: Record, ticket: Ticket, attempt: u32, origin: Origin) {
         let w = self.worker;
         let policy = w.plan.retry.clone().expect("a retry policy");
@@ -372,9 +387,24 @@ impl Run<'_> {
             origin,
             reason: None,
             handler_version: None,
+            data_omitted: None,
         };
+        let data = envelope::wrap(&w.plan.envelopes, &header, &record.data);
+        if !envelope::fits(&data, &record.partition_key) {
+            let reason = format!(
+                "a record of {} bytes is too large for a retry copy (with its envelope it passes \
+                 Kinesis' {} byte limit); attempt {attempt} of {} was its last",
+                record.data.len(),
+                envelope::MAX_RECORD_BYTES,
+                policy.max_attempts
+            );
+            w.plan.metrics.contained(&w.plan.name, "oversized-copy");
+            self.dead_letter(record, ticket, attempt, header.origin, reason)
+                .await;
+            return;
+        }
         if let Some(seq) = self
-            .publish(&policy.retry_stream, &header, &record, ticket)
+            .publish(&policy.retry_stream, data, &record, ticket)
             .await
         {
             w.plan.metrics.retry_copy(&w.plan.name);
@@ -388,43 +418,63 @@ impl Run<'_> {
     }
 
     /// Publishes a record that used up its attempts to the dead-letter stream, with why, and
-    /// settles it; if that fails, the record is held.
-    async fn dead_letter(&mut self, record: Record, meta: &Meta, origin: Origin, reason: String) {
+    /// settles it; if that fails, the record is held. When the record and its envelope do not
+    /// fit into one Kinesis record, the letter is a reference: the envelope alone, naming where
+    /// the record is and how large it is.
+    async fn dead_letter(
+        &mut self,
+        record: Record,
+        ticket: Ticket,
+        attempt: u32,
+        origin: Origin,
+        reason: String,
+    ) {
         let w = self.worker;
         let policy = w.plan.retry.clone().expect("a retry policy");
-        let header = Header {
+        let mut header = Header {
             kind: Kind::DeadLetter,
             subscription: w.plan.name.to_string(),
-            attempt: meta.attempt,
+            attempt,
             origin,
-            reason: Some(reason.clone()),
+            reason: Some(envelope::short_reason(&reason)),
             handler_version: Some(self.version.to_string()),
+            data_omitted: None,
         };
+        let mut data = envelope::wrap(&w.plan.envelopes, &header, &record.data);
+        if !envelope::fits(&data, &record.partition_key) {
+            header.data_omitted = Some(record.data.len() as u64);
+            data = envelope::wrap(&w.plan.envelopes, &header, &[]);
+            w.plan
+                .metrics
+                .contained(&w.plan.name, "dead-letter-reference");
+        }
+        let reference = header.data_omitted.is_some();
         if let Some(seq) = self
-            .publish(&policy.dead_letter, &header, &record, meta.ticket)
+            .publish(&policy.dead_letter, data, &record, ticket)
             .await
         {
             w.plan.metrics.dead_letter(&w.plan.name);
             tracing::warn!(
                 subscription = %w.plan.name, shard = %w.ctx.shard_id,
                 sequence_number = %record.position(), partition_key = %record.partition_key,
-                dead_letter = %policy.dead_letter, letter = %seq, attempts = meta.attempt,
-                "dead-lettered: {reason}"
+                dead_letter = %policy.dead_letter, letter = %seq, attempts = attempt, reference,
+                "dead-lettered{}: {reason}",
+                if reference { " (a reference: the record is too large to carry)" } else { "" }
             );
         }
     }
 
-    /// Puts `record` wrapped under `header` into `stream` and settles it; when the put fails
-    /// (after the SDK's retries) the record is held instead. Answers the new sequence number.
+    /// Puts enveloped `data` into `stream` under the record's key and settles the record; when
+    /// the put fails (after the SDK's retries) the record is held instead. Answers the new
+    /// sequence number.
     async fn publish(
         &mut self,
         stream: &str,
-        header: &Header,
+        data: Vec<u8>,
         record: &Record,
         ticket: Ticket,
     ) -> Option<String> {
         let w = self.worker;
-        let data = envelope::wrap(&w.plan.envelopes, header, &record.data);
         match self.source.put(stream, &record.partition_key, data).await {
             Ok(seq) => {
                 self.tracker.settle(ticket, Outcome::Drop);

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::handler::{CallContext, CallError, Handler, HandlerFactory, outcomes_per_record};
 use crate::metrics::{Metrics, ShardMetrics};
 use crate::record::{BatchInfo, Outcome, Position, Record};
+use crate::wasm::short_version;
 
 /// What became of one record of a lane.
 #[derive(Clone, Debug)]
@@ -69,6 +70,7 @@ impl Lane {
     pub async fn run(mut self, env: &LaneEnv, info: &BatchInfo) -> Lane {
         let n = self.records.len();
         self.answers = vec![Answer::Unanswered; n];
+        let mut budget = TimeoutBudget::for_records(n);
         let mut start = 0;
         while start < n && self.seek.is_none() {
             if start > 0 && Self::interrupted(env) {
@@ -81,13 +83,15 @@ impl Lane {
                 end += 1;
             }
             if attempt == info.attempt {
-                self.call_isolating(env, info, start..end).await;
+                self.call_isolating(env, info, start..end, &mut budget)
+                    .await;
             } else {
                 let info = BatchInfo {
                     attempt,
                     ..info.clone()
                 };
-                self.call_isolating(env, &info, start..end).await;
+                self.call_isolating(env, &info, start..end, &mut budget)
+                    .await;
             }
             start = end;
         }
@@ -101,6 +105,7 @@ impl Lane {
         env: &LaneEnv,
         info: &BatchInfo,
         range: std::ops::Range<usize>,
+        budget: &mut TimeoutBudget,
     ) {
         let mut todo = Vec::new();
         todo.push(range);
@@ -111,7 +116,16 @@ impl Lane {
                 // state) must not make a record look guilty.
                 self.handler = None;
             }
-            let (result, seek) = self.call(env, info, range.clone()).await;
+            let Some((result, seek)) = self.call(env, info, range.clone()).await else {
+                env.all_metrics
+                    .contained(&env.ctx.subscription, "call-interrupted");
+                tracing::warn!(
+                    subscription = %env.ctx.subscription, shard = %env.ctx.shard_id,
+                    handler = short_version(&env.factory.version()), records = range.len(),
+                    "a call in flight was ended by a stop or a lost lease; its records are read again by the shard's next reader"
+                );
+                return;
+            };
             // A seek asked for by a call that then failed is not followed.
             if let (Ok(_), Some(seq)) = (&result, seek) {
                 // Records at or after the seek target are read again; earlier answers of this
@@ -136,7 +150,24 @@ impl Lane {
                 }
                 Err(e) => {
                     env.all_metrics.trap(&env.ctx.subscription, e.kind());
-                    if range.len() > 1 && e.may_be_a_record() {
+                    let split = range.len() > 1 && e.may_be_a_record();
+                    if split && budget.spend(&e) {
+                        // Timeouts are what make isolation slow: past the budget, a part that
+                        // times out fails as it is (the parts not yet called still are, once).
+                        env.all_metrics
+                            .contained(&env.ctx.subscription, "isolation-budget");
+                        tracing::warn!(
+                            subscription = %env.ctx.subscription, shard = %env.ctx.shard_id,
+                            handler = short_version(&env.factory.version()), records = range.len(),
+                            first_sequence_number = %self.records[range.start].position(),
+                            "{e}; the isolation budget of {} timeouts per batch is spent: these records fail without being split further",
+                            budget.limit
+                        );
+                        env.metrics.failed(range.len());
+                        for i in range {
+                            self.answers[i] = Answer::Failed(e.clone());
+                        }
+                    } else if split {
                         tracing::warn!(
                             subscription = %env.ctx.subscription, shard = %env.ctx.shard_id,
                             records = range.len(),
@@ -161,24 +192,32 @@ impl Lane {
         }
     }
 
-    /// One handler call, and the seek it asked for. A failed call drops the instance: the
-    /// next call gets a fresh one.
+    /// One handler call, and the seek it asked for; `None` when a lost lease or a stop ended
+    /// it. A failed call drops the instance: the next call gets a fresh one.
     async fn call(
         &mut self,
         env: &LaneEnv,
         info: &BatchInfo,
         range: std::ops::Range<usize>,
-    ) -> (Result<Vec<Outcome>, CallError>, Option<String>) {
+    ) -> Option<(Result<Vec<Outcome>, CallError>, Option<String>)> {
         let records = &self.records[range];
         let mut handler = match self.handler.take() {
             Some(h) => h,
             None => match env.factory.instantiate(&env.ctx).await {
                 Ok(h) => h,
-                Err(e) => return (Err(e), None),
+                Err(e) => return Some((Err(e), None)),
             },
         };
         let started = Instant::now();
-        let answer = handler.handle(info, records).await;
+        let [lost, stop, _] = &env.interrupts;
+        // A lost lease or a stop ends a call in flight: its records stay unanswered (read
+        // again by whoever reads the shard next) and the instance is thrown away.
+        let answer = tokio::select! {
+            biased;
+            answer = handler.handle(info, records) => answer,
+            _ = lost.cancelled() => return None,
+            _ = stop.cancelled() => return None,
+        };
         env.metrics.call(started.elapsed());
         let seek = handler.take_seek();
         let outcomes =
@@ -186,6 +225,51 @@ impl Lane {
         if outcomes.is_ok() {
             self.handler = Some(handler);
         }
-        (outcomes, seek)
+        Some((outcomes, seek))
+    }
+}
+
+/// How many timeouts a lane may spend isolating records in one batch: as many as it takes to
+/// find one slow record by halving (`1 + ⌈log₂ n⌉`). Past the budget, a part that times out
+/// fails as it is instead of being split: a handler slow on every record costs about
+/// `2·⌈log₂ n⌉` timeouts per batch, not `2n − 1`.
+pub(super) struct TimeoutBudget {
+    spent: u32,
+    limit: u32,
+}
+
+impl TimeoutBudget {
+    pub fn for_records(n: usize) -> Self {
+        let n = n.max(1) as u64;
+        TimeoutBudget {
+            spent: 0,
+            limit: 1 + (64 - (n - 1).leading_zeros()),
+        }
+    }
+
+    /// Counts a failed call that would be split; answers whether the budget is spent, so that
+    /// it is not (only timeouts count: traps and limits fail fast).
+    fn spend(&mut self, e: &CallError) -> bool {
+        if !matches!(e, CallError::Timeout { .. }) {
+            return false;
+        }
+        self.spent += 1;
+        self.spent > self.limit
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_timeout_budget_is_what_halving_down_to_one_record_takes() {
+        let limit = |n| TimeoutBudget::for_records(n).limit;
+        assert_eq!(limit(0), 1);
+        assert_eq!(limit(1), 1);
+        assert_eq!(limit(2), 2);
+        assert_eq!(limit(100), 8);
+        assert_eq!(limit(128), 8);
+        assert_eq!(limit(129), 9);
     }
 }

@@ -24,6 +24,7 @@ use crate::record::{BatchInfo, Outcome, Position, Record};
 use crate::settle::Tracker;
 use crate::source::{ShardReader, SourceError, StartPosition, StreamSource};
 use crate::status::{ShardCell, StatusBoard};
+use crate::wasm::short_version;
 
 /// A shard read before but never checkpointed is opened this long before the time its first
 /// reader opened it, so that a clock difference between this host and Kinesis loses nothing
@@ -59,6 +60,9 @@ pub struct SubscriptionPlan {
     pub handler: Arc<HandlerSlot>,
     /// Parallel lanes per shard (1: none).
     pub lanes: usize,
+    /// Records and bytes a shard may keep waiting for a retry-after delay before it stops
+    /// reading (`limits.in_flight_records`, `limits.in_flight_bytes`).
+    pub in_flight: InFlight,
     /// What retry does under a cap (none: retry holds the record).
     pub retry: Option<RetryPolicy>,
     /// What the handler's `publish` may reach.
@@ -67,6 +71,23 @@ pub struct SubscriptionPlan {
     pub envelopes: Arc<crate::envelope::EnvelopeKey>,
     pub metrics: Arc<Metrics>,
     pub tap: Option<OutcomeTap>,
+}
+
+/// How much a shard may hold in memory beyond the batch it reads.
+#[derive(Clone, Copy, Debug)]
+pub struct InFlight {
+    pub records: usize,
+    pub bytes: u64,
+}
+
+impl Default for InFlight {
+    fn default() -> Self {
+        let limits = crate::config::Limits::default();
+        InFlight {
+            records: limits.in_flight_records,
+            bytes: limits.in_flight_bytes,
+        }
+    }
 }
 
 /// `max_attempts`, `retry_stream` and `dead_letter` of a subscription.
@@ -118,6 +139,8 @@ impl ShardWorker {
             stream: plan.stream.clone(),
             shard_id: Arc::from(shard_id),
             publisher: plan.publisher.clone(),
+            delivered: Some(Arc::default()),
+            metrics: Some(plan.metrics.clone()),
         };
         ShardWorker {
             status: status.shard(&plan.name, shard_id),
@@ -278,7 +301,14 @@ impl Run<'_> {
         let handoff = w.lease.handoff().clone();
         // Reads failed in a row (the stream service is down or throttles): waits grow.
         let mut failures = 0u32;
+        // Batches in a row that ended in a seek.
+        let mut seeks = 0u32;
         loop {
+            if self.over_in_flight()
+                && let Some(exit) = self.drain_in_flight(&lost, &handoff).await
+            {
+                return exit;
+            }
             let read = tokio::select! {
                 biased;
                 _ = lost.cancelled() => return self.lease_lost(),
@@ -331,7 +361,31 @@ impl Run<'_> {
                 }
             }
             self.flush_delayed().await;
+            if self.seek_to.is_none() && !empty {
+                seeks = 0;
+            }
             if let Some(at) = self.seek_to.take() {
+                // A handler that seeks batch after batch reads the same records over and over,
+                // on the shard's read limit that every consumer shares: back off, doubling.
+                seeks += 1;
+                if seeks > 1 {
+                    let wait = read_backoff(w.plan.poll_interval, seeks - 1);
+                    w.plan.metrics.contained(&w.plan.name, "seek-backoff");
+                    if seeks == 2 {
+                        tracing::warn!(
+                            subscription = %w.plan.name, shard = %w.ctx.shard_id,
+                            handler = short_version(&self.version), sequence_number = %at,
+                            "the handler seeks again and again; reading again after {wait:?}, waits doubling up to {MAX_READ_BACKOFF:?}"
+                        );
+                    }
+                    if Self::pause(w, &lost, wait).await {
+                        return if lost.is_cancelled() {
+                            self.lease_lost()
+                        } else {
+                            self.finish().await
+                        };
+                    }
+                }
                 // The rest of this read (and the shard's end, if it came) is read again.
                 match source
                     .open(&w.plan.stream, &w.ctx.shard_id, &StartPosition::At(at))
@@ -384,6 +438,50 @@ impl Run<'_> {
                 }
             }
         }
+    }
+
+    /// Whether the records waiting for a retry-after delay reach the in-flight bound.
+    fn over_in_flight(&self) -> bool {
+        let limit = self.worker.plan.in_flight;
+        if self.delayed.is_empty() {
+            return false;
+        }
+        let bytes: u64 = self.delayed.iter().map(|d| d.bytes()).sum();
+        self.delayed.len() >= limit.records || bytes >= limit.bytes
+    }
+
+    /// Stops reading until the delayed records drain below the in-flight bound (shown in the
+    /// shard's status); answers how the worker ends if it is told to meanwhile.
+    async fn drain_in_flight(
+        &mut self,
+        lost: &CancellationToken,
+        handoff: &CancellationToken,
+    ) -> Option<WorkerExit> {
+        let w = self.worker;
+        let limit = w.plan.in_flight;
+        w.plan.metrics.contained(&w.plan.name, "in-flight-paused");
+        tracing::warn!(
+            subscription = %w.plan.name, shard = %w.ctx.shard_id,
+            handler = short_version(&self.version), records = self.delayed.len(),
+            "reading paused: the records waiting for retry-after reach the in-flight limit ({} records, {} bytes); reading resumes as they go out",
+            limit.records, limit.bytes
+        );
+        w.status
+            .update(|s| s.state = "paused (in-flight limit)".into());
+        while self.over_in_flight() {
+            let due = self
+                .next_due()
+                .expect("over the limit means something waits");
+            tokio::select! {
+                biased;
+                _ = lost.cancelled() => return Some(self.lease_lost()),
+                _ = w.stop.cancelled() => return Some(self.finish().await),
+                _ = handoff.cancelled() => return Some(self.finish().await),
+                _ = tokio::time::sleep_until(due.into()) => self.flush_delayed().await,
+            }
+        }
+        w.status.update(|s| s.state = "reading".into());
+        None
     }
 
     /// Waits after a failed read; answers whether to stop.

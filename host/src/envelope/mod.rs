@@ -55,6 +55,33 @@ pub struct Header {
     /// Dead letters: the handler version that gave up on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handler_version: Option<String>,
+    /// A dead letter that is only a reference: the record's data (this many bytes) did not fit
+    /// into a Kinesis record beside the envelope, so it is left out; the record is still in
+    /// its stream at `origin` until the stream's retention ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_omitted: Option<u64>,
+}
+
+/// The largest record Kinesis takes: data and partition key together.
+pub const MAX_RECORD_BYTES: usize = 1 << 20;
+/// The longest reason kept in a dead letter, in bytes.
+pub const MAX_REASON_BYTES: usize = 1024;
+
+/// `reason` cut to [`MAX_REASON_BYTES`] (on a character boundary), saying it was cut.
+pub fn short_reason(reason: &str) -> String {
+    if reason.len() <= MAX_REASON_BYTES {
+        return reason.to_owned();
+    }
+    let mut end = MAX_REASON_BYTES;
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} … [cut: {} bytes in all]", &reason[..end], reason.len())
+}
+
+/// Whether wrapped data under this partition key fits into one Kinesis record.
+pub fn fits(wrapped: &[u8], partition_key: &str) -> bool {
+    wrapped.len() + partition_key.len() <= MAX_RECORD_BYTES
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,6 +170,7 @@ mod tests {
             },
             reason: (kind == Kind::DeadLetter).then(|| "handler answered retry".into()),
             handler_version: None,
+            data_omitted: None,
         }
     }
 

@@ -320,7 +320,7 @@ impl ShardReader for KinesisReader {
             .records
             .into_iter()
             .map(|r| Record {
-                partition_key: r.partition_key.unwrap_or_default(),
+                partition_key: r.partition_key.unwrap_or_default().into(),
                 approximate_arrival_timestamp: r
                     .approximate_arrival_timestamp
                     .and_then(|t| t.to_millis().ok())

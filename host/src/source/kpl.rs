@@ -22,6 +22,12 @@ use crate::record::Record;
 /// The bytes that open every KPL aggregate.
 pub const MAGIC: [u8; 4] = [0xF3, 0x89, 0x9A, 0xC2];
 const DIGEST_LEN: usize = 16;
+/// The longest partition key Kinesis accepts (256 characters); an aggregate with a longer one
+/// was not written by a KPL and is corrupt.
+pub const MAX_KEY_LEN: usize = 256;
+/// The most user records one aggregate may hold. A 1 MiB record of empty user records could
+/// hold ~250 000; a KPL aggregate holds what fits in `AggregationMaxSize` (50 KiB by default).
+pub const MAX_USER_RECORDS: usize = 100_000;
 /// The largest field number protobuf allows.
 const MAX_FIELD: u64 = (1 << 29) - 1;
 
@@ -86,13 +92,21 @@ fn user_records(outer: &Record, body: &[u8]) -> Result<Vec<Record>, String> {
     if aggregate.records.is_empty() {
         return Err("KPL aggregate holds no user records".to_string());
     }
+    if aggregate.records.len() > MAX_USER_RECORDS {
+        return Err(format!(
+            "KPL aggregate holds {} user records, more than the {MAX_USER_RECORDS} accepted",
+            aggregate.records.len()
+        ));
+    }
+    // One allocation per key, shared by every user record that names it.
+    let keys: Vec<std::sync::Arc<str>> = aggregate.keys.iter().map(|&k| k.into()).collect();
     let mut users = Vec::with_capacity(aggregate.records.len());
     for (i, bytes) in aggregate.records.iter().enumerate() {
         let bad = |e: String| format!("bad KPL aggregate: user record {i}: {e}");
         let user = parse_user_record(bytes).map_err(bad)?;
         let key = usize::try_from(user.key_index)
             .ok()
-            .and_then(|k| aggregate.keys.get(k))
+            .and_then(|k| keys.get(k))
             .ok_or_else(|| {
                 bad(format!(
                     "partition key index {} past the table of {}",
@@ -111,7 +125,7 @@ fn user_records(outer: &Record, body: &[u8]) -> Result<Vec<Record>, String> {
         let sub_sequence_number =
             u32::try_from(i).map_err(|_| bad("too many user records".to_string()))?;
         users.push(Record {
-            partition_key: (*key).to_string(),
+            partition_key: key.clone(),
             sequence_number: outer.sequence_number.clone(),
             sub_sequence_number,
             approximate_arrival_timestamp: outer.approximate_arrival_timestamp,
@@ -139,6 +153,12 @@ fn parse_aggregate(message: &[u8]) -> Result<Aggregate<'_>, String> {
                 let key = value.bytes(field)?;
                 let key = std::str::from_utf8(key)
                     .map_err(|_| "a partition key is not UTF-8".to_string())?;
+                if key.chars().count() > MAX_KEY_LEN {
+                    return Err(format!(
+                        "a partition key of {} bytes, longer than the {MAX_KEY_LEN} characters Kinesis allows",
+                        key.len()
+                    ));
+                }
                 aggregate.keys.push(key);
             }
             2 => {

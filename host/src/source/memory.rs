@@ -124,7 +124,7 @@ impl MemoryStreams {
         let mut records = shard.records.write().expect("shard poisoned");
         let sequence_number = shard.sequence_number(records.len());
         records.push(Record {
-            partition_key: partition_key.to_owned(),
+            partition_key: partition_key.into(),
             sequence_number: sequence_number.clone(),
             sub_sequence_number: 0,
             approximate_arrival_timestamp: now_ms(),

@@ -6,11 +6,10 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use wasmtime::component::{Func, Linker, ResourceTable, TypedFunc};
-use wasmtime::{
-    Engine, Store, StoreContextMut, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline,
-};
+use wasmtime::{Engine, Store, StoreContextMut, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use super::limits::{InstanceLimiter, MAX_HOST_RESOURCES};
 use super::{HandlerComponent, short_version};
 use crate::config::WasiGrants;
 use crate::handler::{CallContext, CallError, Handler};
@@ -20,7 +19,7 @@ use crate::record::{BatchInfo, BatchOutcome, Level, Record};
 pub struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
-    limits: StoreLimits,
+    limits: InstanceLimiter,
     ctx: CallContext,
     version: Arc<str>,
     /// The last error-level line the guest logged during the current call (its panic message,
@@ -32,6 +31,7 @@ pub struct HostState {
     max_level_checked_at: Instant,
     /// Where the guest asked its shard to seek during the current call.
     seek: Option<String>,
+    log_budget: LogBudget,
 }
 
 impl WasiView for HostState {
@@ -99,6 +99,16 @@ pub(super) fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
                     "seek: `{sequence_number}` is not a sequence number (digits only)"
                 )),));
             }
+            // Only back to what this reader delivered: a seek anywhere else would read records
+            // this reader never had, or none at all, over and over.
+            if let Some(delivered) = &cx.data().ctx.delivered
+                && let Err(why) = delivered.check(&sequence_number)
+            {
+                cx.data().ctx.contained("seek-refused");
+                return Ok((Err::<(), String>(format!(
+                    "seek: {sequence_number} refused: {why}"
+                )),));
+            }
             // Applied when the call returns: the rest of the batch is not settled, and reading
             // restarts at this record.
             cx.data_mut().seek = Some(sequence_number);
@@ -143,9 +153,29 @@ fn guest_max_level() -> Option<Level> {
 }
 
 fn guest_log(state: &mut HostState, level: Level, message: String) {
+    let now = Instant::now();
+    let dropped = match state.log_budget.take(now) {
+        Ok(dropped) => dropped,
+        Err(first_drop) => {
+            if first_drop {
+                state.ctx.contained("guest-log-rate");
+            }
+            return;
+        }
+    };
     let subscription = &*state.ctx.subscription;
     let shard = &*state.ctx.shard_id;
     let handler = short_version(&state.version);
+    if dropped > 0 {
+        tracing::warn!(
+            target: "shardhost::guest", subscription, shard, handler, dropped,
+            "{dropped} log lines of this handler instance were dropped: more than {LOG_LINES_PER_SECOND} a second"
+        );
+    }
+    let (message, cut) = clean_log_line(&message);
+    if cut {
+        state.ctx.contained("guest-log-truncated");
+    }
     macro_rules! emit {
         ($lvl:ident) => {
             tracing::$lvl!(target: "shardhost::guest", subscription, shard, handler, "{message}")
@@ -161,6 +191,68 @@ fn guest_log(state: &mut HostState, level: Level, message: String) {
     if level == Level::Error {
         state.last_error = Some(message);
     }
+}
+
+/// The longest guest log line kept, in bytes; longer ones are cut (and say so).
+pub const MAX_LOG_LINE: usize = 4096;
+/// Guest log lines one instance may write per second (on average; bursts of
+/// [`LOG_BURST`] lines are let through).
+pub const LOG_LINES_PER_SECOND: u32 = 100;
+const LOG_BURST: u32 = 200;
+
+/// A token bucket for one instance's log lines.
+#[derive(Debug)]
+struct LogBudget {
+    tokens: f64,
+    at: Instant,
+    dropped: u64,
+}
+
+impl LogBudget {
+    fn new() -> Self {
+        LogBudget {
+            tokens: f64::from(LOG_BURST),
+            at: Instant::now(),
+            dropped: 0,
+        }
+    }
+
+    /// `Ok(lines dropped since the last line let through)`, or `Err(first drop of a run)`.
+    fn take(&mut self, now: Instant) -> Result<u64, bool> {
+        let refill = now.duration_since(self.at).as_secs_f64() * f64::from(LOG_LINES_PER_SECOND);
+        self.tokens = (self.tokens + refill).min(f64::from(LOG_BURST));
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Ok(std::mem::take(&mut self.dropped))
+        } else {
+            self.dropped += 1;
+            Err(self.dropped == 1)
+        }
+    }
+}
+
+/// A guest's log line as the host writes it: control characters (CR and LF among them, which
+/// would forge host log lines) escaped, and cut at [`MAX_LOG_LINE`] bytes. Answers whether it
+/// was cut.
+fn clean_log_line(message: &str) -> (String, bool) {
+    let mut out = String::with_capacity(message.len().min(MAX_LOG_LINE + 32));
+    let mut cut = false;
+    for c in message.chars() {
+        if out.len() >= MAX_LOG_LINE {
+            cut = true;
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    if cut {
+        out.push_str(&format!(" … [cut: {} bytes in all]", message.len()));
+    }
+    (out, cut)
 }
 
 /// `NAME` passes the host's value through (skipped when unset); `NAME=value` sets it.
@@ -204,11 +296,12 @@ impl WasmInstance {
         wasi.envs(&component.env);
         let state = HostState {
             wasi: wasi.build(),
-            table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(usize::try_from(limits.memory).unwrap_or(usize::MAX))
-                .trap_on_grow_failure(true)
-                .build(),
+            table: {
+                let mut table = ResourceTable::new();
+                table.set_max_capacity(MAX_HOST_RESOURCES);
+                table
+            },
+            limits: InstanceLimiter::new(limits.memory),
             ctx: ctx.clone(),
             version: Arc::from(component.version.as_str()),
             last_error: None,
@@ -216,6 +309,7 @@ impl WasmInstance {
             max_level: None,
             max_level_checked_at: Instant::now(),
             seek: None,
+            log_budget: LogBudget::new(),
         };
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limits);
@@ -237,11 +331,23 @@ impl WasmInstance {
                 .set_fuel(fuel)
                 .map_err(|e| InstantiateError::Other(format!("{e:#}")))?;
         }
-        let instance = component
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| InstantiateError::Other(format!("{e:#}")))?;
+        // Start-up code may wait on the host (a WASI clock, a stream) where no epoch tick
+        // reaches it: the host bounds the whole instantiation by the timeout too.
+        let deadline = store.data().deadline;
+        let instance = match tokio::time::timeout_at(
+            deadline.into(),
+            component.pre.instantiate_async(&mut store),
+        )
+        .await
+        {
+            Ok(result) => result.map_err(|e| InstantiateError::Other(format!("{e:#}")))?,
+            Err(_) => {
+                return Err(InstantiateError::Other(format!(
+                    "start-up ran past the timeout of {} ms",
+                    limits.timeout.as_millis()
+                )));
+            }
+        };
         let handle = instance
             .get_func(&mut store, component.export)
             .ok_or_else(|| InstantiateError::Type("`handle` is not a function".into()))?;
@@ -280,10 +386,10 @@ impl WasmInstance {
             _ => {}
         }
         let text = format!("{error:#}");
-        if text.contains("forcing trap when growing memory") {
+        if let Some(denied) = self.store.data().limits.denied() {
             return CallError::MemoryLimit {
                 version,
-                message: first_line(&text),
+                message: denied.to_owned(),
             };
         }
         let message = match self.store.data_mut().last_error.take() {
@@ -322,13 +428,50 @@ impl Handler for WasmInstance {
         // SAFETY: `new` checked this function's type against exactly these parameter and
         // result types (`Func::typed`); the lifetimes differ per call, the types do not.
         let typed: HandleFn<'_> = unsafe { TypedFunc::new_unchecked(self.handle) };
-        match typed.call_async(&mut self.store, (info, records)).await {
-            Ok((answer,)) => Ok(answer),
-            Err(e) => Err(self.classify(e)),
+        let deadline = self.store.data().deadline;
+        // The epoch deadline stops guest code; a guest that waits on the host (a WASI clock, a
+        // publish, a stream) runs no guest code, so the host bounds the whole call as well.
+        // Dropping the call leaves the store unusable: the caller throws the instance away.
+        let call = typed.call_async(&mut self.store, (info, records));
+        match tokio::time::timeout_at(deadline.into(), call).await {
+            Ok(Ok((answer,))) => Ok(answer),
+            Ok(Err(e)) => Err(self.classify(e)),
+            Err(_) => Err(CallError::Timeout {
+                version: self.version.clone(),
+                timeout_ms: self.timeout.as_millis() as u64,
+            }),
         }
     }
 
     fn take_seek(&mut self) -> Option<String> {
         self.store.data_mut().seek.take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_line_cannot_forge_host_lines_or_grow_without_bound() {
+        let (line, cut) = clean_log_line("ok\r\n2026-12-03 INFO forged\u{1b}[31m");
+        assert!(!cut);
+        assert!(!line.contains(['\r', '\n', '\u{1b}']), "{line}");
+        assert!(line.contains("\\r\\n2026-12-03"), "{line}");
+        let (line, cut) = clean_log_line(&"x".repeat(100_000));
+        assert!(cut);
+        assert!(line.len() < MAX_LOG_LINE + 64, "{}", line.len());
+        assert!(line.ends_with("[cut: 100000 bytes in all]"));
+    }
+
+    #[test]
+    fn log_lines_past_the_rate_are_dropped_and_counted() {
+        let mut budget = LogBudget::new();
+        let t = budget.at;
+        let let_through = (0..1000).filter(|_| budget.take(t).is_ok()).count();
+        assert_eq!(let_through, LOG_BURST as usize);
+        // A second later, a second's worth more; the first says how many were dropped.
+        let later = t + std::time::Duration::from_secs(1);
+        assert_eq!(budget.take(later), Ok(1000 - u64::from(LOG_BURST)));
     }
 }

@@ -9,6 +9,7 @@
 
 mod cache;
 mod instance;
+mod limits;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -197,6 +198,8 @@ impl Runtime {
             stream: Arc::from(""),
             shard_id: Arc::from(""),
             publisher: None,
+            delivered: None,
+            metrics: None,
         };
         match WasmInstance::new(&handler, &probe).await {
             Ok(_) => Ok(Arc::new(handler)),

@@ -114,6 +114,10 @@ const ONE_PROBLEM: &[(&str, usize, &str, &str)] = &[
     ("lanes = 65", 1, "sub.lanes", "65 is out of range; `lanes` must be from 1 to 64"),
     ("publish_to = [\"ok\", \"no/pe\"]", 1, "sub.publish_to[1]", "\"no/pe\" is not a valid stream name"),
     ("[leases]\nstore = \"dynamodb\"", 1, "leases.table", "missing required key `table`"),
+    ("[kinesis]\ntest_credentials = true", 2, "kinesis.test_credentials", "no `endpoint` is set, so they would go to AWS"),
+    ("[leases]\nstore = \"dynamodb\"\ntable = \"t\"\ntest_credentials = true", 4, "leases.test_credentials", "[leases] has no `endpoint`, so they would go to AWS DynamoDB"),
+    ("[kinesis]\nendpoint = \"http://127.0.0.1:4567\"\ntest_credentials = true\n[leases]\nstore = \"dynamodb\"\ntable = \"t\"", 5, "leases.store", "[kinesis] test_credentials would send dummy keys"),
+    ("[leases]\nregion = \"eu-west-1\"", 2, "leases.region", "`region` is only used with store = \"dynamodb\""),
     ("[leases]\nstore = \"dynamodb\"\ntable = \"t\"\nendpoint = \"dynamo\"", 4, "leases.endpoint", "\"dynamo\" is not an http:// or https:// URL"),
     ("[leases]\ntable = \"t\"", 2, "leases.table", "`table` is only used with store = \"dynamodb\""),
     ("[leases]\nstore = \"memory\"\nendpoint = \"http://x\"", 3, "leases.endpoint", "`endpoint` is only used with store = \"dynamodb\""),
@@ -375,6 +379,8 @@ env = ["RUST_LOG", "MODE=test"]
     let dynamo = LeaseStoreKind::Dynamo {
         table: "shipping-leases".into(),
         endpoint: Some("http://127.0.0.1:4568".into()),
+        region: Some("us-east-1".into()),
+        test_credentials: true,
     };
     assert_eq!(config.leases.store, dynamo);
     assert_eq!(config.leases.legacy_stream.as_deref(), Some("shipments"));
@@ -442,6 +448,8 @@ fn defaults_fill_in_when_keys_are_omitted() {
             memory: 64 << 20,
             timeout: secs(5),
             fuel: None,
+            in_flight_records: 10_000,
+            in_flight_bytes: 64 << 20,
         }
     );
     assert!(sub.wasi.env.is_empty());
@@ -547,4 +555,40 @@ fn problems_display_as_file_line_key_and_message() {
         s.0.join("shardhost.toml").display()
     );
     assert_eq!(err.to_string(), wanted);
+}
+
+#[test]
+fn the_lease_table_takes_the_streams_region_and_credentials_unless_it_has_its_own() {
+    let inherited = load(
+        "[kinesis]\nendpoint = \"http://127.0.0.1:4567\"\nregion = \"eu-west-1\"\ntest_credentials = true\n\
+         [leases]\nstore = \"dynamodb\"\ntable = \"t\"\nendpoint = \"http://127.0.0.1:4568\"",
+    );
+    let LeaseStoreKind::Dynamo {
+        region,
+        test_credentials,
+        ..
+    } = inherited.leases.store
+    else {
+        panic!("a dynamodb store");
+    };
+    assert_eq!(
+        (region.as_deref(), test_credentials),
+        (Some("eu-west-1"), true)
+    );
+    let own = load(
+        "[kinesis]\nendpoint = \"http://127.0.0.1:4567\"\nregion = \"eu-west-1\"\ntest_credentials = true\n\
+         [leases]\nstore = \"dynamodb\"\ntable = \"t\"\nregion = \"us-west-2\"\ntest_credentials = false",
+    );
+    let LeaseStoreKind::Dynamo {
+        region,
+        test_credentials,
+        ..
+    } = own.leases.store
+    else {
+        panic!("a dynamodb store");
+    };
+    assert_eq!(
+        (region.as_deref(), test_credentials),
+        (Some("us-west-2"), false)
+    );
 }

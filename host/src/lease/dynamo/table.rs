@@ -20,7 +20,16 @@ pub(super) async fn check(
 ) -> Result<(), LeaseError> {
     let deadline = tokio::time::Instant::now() + CREATING_WAIT;
     loop {
-        let description = describe(client, table, endpoint).await?;
+        let Some(description) = describe(client, table, endpoint).await? else {
+            // The seeds' policy grants GetItem and UpdateItem only: without DescribeTable the
+            // table is checked by its first use instead.
+            tracing::warn!(
+                table,
+                "cannot check the lease table at start: DescribeTable is denied; going on (grant \
+                 dynamodb:DescribeTable for a clear error when the table is missing or wrong)"
+            );
+            return Ok(());
+        };
         check_key_schema(table, &description, endpoint)?;
         match description.table_status() {
             None | Some(TableStatus::Active) | Some(TableStatus::Updating) => return Ok(()),
@@ -36,17 +45,19 @@ pub(super) async fn check(
     }
 }
 
+/// The table's description; `None` when this identity may not describe it.
 async fn describe(
     client: &Client,
     table: &str,
     endpoint: Option<&str>,
-) -> Result<TableDescription, LeaseError> {
+) -> Result<Option<TableDescription>, LeaseError> {
     match client.describe_table().table_name(table).send().await {
-        Ok(out) => out.table().cloned().ok_or_else(|| {
+        Ok(out) => out.table().cloned().map(Some).ok_or_else(|| {
             LeaseError::Store(format!(
                 "describe lease table `{table}`: the answer holds no table"
             ))
         }),
+        Err(e) if e.code() == Some("AccessDeniedException") => Ok(None),
         Err(e)
             if e.as_service_error()
                 .is_some_and(|s| s.is_resource_not_found_exception()) =>

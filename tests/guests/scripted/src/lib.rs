@@ -13,6 +13,8 @@
 //! | `file:PATH`              | ack when PATH can be read, retry otherwise (for WASI grants)  |
 //! | `connect:HOST:PORT`      | ack when a TCP connection to HOST:PORT opens, retry otherwise (for WASI grants) |
 //! | `log:TEXT`               | logs TEXT at info level, answers ack                         |
+//! | `log-many:N:TEXT`        | logs TEXT N times at info level, answers ack                 |
+//! | `seek-self`              | seeks to its own sequence number (every time), answers ack   |
 //! | `publish:STREAM:TEXT`    | publishes TEXT to STREAM under the record's partition key; ack, or retry (and a warn line) when the host refuses |
 //! | `seek:SEQUENCE_NUMBER`   | seeks the shard there; ack, or retry (and a warn line) when the host refuses |
 //! | `retry-until:N`          | answers retry while the record's attempt is below N, then ack |
@@ -121,6 +123,24 @@ fn command(record: &Record, text: &str) -> Outcome {
             Ok(_) => Outcome::Ack,
             Err(e) => {
                 shardhost_guest::warn!("connect to {addr} failed: {e}");
+                Outcome::Retry
+            }
+        };
+    }
+    if let Some((n, line)) = text
+        .strip_prefix("log-many:")
+        .and_then(|r| r.split_once(':'))
+    {
+        for _ in 0..n.parse::<u32>().unwrap_or(0) {
+            shardhost_guest::log::info(line);
+        }
+        return Outcome::Ack;
+    }
+    if text == "seek-self" {
+        return match shardhost_guest::seek(record.sequence_number()) {
+            Ok(()) => Outcome::Ack,
+            Err(e) => {
+                shardhost_guest::warn!("seek to itself refused: {e}");
                 Outcome::Retry
             }
         };
