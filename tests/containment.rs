@@ -441,7 +441,7 @@ fn guest_log_lines_are_cut_escaped_and_rate_limited() {
             &a,
             "log:fine\r\n2026-12-03T00:00:00Z  INFO shardhost: forged",
         ),
-        text_record(&a, "log-many:2000:spam"),
+        text_record(&a, "log-many:10000:spam"),
     ];
     dir.write("feed.ndjson", lines.join("\n"));
     let config = config_with(guest("scripted").to_str().unwrap(), 10, "")
@@ -464,7 +464,7 @@ fn guest_log_lines_are_cut_escaped_and_rate_limited() {
     );
     let spam = handled.iter().filter(|m| *m == "spam").count();
     assert!(
-        (1..1000).contains(&spam),
-        "{spam} of 2000 lines logged in one call"
+        (1..5000).contains(&spam),
+        "{spam} of 10000 lines logged in one call"
     );
 }

@@ -17,8 +17,10 @@ use super::guard::{HEADER_READ_TIMEOUT, MAX_CONNECTIONS, REQUEST_TIMEOUT};
 /// Serves `router` on `listener` until `stop` fires; then lets open requests finish (each is
 /// bounded by [`REQUEST_TIMEOUT`]).
 pub(super) async fn serve(listener: TcpListener, router: Router, stop: CancellationToken) {
-    let addr = listener.local_addr().ok();
-    tracing::info!(addr = ?addr, "admin API listening");
+    match listener.local_addr() {
+        Ok(addr) => tracing::info!(%addr, "admin API listening"),
+        Err(e) => tracing::warn!("admin API listening (its address is unknown: {e})"),
+    }
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut connections = JoinSet::new();
     let mut full_logged = false;

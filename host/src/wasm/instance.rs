@@ -197,8 +197,8 @@ fn guest_log(state: &mut HostState, level: Level, message: String) {
 pub const MAX_LOG_LINE: usize = 4096;
 /// Guest log lines one instance may write per second (on average; bursts of
 /// [`LOG_BURST`] lines are let through).
-pub const LOG_LINES_PER_SECOND: u32 = 100;
-const LOG_BURST: u32 = 200;
+pub const LOG_LINES_PER_SECOND: u32 = 1000;
+const LOG_BURST: u32 = 2000;
 
 /// A token bucket for one instance's log lines.
 #[derive(Debug)]
@@ -468,10 +468,10 @@ mod tests {
     fn log_lines_past_the_rate_are_dropped_and_counted() {
         let mut budget = LogBudget::new();
         let t = budget.at;
-        let let_through = (0..1000).filter(|_| budget.take(t).is_ok()).count();
+        let let_through = (0..5000).filter(|_| budget.take(t).is_ok()).count();
         assert_eq!(let_through, LOG_BURST as usize);
         // A second later, a second's worth more; the first says how many were dropped.
         let later = t + std::time::Duration::from_secs(1);
-        assert_eq!(budget.take(later), Ok(1000 - u64::from(LOG_BURST)));
+        assert_eq!(budget.take(later), Ok(5000 - u64::from(LOG_BURST)));
     }
 }
