@@ -477,6 +477,7 @@ fn a_kpl_aggregate_bomb_is_delivered_whole_and_peak_memory_stays_under_100_mib()
                 ],
                 "the bomb arrives whole (one corrupt aggregate), then the next record"
             );
+            eprintln!("peak RSS {} MiB", peak_rss(pid).unwrap_or(0) >> 20);
             break;
         }
         assert!(

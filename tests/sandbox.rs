@@ -66,21 +66,8 @@ fn a_handler_sees_no_environment_or_files_unless_granted() {
 #[test]
 fn compiled_components_are_cached_by_content_hash() {
     let dir = Scratch::new("cache");
-    let records = dir.write("r.ndjson", text_record("k", "ack"));
     let wasm = guest("scripted");
-    let out = Command::new(env!("CARGO_BIN_EXE_shardhost"))
-        .arg("invoke")
-        .arg(&wasm)
-        .arg("--records")
-        .arg(&records)
-        .env("SHARDHOST_CACHE_DIR", &dir.0)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    invoke_with_cache(&dir, &dir.0);
     let version = shardhost::wasm::version_of(&std::fs::read(&wasm).unwrap());
     let cached: Vec<_> = std::fs::read_dir(dir.0.join("components"))
         .unwrap()

@@ -38,19 +38,24 @@ impl CallContext {
 pub struct Delivered(std::sync::Mutex<Option<(Position, Position)>>);
 
 impl Delivered {
-    /// Records that the records from `first` to `last` were delivered.
-    pub fn extend(&self, first: &Position, last: &Position) {
+    /// Records that the records from `first` to `last` (in shard order) were delivered.
+    /// Allocates nothing once the range exists (it is updated once per batch).
+    pub fn extend(&self, first: &crate::record::Record, last: &crate::record::Record) {
         let mut range = self.0.lock().expect("delivered range poisoned");
+        let set = |p: &mut Position, r: &crate::record::Record| {
+            p.sequence_number.clone_from(&r.sequence_number);
+            p.sub_sequence_number = r.sub_sequence_number;
+        };
         match &mut *range {
             Some((lo, hi)) => {
-                if first < lo {
-                    *lo = first.clone();
+                if first.position_cmp(lo).is_lt() {
+                    set(lo, first);
                 }
-                if last > hi {
-                    *hi = last.clone();
+                if last.position_cmp(hi).is_gt() {
+                    set(hi, last);
                 }
             }
-            None => *range = Some((first.clone(), last.clone())),
+            None => *range = Some((first.position(), last.position())),
         }
     }
 
@@ -249,5 +254,35 @@ impl HandlerSlot {
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         swapped
+    }
+}
+
+#[cfg(test)]
+mod delivered_tests {
+    use super::*;
+
+    fn record(seq: &str) -> Record {
+        Record {
+            partition_key: "k".into(),
+            sequence_number: seq.into(),
+            sub_sequence_number: 0,
+            approximate_arrival_timestamp: 0,
+            data: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_seek_may_go_only_where_the_reader_delivered() {
+        let d = Delivered::default();
+        assert!(d.check("10").is_err(), "nothing delivered yet");
+        d.extend(&record("10"), &record("19"));
+        d.extend(&record("20"), &record("29"));
+        for ok in ["10", "15", "29", "0029"] {
+            assert!(d.check(ok).is_ok(), "{ok}");
+        }
+        for bad in ["9", "30", "100"] {
+            let e = d.check(bad).unwrap_err();
+            assert!(e.contains("from 10 to 29"), "{bad}: {e}");
+        }
     }
 }

@@ -28,6 +28,13 @@ pub struct Record {
 }
 
 impl Record {
+    /// How the record's place compares with `p`, without building a [`Position`].
+    pub fn position_cmp(&self, p: &Position) -> Ordering {
+        numeric(&self.sequence_number)
+            .cmp(&numeric(&p.sequence_number))
+            .then(self.sub_sequence_number.cmp(&p.sub_sequence_number))
+    }
+
     /// The record's place in its shard, for ordering and checkpoints.
     pub fn position(&self) -> Position {
         Position::new(&self.sequence_number, self.sub_sequence_number)
@@ -137,9 +144,14 @@ impl Position {
     }
 
     fn numeric(&self) -> (usize, &str) {
-        let digits = self.sequence_number.trim_start_matches('0');
-        (digits.len(), digits)
+        numeric(&self.sequence_number)
     }
+}
+
+/// A decimal string's digits without leading zeros, and how many: compares as the number.
+fn numeric(sequence_number: &str) -> (usize, &str) {
+    let digits = sequence_number.trim_start_matches('0');
+    (digits.len(), digits)
 }
 
 impl Ord for Position {

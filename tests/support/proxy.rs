@@ -19,16 +19,7 @@ pub struct DelayProxy {
 impl DelayProxy {
     /// Listens on a free loopback port and forwards to `target` (`http://127.0.0.1:PORT`).
     pub fn start(target: &str) -> DelayProxy {
-        let target: SocketAddr = target
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .parse()
-            .expect("an http://IP:PORT endpoint");
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let (target, rt) = endpoint_and_runtime(target);
         let listener = rt
             .block_on(TcpListener::bind("127.0.0.1:0"))
             .expect("a free loopback port");
@@ -113,16 +104,7 @@ impl DenyProxy {
         use http_body_util::{BodyExt, Full};
         use hyper::body::Bytes;
         use hyper_util::rt::TokioIo;
-        let target: SocketAddr = target
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .parse()
-            .expect("an http://IP:PORT endpoint");
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let (target, rt) = endpoint_and_runtime(target);
         let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
         let addr = listener.local_addr().unwrap();
         rt.spawn(async move {
@@ -171,4 +153,19 @@ impl DenyProxy {
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
+}
+
+/// The address of an `http://IP:PORT` endpoint, and a one-thread runtime for a proxy to it.
+fn endpoint_and_runtime(target: &str) -> (SocketAddr, tokio::runtime::Runtime) {
+    let target = target
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .expect("an http://IP:PORT endpoint");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    (target, rt)
 }

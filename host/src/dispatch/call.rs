@@ -91,7 +91,7 @@ impl Run<'_> {
         if let (Some(delivered), Some(first), Some(last)) =
             (&w.ctx.delivered, records.first(), records.last())
         {
-            delivered.extend(&first.position(), &last.position());
+            delivered.extend(first, last);
         }
         let mut metas = Vec::with_capacity(records.len());
         for mut record in records {
