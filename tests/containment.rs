@@ -220,7 +220,7 @@ fn a_stop_ends_a_call_in_flight_and_leaves_its_record_unsettled() {
     let a = key_on_shard(0, 1, "a");
     let lines = [text_record(&a, "ack"), text_record(&a, "sleep:600000")];
     dir.write("feed.ndjson", lines.join("\n"));
-    // A call may take ten minutes; a stop must not wait for it.
+    // A call may take ten minutes; a stop waits for it only its grace period (5 s).
     let config = config_with(guest("scripted").to_str().unwrap(), 1, "")
         .replace("create_if_missing = 2", "create_if_missing = 1")
         .replace("timeout = \"300ms\"", "timeout = \"10m\"");

@@ -14,6 +14,10 @@ use crate::metrics::{Metrics, ShardMetrics};
 use crate::record::{BatchInfo, Outcome, Position, Record};
 use crate::wasm::short_version;
 
+/// How long a stop lets a call in flight go on before ending it (the call's own timeout may
+/// end it sooner).
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What became of one record of a lane.
 #[derive(Clone, Debug)]
 pub(super) enum Answer {
@@ -210,13 +214,18 @@ impl Lane {
         };
         let started = Instant::now();
         let [lost, stop, _] = &env.interrupts;
-        // A lost lease or a stop ends a call in flight: its records stay unanswered (read
-        // again by whoever reads the shard next) and the instance is thrown away.
+        // A lost lease ends a call in flight at once, a stop after a grace period: its records
+        // stay unanswered (read again by whoever reads the shard next) and the instance is
+        // thrown away.
+        let stopped = async {
+            stop.cancelled().await;
+            tokio::time::sleep(STOP_GRACE).await;
+        };
         let answer = tokio::select! {
             biased;
             answer = handler.handle(info, records) => answer,
             _ = lost.cancelled() => return None,
-            _ = stop.cancelled() => return None,
+            _ = stopped => return None,
         };
         env.metrics.call(started.elapsed());
         let seek = handler.take_seek();
