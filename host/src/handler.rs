@@ -98,6 +98,18 @@ pub trait Handler: Send {
     }
 }
 
+/// Polls `future` once: its output when it is ready at once, else `None` (poll it on). Lets a
+/// caller set up timers and interrupts only for the calls that have to wait.
+pub async fn poll_once<F: std::future::Future + ?Sized>(
+    mut future: std::pin::Pin<&mut F>,
+) -> Option<F::Output> {
+    std::future::poll_fn(|cx| match future.as_mut().poll(cx) {
+        std::task::Poll::Ready(out) => std::task::Poll::Ready(Some(out)),
+        std::task::Poll::Pending => std::task::Poll::Ready(None),
+    })
+    .await
+}
+
 /// Makes handler instances.
 #[async_trait]
 pub trait HandlerFactory: Send + Sync {

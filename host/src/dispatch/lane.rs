@@ -221,11 +221,17 @@ impl Lane {
             stop.cancelled().await;
             tokio::time::sleep(STOP_GRACE).await;
         };
-        let answer = tokio::select! {
-            biased;
-            answer = handler.handle(info, records) => answer,
-            _ = lost.cancelled() => return None,
-            _ = stopped => return None,
+        let answer = {
+            let mut call = handler.handle(info, records);
+            match crate::handler::poll_once(call.as_mut()).await {
+                Some(answer) => answer,
+                None => tokio::select! {
+                    biased;
+                    answer = call => answer,
+                    _ = lost.cancelled() => return None,
+                    _ = stopped => return None,
+                },
+            }
         };
         env.metrics.call(started.elapsed());
         let seek = handler.take_seek();
