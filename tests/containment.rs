@@ -207,6 +207,12 @@ fn a_handler_that_traps_on_every_record_holds_them_all_and_the_host_goes_on() {
 
 // ---- limits the host enforces itself (issue 11) ----
 
+/// The scripted guest on a one-shard embedded stream, read in batches of `batch`.
+fn one_shard_config(batch: usize) -> String {
+    config_with(guest("scripted").to_str().unwrap(), batch, "")
+        .replace("create_if_missing = 2", "create_if_missing = 1")
+}
+
 #[test]
 fn a_handler_that_sleeps_past_its_timeout_is_stopped_at_the_timeout() {
     // A WASI clock wait runs no guest code, so no epoch tick can stop it: the host must. Ten
@@ -221,9 +227,7 @@ fn a_stop_ends_a_call_in_flight_and_leaves_its_record_unsettled() {
     let lines = [text_record(&a, "ack"), text_record(&a, "sleep:600000")];
     dir.write("feed.ndjson", lines.join("\n"));
     // A call may take ten minutes; a stop waits for it only its grace period (5 s).
-    let config = config_with(guest("scripted").to_str().unwrap(), 1, "")
-        .replace("create_if_missing = 2", "create_if_missing = 1")
-        .replace("timeout = \"300ms\"", "timeout = \"10m\"");
+    let config = one_shard_config(1).replace("timeout = \"300ms\"", "timeout = \"10m\"");
     let seen = Outcomes::default();
     let host = Running::start_with(&dir, &config, |h| h.on_outcome(seen.tap()));
     host.wait_for("the first record settled", |_| seen.len() == 1);
@@ -251,8 +255,7 @@ fn a_handler_slow_on_every_record_costs_a_bounded_number_of_timeouts_per_batch()
     let k = key_on_shard(0, 1, "k");
     let lines: Vec<_> = (0..64).map(|_| text_record(&k, "sleep:600000")).collect();
     dir.write("feed.ndjson", lines.join("\n"));
-    let config = config_with(guest("scripted").to_str().unwrap(), 64, "")
-        .replace("create_if_missing = 2", "create_if_missing = 1");
+    let config = one_shard_config(64);
     let seen = Outcomes::default();
     let host = Running::start_with(&dir, &config, |h| h.on_outcome(seen.tap()));
     host.wait_for("every record answered", |_| seen.len() == 64);
@@ -383,8 +386,7 @@ fn a_seek_to_a_place_this_reader_never_delivered_is_refused() {
         text_record(&a, &format!("seek:{far}")),
     ];
     dir.write("feed.ndjson", lines.join("\n"));
-    let config = config_with(guest("scripted").to_str().unwrap(), 10, "")
-        .replace("create_if_missing = 2", "create_if_missing = 1");
+    let config = one_shard_config(10);
     let host = Running::start(&dir, &config);
     host.wait_for("both seeks refused and held", |b| {
         let t = b.totals("test");
@@ -407,8 +409,7 @@ fn a_handler_that_seeks_again_and_again_is_backed_off() {
     let dir = Scratch::new("contain-seek-again");
     let a = key_on_shard(0, 1, "a");
     dir.write("feed.ndjson", text_record(&a, "seek-self"));
-    let config = config_with(guest("scripted").to_str().unwrap(), 10, "")
-        .replace("create_if_missing = 2", "create_if_missing = 1");
+    let config = one_shard_config(10);
     let host = Running::start(&dir, &config);
     let backoffs = |host: &Running| {
         support::metric(
@@ -444,8 +445,7 @@ fn guest_log_lines_are_cut_escaped_and_rate_limited() {
         text_record(&a, "log-many:10000:spam"),
     ];
     dir.write("feed.ndjson", lines.join("\n"));
-    let config = config_with(guest("scripted").to_str().unwrap(), 10, "")
-        .replace("create_if_missing = 2", "create_if_missing = 1");
+    let config = one_shard_config(10);
     let host = support::fleet::Instance::start(&dir, "host", &config);
     host.wait_for(
         "every record handled",
