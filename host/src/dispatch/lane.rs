@@ -154,10 +154,11 @@ impl Lane {
                 }
                 Err(e) => {
                     env.all_metrics.trap(&env.ctx.subscription, e.kind());
-                    let split = range.len() > 1 && e.may_be_a_record();
+                    let mut split = range.len() > 1 && e.may_be_a_record();
                     if split && budget.spend(&e) {
                         // Timeouts are what make isolation slow: past the budget, a part that
                         // times out fails as it is (the parts not yet called still are, once).
+                        split = false;
                         env.all_metrics
                             .contained(&env.ctx.subscription, "isolation-budget");
                         tracing::warn!(
@@ -167,11 +168,8 @@ impl Lane {
                             "{e}; the isolation budget of {} timeouts per batch is spent: these records fail without being split further",
                             budget.limit
                         );
-                        env.metrics.failed(range.len());
-                        for i in range {
-                            self.answers[i] = Answer::Failed(e.clone());
-                        }
-                    } else if split {
+                    }
+                    if split {
                         tracing::warn!(
                             subscription = %env.ctx.subscription, shard = %env.ctx.shard_id,
                             records = range.len(),
