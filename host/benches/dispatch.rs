@@ -125,7 +125,7 @@ fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize, call_batch: u
         plan: Arc::new(SubscriptionPlan {
             name: Arc::from("bench"),
             stream: Arc::from("shipments"),
-            batch,
+            read_limit: batch,
             call_batch,
             checkpoint_every: Duration::from_secs(1),
             poll_interval: Duration::from_millis(1),

@@ -56,6 +56,11 @@ struct SwapLabels {
     result: &'static str,
 }
 
+fn read_histogram() -> Histogram {
+    // 1 .. 16 384 records
+    Histogram::new(exponential_buckets(1.0, 4.0, 8))
+}
+
 fn call_histogram() -> Histogram {
     // 50 µs .. ~13 s
     Histogram::new(exponential_buckets(0.00005, 4.0, 10))
@@ -72,6 +77,9 @@ pub struct Metrics {
     leases_held: Family<SubscriptionLabels, Gauge>,
     renewal_failures: Family<SubscriptionLabels, Counter>,
     checkpoint_writes: Family<ShardLabels, Counter>,
+    reads: Family<ShardLabels, Counter>,
+    read_records: Family<SubscriptionLabels, Histogram, fn() -> Histogram>,
+    read_throttles: Family<ShardLabels, Counter>,
     handler_version: Family<VersionLabels, Gauge>,
     swaps: Family<SwapLabels, Counter>,
     retry_copies: Family<SubscriptionLabels, Counter>,
@@ -97,6 +105,9 @@ impl Metrics {
             leases_held: Family::default(),
             renewal_failures: Family::default(),
             checkpoint_writes: Family::default(),
+            reads: Family::default(),
+            read_records: Family::new_with_constructor(read_histogram),
+            read_throttles: Family::default(),
             handler_version: Family::default(),
             swaps: Family::default(),
             retry_copies: Family::default(),
@@ -139,6 +150,21 @@ impl Metrics {
             "checkpoint_writes",
             "Checkpoints written to the lease store",
             m.checkpoint_writes.clone(),
+        );
+        registry.register(
+            "reads",
+            "Reads of a shard (GetRecords calls) that answered, empty or not",
+            m.reads.clone(),
+        );
+        registry.register(
+            "read_records",
+            "Records per read (KPL user records counted one by one)",
+            m.read_records.clone(),
+        );
+        registry.register(
+            "read_throttles",
+            "Reads of a shard the stream service refused for its read limit (ProvisionedThroughputExceeded)",
+            m.read_throttles.clone(),
         );
         registry.register(
             "handler_version_info",
@@ -201,6 +227,11 @@ impl Metrics {
             retry_after: record("retry-after"),
             millis_behind: self.millis_behind.get_or_create_owned(&shard_labels),
             checkpoint_writes: self.checkpoint_writes.get_or_create_owned(&shard_labels),
+            reads: self.reads.get_or_create_owned(&shard_labels),
+            read_throttles: self.read_throttles.get_or_create_owned(&shard_labels),
+            read_records: self.read_records.get_or_create_owned(&SubscriptionLabels {
+                subscription: subscription.to_owned(),
+            }),
             call_seconds: self.call_seconds.get_or_create_owned(&SubscriptionLabels {
                 subscription: subscription.to_owned(),
             }),
@@ -303,6 +334,9 @@ pub struct ShardMetrics {
     retry_after: Counter,
     millis_behind: Gauge,
     checkpoint_writes: Counter,
+    reads: Counter,
+    read_records: Histogram,
+    read_throttles: Counter,
     call_seconds: Histogram,
 }
 
@@ -347,6 +381,17 @@ impl ShardMetrics {
 
     pub fn checkpoint_written(&self) {
         self.checkpoint_writes.inc();
+    }
+
+    /// Counts one read that answered with this many records.
+    pub fn read(&self, records: usize) {
+        self.reads.inc();
+        self.read_records.observe(records as f64);
+    }
+
+    /// Counts one read the stream service refused for the shard's read limit.
+    pub fn throttled(&self) {
+        self.read_throttles.inc();
     }
 }
 

@@ -214,7 +214,7 @@ impl Host {
                 plan: Arc::new(SubscriptionPlan {
                     name: Arc::from(s.name.as_str()),
                     stream: Arc::from(s.stream.as_str()),
-                    batch: s.batch,
+                    read_limit: s.read_limit,
                     call_batch: s.batch,
                     checkpoint_every: config.leases.checkpoint_every,
                     poll_interval: s.poll_interval,
@@ -350,6 +350,27 @@ impl Host {
     /// host in process over the checkpoints of an earlier one). Call before `run`.
     pub fn use_lease_store(&mut self, store: Arc<dyn LeaseStore>) {
         self.store = store;
+    }
+
+    /// Reads, publishes and puts through `source` instead of the configured stream service (e.g.
+    /// one wrapped to enforce a service's limits in a test). The streams the config names must
+    /// already exist in it. Call before `run`.
+    pub fn use_source(&mut self, source: Arc<dyn StreamSource>) {
+        for (s, c) in self
+            .subscriptions
+            .iter_mut()
+            .zip(&self.config.subscriptions)
+        {
+            let plan = Arc::get_mut(&mut s.plan).expect("plans are shared only once the host runs");
+            if plan.publisher.is_some() {
+                plan.publisher = Some(Arc::new(Publisher::new(
+                    source.clone(),
+                    &c.name,
+                    c.publish_to.clone(),
+                )));
+            }
+        }
+        self.source = source;
     }
 
     /// Where this host keeps its leases and checkpoints.

@@ -14,6 +14,14 @@ use std::time::Duration;
 
 pub use units::{parse_duration, parse_size};
 
+/// Records per handler call when `batch` is not set.
+pub const DEFAULT_BATCH: usize = 100;
+
+/// The wait after a read that found its shard caught up, when `poll_interval` is not set: what
+/// the Kinesis Client Library and Lambda use, so an idle subscription takes one of the shard's
+/// five reads a second (fewer while it stays empty) and leaves the rest to other consumers.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+
 /// The whole configuration of one host process.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -125,8 +133,10 @@ pub struct Limits {
     /// Instructions' worth of fuel per handler call; a call that burns it all is a trap.
     /// Default: no fuel metering (the timeout still holds).
     pub fuel: Option<u64>,
-    /// Records a shard keeps in memory waiting for a retry-after delay; past it the shard stops
-    /// reading until they drain. Default 10 000.
+    /// Records a shard holds in memory: the batch the handler works on, the read ahead and the
+    /// records waiting for a retry-after delay. Reads ask for no more than the room left, and
+    /// when the waiting records alone reach it the shard stops reading until they drain.
+    /// Default 20 000 (two full reads).
     pub in_flight_records: usize,
     /// The same bound in bytes of record data. Default 64 MiB.
     pub in_flight_bytes: u64,
@@ -138,7 +148,7 @@ impl Default for Limits {
             memory: 64 << 20,
             timeout: Duration::from_secs(5),
             fuel: None,
-            in_flight_records: 10_000,
+            in_flight_records: 20_000,
             in_flight_bytes: 64 << 20,
         }
     }
@@ -169,9 +179,13 @@ pub struct SubscriptionConfig {
     /// `None` when omitted (the supervisor picks: latest, or trim_horizon for a fed embedded
     /// stream).
     pub start_at: Option<StartAt>,
-    /// Records per read and per handler call, 1..=10000. Default 100.
+    /// Records per handler call, 1..=10000. Default [`DEFAULT_BATCH`].
     pub batch: usize,
-    /// Default 200 ms.
+    /// Records one read (GetRecords) asks for, 1..=10000. Default 10 000, the service maximum;
+    /// fewer when the shard's in-flight bound leaves less room.
+    pub read_limit: usize,
+    /// The wait after a read that found the shard caught up; an empty shard is read less often,
+    /// up to 4 × this. Default [`DEFAULT_POLL_INTERVAL`].
     pub poll_interval: Duration,
     /// Parallel lanes per shard (1..=64, default 1); one partition key stays in one lane.
     pub lanes: u32,

@@ -43,6 +43,7 @@ const SUBSCRIPTION_KEYS: &[&str] = &[
     "create_if_missing",
     "start_at",
     "batch",
+    "read_limit",
     "poll_interval",
     "lanes",
     "max_attempts",
@@ -426,11 +427,13 @@ fn subscription(
     };
     let create_if_missing = int(w, "create_if_missing", 1, 1000).map(|n| n as u32);
     let start_at = sec.get("start_at").and_then(|f| start_at(w, &f));
-    let batch = int(w, "batch", 1, 10_000).map_or(100, |n| n as usize);
+    let max_read = crate::source::MAX_READ_RECORDS as i64;
+    let batch = int(w, "batch", 1, max_read).map_or(super::DEFAULT_BATCH, |n| n as usize);
+    let read_limit = int(w, "read_limit", 1, max_read).map_or(max_read as usize, |n| n as usize);
     let poll_interval = sec
         .get("poll_interval")
         .and_then(|f| w.duration(&f, MAX_INTERVAL))
-        .unwrap_or(Duration::from_millis(200));
+        .unwrap_or(super::DEFAULT_POLL_INTERVAL);
     let watch = sec
         .get("watch")
         .and_then(|f| w.boolean(&f))
@@ -484,6 +487,7 @@ fn subscription(
         create_if_missing,
         start_at,
         batch,
+        read_limit,
         poll_interval,
         lanes,
         max_attempts,

@@ -35,7 +35,12 @@ pub(super) struct Delayed {
 impl Delayed {
     /// What it holds in memory (its data and key).
     pub fn bytes(&self) -> u64 {
-        (self.record.data.len() + self.record.partition_key.len()) as u64
+        Self::record_bytes(&self.record)
+    }
+
+    /// What a record holds in memory, as the in-flight bound counts it (its data and key).
+    pub fn record_bytes(record: &Record) -> u64 {
+        (record.data.len() + record.partition_key.len()) as u64
     }
 }
 

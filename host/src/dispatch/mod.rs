@@ -9,6 +9,7 @@
 
 mod call;
 mod lane;
+mod read;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,6 +26,7 @@ use crate::settle::Tracker;
 use crate::source::{ShardReader, SourceError, StartPosition, StreamSource};
 use crate::status::{ShardCell, StatusBoard};
 use crate::wasm::short_version;
+use call::Delayed;
 
 /// A shard read before but never checkpointed is opened this long before the time its first
 /// reader opened it, so that a clock difference between this host and Kinesis loses nothing
@@ -48,9 +50,9 @@ pub type OutcomeTap = Arc<dyn Fn(&Settled<'_>) + Send + Sync>;
 pub struct SubscriptionPlan {
     pub name: Arc<str>,
     pub stream: Arc<str>,
-    /// Records per read.
-    pub batch: usize,
-    /// Records per handler call (the config's `batch` sets both; benchmarks split them).
+    /// Records a read asks for (`read_limit`; fewer when the in-flight bound leaves less room).
+    pub read_limit: usize,
+    /// Records per handler call (`batch`).
     pub call_batch: usize,
     /// At most one checkpoint write per shard per this period (always on stop and SHARD_END).
     pub checkpoint_every: Duration,
@@ -293,14 +295,20 @@ struct Run<'w> {
 impl Run<'_> {
     async fn loop_(
         &mut self,
-        mut reader: Box<dyn ShardReader>,
+        reader: Box<dyn ShardReader>,
         source: &Arc<dyn StreamSource>,
     ) -> WorkerExit {
         let w = self.worker;
         let lost = w.lease.lost().clone();
         let handoff = w.lease.handoff().clone();
+        let poll = w.plan.poll_interval;
+        let mut reads = read::Reads::new(reader, source.read_interval(), w.metrics.clone());
+        // When the next read may start (a wait after an empty or caught-up read, a backoff).
+        let mut next_at = tokio::time::Instant::now();
         // Reads failed in a row (the stream service is down or throttles): waits grow.
         let mut failures = 0u32;
+        // Empty reads in a row: the wait between them grows.
+        let mut empties = 0u32;
         // Batches in a row that ended in a seek.
         let mut seeks = 0u32;
         loop {
@@ -309,14 +317,26 @@ impl Run<'_> {
             {
                 return exit;
             }
-            let read = tokio::select! {
-                biased;
-                _ = lost.cancelled() => return self.lease_lost(),
-                _ = w.stop.cancelled() => return self.finish().await,
-                _ = handoff.cancelled() => return self.finish().await,
-                read = reader.read(w.plan.batch) => read,
+            // This turn's read: started ahead while the last batch ran, or now.
+            let limit = self.read_limit(0, 0);
+            if !reads.in_flight() {
+                reads.start(limit, next_at);
+            }
+            let read = loop {
+                let due = self.next_due();
+                tokio::select! {
+                    biased;
+                    _ = lost.cancelled() => return self.lease_lost(),
+                    _ = w.stop.cancelled() => return self.finish().await,
+                    _ = handoff.cancelled() => return self.finish().await,
+                    read = reads.next(limit) => break read,
+                    // Retry-after copies go out on time while the read waits.
+                    _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now).into()), if due.is_some() => {
+                        self.flush_delayed().await;
+                    }
+                }
             };
-            let batch = match read {
+            let mut batch = match read {
                 Ok(b) => {
                     if failures > 0 {
                         tracing::info!(subscription = %w.plan.name, shard = %w.ctx.shard_id, failures, "reading again after failed reads");
@@ -326,15 +346,19 @@ impl Run<'_> {
                 }
                 Err(e) => {
                     failures += 1;
-                    let wait = read_backoff(w.plan.poll_interval, failures);
+                    let wait = read_backoff(poll, failures);
+                    let throttled = matches!(e, SourceError::Throttled(_));
                     // The first failure and then one in ten: an outage does not flood the log.
-                    if failures % 10 == 1 {
+                    // Throttles are the shard's shared read limit at work, not a fault.
+                    if throttled {
+                        tracing::debug!(subscription = %w.plan.name, shard = %w.ctx.shard_id, failures, "read throttled; trying again in {wait:?}");
+                    } else if failures % 10 == 1 {
                         tracing::warn!(subscription = %w.plan.name, shard = %w.ctx.shard_id, error = %e, failures, "read failed; trying again in {wait:?}");
                     }
-                    w.status.update(|s| s.last_error = Some(e.to_string()));
-                    if Self::pause(w, &lost, wait).await {
-                        return self.finish().await;
+                    if !throttled {
+                        w.status.update(|s| s.last_error = Some(e.to_string()));
                     }
+                    next_at = tokio::time::Instant::now() + wait;
                     continue;
                 }
             };
@@ -342,22 +366,24 @@ impl Run<'_> {
                 .update(|s| s.millis_behind_latest = batch.millis_behind_latest);
             w.metrics.millis_behind(batch.millis_behind_latest);
             let empty = batch.records.is_empty();
+            empties = if empty { empties + 1 } else { 0 };
+            next_at = tokio::time::Instant::now()
+                + read::wait_after(&batch, reads.asked(), poll, empties);
             if !empty {
-                let info = BatchInfo {
-                    stream: w.plan.stream.to_string(),
-                    shard_id: w.ctx.shard_id.to_string(),
-                    millis_behind_latest: batch.millis_behind_latest,
-                    attempt: 1,
-                };
-                self.dispatch(info, batch.records).await;
-                // A lease lost while the handler ran: settle nothing more into the table.
-                if lost.is_cancelled() {
-                    return self.lease_lost();
+                // Read ahead while the handler works on this batch, within the in-flight bound.
+                if !batch.end_of_shard {
+                    let bytes = batch.records.iter().map(Delayed::record_bytes).sum();
+                    let limit = self.read_limit(batch.records.len(), bytes);
+                    if limit > 0 {
+                        reads.start(limit, next_at);
+                    }
                 }
-                // Told to stop (or to hand over) while the handler ran: some records may be
-                // unanswered, so this batch ends here (never as a shard's end).
-                if w.stop.is_cancelled() || handoff.is_cancelled() {
-                    return self.finish().await;
+                let (records, behind) = (
+                    std::mem::take(&mut batch.records),
+                    batch.millis_behind_latest,
+                );
+                if let Some(exit) = self.handle(records, behind, &lost, &handoff).await {
+                    return exit;
                 }
             }
             self.flush_delayed().await;
@@ -369,7 +395,7 @@ impl Run<'_> {
                 // on the shard's read limit that every consumer shares: back off, doubling.
                 seeks += 1;
                 if seeks > 1 {
-                    let wait = read_backoff(w.plan.poll_interval, seeks - 1);
+                    let wait = read_backoff(poll, seeks - 1);
                     w.plan.metrics.contained(&w.plan.name, "seek-backoff");
                     if seeks == 2 {
                         tracing::warn!(
@@ -386,14 +412,16 @@ impl Run<'_> {
                         };
                     }
                 }
-                // The rest of this read (and the shard's end, if it came) is read again.
+                // The rest of this read (and the shard's end, if it came) is read again; a read
+                // ahead of the old position is dropped.
                 match source
                     .open(&w.plan.stream, &w.ctx.shard_id, &StartPosition::At(at))
                     .await
                 {
-                    Ok(r) => reader = r,
+                    Ok(r) => reads.reopen(r),
                     Err(e) => return w.fail(e),
                 }
+                next_at = tokio::time::Instant::now();
                 continue;
             }
             if batch.end_of_shard {
@@ -422,22 +450,71 @@ impl Run<'_> {
             if let Err(e) = self.write_checkpoint(false).await {
                 return self.lease_error(e);
             }
-            if empty {
-                // Wake for the next due retry-after copy, if it comes before the next poll.
-                let poll = w.plan.poll_interval;
-                let wait = self.next_due().map_or(poll, |due| {
-                    due.saturating_duration_since(Instant::now()).min(poll)
-                });
-                let sleep = tokio::time::sleep(wait);
-                tokio::select! {
-                    biased;
-                    _ = lost.cancelled() => return self.lease_lost(),
-                    _ = w.stop.cancelled() => return self.finish().await,
-                    _ = handoff.cancelled() => return self.finish().await,
-                    _ = sleep => {}
+        }
+    }
+
+    /// Hands a read to the handler a call's worth per lane at a time, settling and
+    /// checkpointing as it goes, so a large read does not hold back outcomes and checkpoints.
+    /// Stops early at a seek (the rest is read again), and answers how the worker ends if the
+    /// lease is lost or it is told to stop meanwhile.
+    async fn handle(
+        &mut self,
+        records: Vec<Record>,
+        millis_behind_latest: Option<u64>,
+        lost: &CancellationToken,
+        handoff: &CancellationToken,
+    ) -> Option<WorkerExit> {
+        let w = self.worker;
+        let step = w.plan.call_batch.max(1) * self.handlers.len().max(1);
+        let mut rest = records.len();
+        let mut records = records.into_iter();
+        while rest > 0 {
+            let take = rest.min(step);
+            let part: Vec<Record> = records.by_ref().take(take).collect();
+            rest -= take;
+            let info = BatchInfo {
+                stream: w.plan.stream.to_string(),
+                shard_id: w.ctx.shard_id.to_string(),
+                millis_behind_latest,
+                attempt: 1,
+            };
+            self.dispatch(info, part).await;
+            // A lease lost while the handler ran: settle nothing more into the table.
+            if lost.is_cancelled() {
+                return Some(self.lease_lost());
+            }
+            // Told to stop (or to hand over) while the handler ran: some records may be
+            // unanswered, so the read ends here (never as a shard's end).
+            if w.stop.is_cancelled() || handoff.is_cancelled() {
+                return Some(self.finish().await);
+            }
+            if self.seek_to.is_some() {
+                return None;
+            }
+            if rest > 0 {
+                self.flush_delayed().await;
+                if let Err(e) = self.write_checkpoint(false).await {
+                    return Some(self.lease_error(e));
                 }
             }
         }
+        None
+    }
+
+    /// How many records the next read may ask for: the subscription's read limit, less what
+    /// the shard already holds in memory (`records` and `bytes` besides the retry-after copies
+    /// waiting) under its in-flight bound; 0 when there is no room.
+    fn read_limit(&self, records: usize, bytes: u64) -> usize {
+        let limit = self.worker.plan.in_flight;
+        let held = records + self.delayed.len();
+        let held_bytes = bytes + self.delayed.iter().map(|d| d.bytes()).sum::<u64>();
+        if held_bytes >= limit.bytes {
+            return 0;
+        }
+        self.worker
+            .plan
+            .read_limit
+            .min(limit.records.saturating_sub(held))
     }
 
     /// Whether the records waiting for a retry-after delay reach the in-flight bound.

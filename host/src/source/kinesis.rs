@@ -1,7 +1,9 @@
 //! Reading real Kinesis (or an emulator) through aws-sdk-kinesis: GetRecords polling.
 //!
 //! - Throttling (`ProvisionedThroughputExceeded`, `LimitExceeded`) and transport errors are
-//!   retried by the SDK's standard retry strategy (exponential backoff with jitter).
+//!   retried by the SDK's standard retry strategy (exponential backoff with jitter), except for
+//!   GetRecords: a throttled or failed read is answered at once, and the shard worker paces
+//!   and counts reads (see `dispatch::read`).
 //! - A reader resumes *at* its checkpoint's sequence number and skips every record up to the
 //!   checkpoint, so a checkpoint may stand between the user records of one KPL aggregate.
 //! - An expired iterator is reopened just after the last delivered record: nothing is skipped or
@@ -286,11 +288,18 @@ impl ShardReader for KinesisReader {
                 Some(it) => it,
                 None => self.open_iterator().await?,
             };
+            // No SDK retries here: a throttled read is the shard's read limit, which the
+            // worker paces (and counts); any other failure is tried again by the worker too.
             let sent = self
                 .client
                 .get_records()
                 .shard_iterator(&iterator)
-                .limit(limit.clamp(1, 10_000) as i32)
+                .limit(limit.clamp(1, super::MAX_READ_RECORDS) as i32)
+                .customize()
+                .config_override(
+                    aws_sdk_kinesis::config::Builder::default()
+                        .retry_config(RetryConfig::disabled()),
+                )
                 .send()
                 .await;
             match sent {
@@ -306,6 +315,15 @@ impl ShardReader for KinesisReader {
                 Err(e) => {
                     // Keep the iterator for the next try unless the error says it is spent.
                     self.iterator = Some(iterator);
+                    if e.as_service_error().is_some_and(|s| {
+                        s.is_provisioned_throughput_exceeded_exception()
+                            || s.is_kms_throttling_exception()
+                    }) {
+                        return Err(SourceError::Throttled(format!(
+                            "read shard `{}` of `{}`: throttled",
+                            self.shard_id, self.stream
+                        )));
+                    }
                     return Err(sdk_error(
                         &format!("read shard `{}` of `{}`", self.shard_id, self.stream),
                         e,

@@ -158,6 +158,11 @@ fn find_shard<'a>(
 
 #[async_trait]
 impl StreamSource for MemoryStreams {
+    /// In-process: no read limit.
+    fn read_interval(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+
     async fn ensure_stream(&self, stream: &str, create: Option<u32>) -> Result<(), SourceError> {
         match create {
             Some(n) => {

@@ -9,6 +9,8 @@ pub mod kinesis;
 pub mod kpl;
 pub mod memory;
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 
 use crate::record::{Position, Record};
@@ -58,13 +60,29 @@ pub enum SourceError {
     NoSuchStream(String),
     #[error("shard `{shard}` of stream `{stream}` does not exist")]
     NoSuchShard { stream: String, shard: String },
+    /// The shard's read limit is spent (Kinesis: 5 reads per second per shard, shared by every
+    /// consumer of the stream); read again later.
+    #[error("{0}")]
+    Throttled(String),
     #[error("{0}")]
     Other(String),
 }
 
+/// The most records one GetRecords call answers.
+pub const MAX_READ_RECORDS: usize = 10_000;
+
+/// Kinesis allows 5 reads per second per shard: reads of one shard start at least this far apart.
+pub const KINESIS_READ_INTERVAL: Duration = Duration::from_millis(200);
+
 /// A Kinesis-shaped stream service.
 #[async_trait]
 pub trait StreamSource: Send + Sync + 'static {
+    /// How far apart reads of one shard must start ([`KINESIS_READ_INTERVAL`] unless the
+    /// service has no read limit).
+    fn read_interval(&self) -> Duration {
+        KINESIS_READ_INTERVAL
+    }
+
     /// Makes sure `stream` exists; creates it with this many shards when given and missing.
     async fn ensure_stream(&self, stream: &str, create: Option<u32>) -> Result<(), SourceError>;
 

@@ -435,8 +435,8 @@ fn defaults_fill_in_when_keys_are_omitted() {
     assert_eq!(durations, (secs(10), secs(3), secs(10)));
     assert!(config.admin.is_none());
     let sub = &config.subscriptions[0];
-    let defaults = (sub.batch, sub.lanes, sub.poll_interval);
-    assert_eq!(defaults, (100, 1, Duration::from_millis(200)));
+    let defaults = (sub.batch, sub.read_limit, sub.lanes, sub.poll_interval);
+    assert_eq!(defaults, (100, 10_000, 1, secs(1)));
     assert_eq!(
         (sub.start_at, sub.create_if_missing, sub.max_attempts),
         (None, None, None)
@@ -448,7 +448,7 @@ fn defaults_fill_in_when_keys_are_omitted() {
             memory: 64 << 20,
             timeout: secs(5),
             fuel: None,
-            in_flight_records: 10_000,
+            in_flight_records: 20_000,
             in_flight_bytes: 64 << 20,
         }
     );
@@ -555,6 +555,20 @@ fn problems_display_as_file_line_key_and_message() {
         s.0.join("shardhost.toml").display()
     );
     assert_eq!(err.to_string(), wanted);
+}
+
+#[test]
+fn read_limit_sets_the_records_a_read_asks_for_up_to_the_service_maximum() {
+    let config = load("read_limit = 500\nbatch = 50");
+    let sub = &config.subscriptions[0];
+    assert_eq!((sub.read_limit, sub.batch), (500, 50));
+    let s = Scratch::new();
+    let err = s
+        .load_at("shardhost.toml", &format!("{MINIMAL}read_limit = 10001\n"))
+        .unwrap_err();
+    let wanted =
+        "subscription[0].read_limit: 10001 is out of range; `read_limit` must be from 1 to 10000";
+    assert!(err.to_string().contains(wanted), "{err}");
 }
 
 #[test]

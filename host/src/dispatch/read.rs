@@ -1,0 +1,193 @@
+//! Reading a shard one read ahead, paced to the stream service's read limit.
+//!
+//! The next read runs on its own task while the handler works on the current one, so reading
+//! and handling overlap. One read at most is in flight; reads of a shard start at least
+//! [`StreamSource::read_interval`](crate::source::StreamSource::read_interval) apart (Kinesis:
+//! 5 per second), and [`wait_after`] says how long to wait after a read that found the shard
+//! caught up or empty, so an idle subscription leaves the shard's reads to other consumers.
+
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::metrics::ShardMetrics;
+use crate::source::{ReadBatch, ShardReader, SourceError};
+
+/// The longest wait between reads of a shard that stays empty, as a multiple of `poll_interval`.
+pub const IDLE_BACKOFF: u32 = 4;
+
+type Answer = (
+    Box<dyn ShardReader>,
+    Instant,
+    Result<ReadBatch, SourceError>,
+);
+
+/// A shard's reader and the read in flight on it, if any.
+pub(super) struct Reads {
+    /// `None` while a read is in flight (the task owns the reader then).
+    reader: Option<Box<dyn ShardReader>>,
+    pending: Option<Pending>,
+    /// When the last read started.
+    last_start: Option<Instant>,
+    /// How many records the last answered read asked for.
+    asked: usize,
+    interval: Duration,
+    metrics: ShardMetrics,
+}
+
+/// A read on its own task, and the records it asked for; dropping it abandons the read.
+struct Pending(JoinHandle<Answer>, usize);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Reads {
+    pub fn new(reader: Box<dyn ShardReader>, interval: Duration, metrics: ShardMetrics) -> Reads {
+        Reads {
+            reader: Some(reader),
+            pending: None,
+            last_start: None,
+            asked: 0,
+            interval,
+            metrics,
+        }
+    }
+
+    /// Whether a read is in flight.
+    pub fn in_flight(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Starts a read of up to `limit` records, not before `not_before` and not sooner than the
+    /// read interval after the previous read started. Does nothing if a read is in flight.
+    pub fn start(&mut self, limit: usize, not_before: Instant) {
+        let Some(mut reader) = self.reader.take() else {
+            return;
+        };
+        let at = match self.last_start {
+            Some(last) => not_before.max(last + self.interval),
+            None => not_before,
+        };
+        // Counted from the planned start, so a read abandoned by a seek still spaces the next.
+        self.last_start = Some(at);
+        self.pending = Some(Pending(
+            tokio::spawn(async move {
+                tokio::time::sleep_until(at).await;
+                let started = Instant::now();
+                let read = reader.read(limit).await;
+                (reader, started, read)
+            }),
+            limit,
+        ));
+    }
+
+    /// The answer of the read in flight, or of one started now. Cancel-safe: the read stays in
+    /// flight when the caller stops waiting.
+    pub async fn next(&mut self, limit: usize) -> Result<ReadBatch, SourceError> {
+        if self.pending.is_none() {
+            self.start(limit, Instant::now());
+        }
+        let pending = self.pending.as_mut().expect("started above");
+        let joined = (&mut pending.0).await;
+        self.asked = pending.1;
+        self.pending = None;
+        let (reader, started, read) = match joined {
+            Ok(answer) => answer,
+            // A bug in a reader, not a read that failed: the worker fails as a whole.
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => panic!("a shard read was cancelled: {e}"),
+        };
+        self.reader = Some(reader);
+        self.last_start = Some(started);
+        match &read {
+            Ok(batch) => self.metrics.read(batch.records.len()),
+            Err(SourceError::Throttled(_)) => self.metrics.throttled(),
+            Err(_) => {}
+        }
+        read
+    }
+
+    /// How many records the last answered read asked for (a read started ahead may have asked
+    /// for fewer than the subscription's limit).
+    pub fn asked(&self) -> usize {
+        self.asked
+    }
+
+    /// Reads from `reader` from now on; a read in flight on the old one is abandoned.
+    pub fn reopen(&mut self, reader: Box<dyn ShardReader>) {
+        self.pending = None;
+        self.reader = Some(reader);
+    }
+}
+
+/// How long after a read to start the next one, by what it found: at once while the shard is
+/// behind (the read was full, or it is more than a poll interval behind its tip); a poll
+/// interval when it is caught up; and while it stays empty, waits doubling up to
+/// [`IDLE_BACKOFF`] poll intervals (`empty_reads` in a row, this one included).
+pub fn wait_after(batch: &ReadBatch, limit: usize, poll: Duration, empty_reads: u32) -> Duration {
+    if batch.records.is_empty() {
+        let doublings = empty_reads.saturating_sub(1).min(IDLE_BACKOFF.ilog2());
+        return poll.saturating_mul(1 << doublings);
+    }
+    let behind = batch.records.len() >= limit
+        || batch
+            .millis_behind_latest
+            .is_some_and(|ms| Duration::from_millis(ms) > poll);
+    if behind { Duration::ZERO } else { poll }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Record;
+
+    fn batch(n: usize, behind: Option<u64>) -> ReadBatch {
+        ReadBatch {
+            records: (0..n)
+                .map(|i| Record {
+                    partition_key: "k".into(),
+                    sequence_number: (i + 1).to_string(),
+                    sub_sequence_number: 0,
+                    approximate_arrival_timestamp: 0,
+                    data: Vec::new(),
+                })
+                .collect(),
+            millis_behind_latest: behind,
+            end_of_shard: false,
+        }
+    }
+
+    #[test]
+    fn a_shard_behind_its_tip_is_read_again_at_once() {
+        let poll = Duration::from_secs(1);
+        assert_eq!(
+            wait_after(&batch(10_000, Some(0)), 10_000, poll, 0),
+            Duration::ZERO
+        );
+        assert_eq!(
+            wait_after(&batch(5, Some(60_000)), 10_000, poll, 0),
+            Duration::ZERO
+        );
+    }
+
+    #[test]
+    fn a_caught_up_shard_is_read_once_per_poll_interval() {
+        let poll = Duration::from_secs(1);
+        assert_eq!(wait_after(&batch(5, Some(0)), 10_000, poll, 0), poll);
+        assert_eq!(wait_after(&batch(5, Some(900)), 10_000, poll, 0), poll);
+        assert_eq!(wait_after(&batch(5, None), 10_000, poll, 0), poll);
+    }
+
+    #[test]
+    fn an_empty_shard_is_read_less_and_less_often_up_to_four_poll_intervals() {
+        let poll = Duration::from_secs(1);
+        let waits: Vec<_> = (1..=5)
+            .map(|n| wait_after(&batch(0, Some(0)), 10_000, poll, n).as_secs())
+            .collect();
+        assert_eq!(waits, [1, 2, 4, 4, 4]);
+    }
+}

@@ -1,0 +1,205 @@
+//! Reading at a shard's limit: against a source that allows what Kinesis allows (5 reads per
+//! second per shard, at most 10 000 records and 10 MB per read), a backlog drains in full-size
+//! reads without a throttle, and an idle shard is read ever less often.
+//!
+//! With the old defaults (reads of `batch` = 100 records, one every 200 ms at most) the
+//! 60 000-record backlog below needed 600 reads: two minutes.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use shardhost::source::{
+    ReadBatch, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource,
+};
+use support::{Running, Scratch, guest, metric};
+
+/// The most bytes (data and partition keys) one GetRecords call answers.
+const MAX_READ_BYTES: usize = 10 << 20;
+/// Kinesis allows 5 reads per second per shard.
+const MIN_READ_GAP: Duration = Duration::from_millis(200);
+
+/// A stream service that enforces Kinesis' read limits on another one and counts reads.
+struct Paced {
+    inner: Arc<dyn StreamSource>,
+    log: Arc<ReadLog>,
+}
+
+#[derive(Default)]
+struct ReadLog {
+    /// Reads answered with records or empty (not throttled).
+    reads: AtomicU64,
+    throttles: AtomicU64,
+    /// When each shard's last answered read started.
+    last: Mutex<HashMap<String, Instant>>,
+    /// (when it started, when it answered, records) of every answered read.
+    answered: Mutex<Vec<(Instant, Instant, usize)>>,
+}
+
+struct PacedReader {
+    inner: Box<dyn ShardReader>,
+    source: Arc<dyn StreamSource>,
+    stream: String,
+    shard: String,
+    log: Arc<ReadLog>,
+}
+
+#[async_trait]
+impl StreamSource for Paced {
+    async fn ensure_stream(&self, stream: &str, create: Option<u32>) -> Result<(), SourceError> {
+        self.inner.ensure_stream(stream, create).await
+    }
+    async fn list_shards(&self, stream: &str) -> Result<Vec<ShardInfo>, SourceError> {
+        self.inner.list_shards(stream).await
+    }
+    async fn open(
+        &self,
+        stream: &str,
+        shard_id: &str,
+        start: &StartPosition,
+    ) -> Result<Box<dyn ShardReader>, SourceError> {
+        Ok(Box::new(PacedReader {
+            inner: self.inner.open(stream, shard_id, start).await?,
+            source: self.inner.clone(),
+            stream: stream.into(),
+            shard: shard_id.into(),
+            log: self.log.clone(),
+        }))
+    }
+    async fn put(&self, stream: &str, key: &str, data: Vec<u8>) -> Result<String, SourceError> {
+        self.inner.put(stream, key, data).await
+    }
+}
+
+#[async_trait]
+impl ShardReader for PacedReader {
+    async fn read(&mut self, limit: usize) -> Result<ReadBatch, SourceError> {
+        if limit > 10_000 {
+            return Err(SourceError::Other(format!(
+                "limit {limit} is more than 10000"
+            )));
+        }
+        let started = Instant::now();
+        {
+            let mut last = self.log.last.lock().unwrap();
+            if last
+                .get(&self.shard)
+                .is_some_and(|t| started.duration_since(*t) < MIN_READ_GAP)
+            {
+                self.log.throttles.fetch_add(1, Ordering::Relaxed);
+                return Err(SourceError::Throttled("read rate exceeded".into()));
+            }
+            last.insert(self.shard.clone(), started);
+        }
+        let mut batch = self.inner.read(limit).await?;
+        // Past 10 MB the read stops; the next one goes on from its last record.
+        let mut bytes = 0;
+        let fits = batch.records.iter().position(|r| {
+            bytes += r.data.len() + r.partition_key.len();
+            bytes > MAX_READ_BYTES
+        });
+        if let Some(cut) = fits {
+            batch.records.truncate(cut);
+            batch.end_of_shard = false;
+            let after = StartPosition::After(batch.records[cut - 1].position());
+            self.inner = self.source.open(&self.stream, &self.shard, &after).await?;
+        }
+        self.log.reads.fetch_add(1, Ordering::Relaxed);
+        let answered = (started, Instant::now(), batch.records.len());
+        self.log.answered.lock().unwrap().push(answered);
+        Ok(batch)
+    }
+}
+
+/// A host on the embedded stream with one subscription (`drain`, 1 shard, the `always_ack`
+/// handler, defaults otherwise plus `extra`), reading through the paced wrapper.
+fn paced_host(dir: &Scratch, extra: &str) -> (Running, Arc<ReadLog>) {
+    let config = format!(
+        "[kinesis]\nendpoint = \"memory\"\n\n[[subscription]]\nname = \"drain\"\nstream = \"s\"\n\
+         handler = \"{}\"\n{extra}\n",
+        guest("always_ack").display()
+    );
+    let log = Arc::new(ReadLog::default());
+    let shared = log.clone();
+    let host = Running::start_with(dir, &config, move |h| {
+        let inner = h.source();
+        h.use_source(Arc::new(Paced { inner, log: shared }));
+    });
+    (host, log)
+}
+
+#[test]
+fn a_backlog_drains_in_full_reads_within_the_shards_read_limit() {
+    const N: usize = 60_000;
+    let dir = Scratch::new("throughput");
+    // 100-byte records, all waiting before the host starts reading.
+    let lines: Vec<_> = (0..N)
+        .map(|i| support::text_record(&format!("k{}", i % 50), &format!("{i:0>100}")))
+        .collect();
+    dir.write("feed.ndjson", lines.join("\n"));
+    let (host, log) = paced_host(&dir, "feed = \"feed.ndjson\"");
+    host.wait_for("the backlog settled", |b| {
+        b.totals("drain").settled == N as u64
+    });
+    let metrics = host.metrics();
+    let answered = log.answered.lock().unwrap().clone();
+    host.stop();
+
+    let full: Vec<_> = answered.iter().filter(|r| r.2 > 0).collect();
+    let sizes: Vec<_> = full.iter().map(|r| r.2).collect();
+    assert_eq!(sizes, [10_000; 6], "six reads of the service maximum");
+    assert_eq!(
+        log.throttles.load(Ordering::Relaxed),
+        0,
+        "no read throttled"
+    );
+    let sub = ["subscription=\"drain\""];
+    assert_eq!(
+        metric(&metrics, "shardhost_read_records_sum", &sub),
+        N as f64
+    );
+    assert_eq!(
+        metric(&metrics, "shardhost_read_throttles_total", &sub),
+        0.0
+    );
+    assert!(metric(&metrics, "shardhost_reads_total", &sub) >= 6.0);
+
+    let (first, last) = (full[0].0, full[full.len() - 1].1);
+    let secs = last.duration_since(first).as_secs_f64();
+    println!(
+        "drained {N} records in {} reads over {secs:.2} s of reading: {:.0} records/s",
+        full.len(),
+        N as f64 / secs
+    );
+}
+
+#[test]
+fn an_idle_shard_is_read_once_per_poll_interval_and_less_while_it_stays_empty() {
+    let dir = Scratch::new("idle");
+    let (host, log) = paced_host(&dir, "poll_interval = \"250ms\"");
+    // Empty reads wait 250, 500, then 1000 ms (the most): six reads take 3.75 s.
+    host.wait_for("six empty reads", |_| {
+        log.reads.load(Ordering::Relaxed) >= 6
+    });
+    let answered = log.answered.lock().unwrap().clone();
+    host.put("s", "k", b"wakes the shard".to_vec());
+    host.wait_for("the new record settled", |b| b.totals("drain").settled == 1);
+    host.stop();
+
+    let gaps: Vec<_> = answered
+        .windows(2)
+        .map(|w| w[1].0.duration_since(w[0].0))
+        .collect();
+    let wanted = [250, 500, 1000, 1000, 1000].map(Duration::from_millis);
+    for (gap, at_least) in gaps.iter().zip(wanted) {
+        assert!(
+            *gap >= at_least,
+            "gaps between empty reads {gaps:?}, each at least {wanted:?}"
+        );
+    }
+    assert_eq!(log.throttles.load(Ordering::Relaxed), 0);
+}
