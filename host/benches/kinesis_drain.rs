@@ -1,5 +1,6 @@
 //! Drain 20 000 JSON orders (~100 B) from a 4-shard stream of kinesis-mock with the orders
-//! example handler: records/s, CPU seconds and peak RSS of the host process.
+//! example handler and the default config: records/s, CPU seconds, peak RSS of the host process
+//! and reads per shard.
 //!
 //! `tests/stack cargo bench -p shardhost --bench kinesis_drain` — needs the emulator stack. Each
 //! run puts the records into a fresh stream, then runs the host in a child process under
@@ -56,8 +57,6 @@ name = "pick"
 stream = "{stream}"
 handler = "{}"
 start_at = "trim_horizon"
-batch = 500
-poll_interval = "200ms"
 "#,
                 pick.display()
             ),
@@ -75,12 +74,15 @@ poll_interval = "200ms"
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "host run failed:\n{stdout}\n{stderr}");
         let drain: f64 = field(&stdout, "drained in").expect("drain time");
+        let reads = field(&stdout, "reads:").unwrap_or(f64::NAN);
         let cpu = field(&stderr, "User time (seconds):").unwrap()
             + field(&stderr, "System time (seconds):").unwrap();
         let rss_mib = field(&stderr, "Maximum resident set size (kbytes):").unwrap() / 1024.0;
         println!(
-            "run {run}: {RECORDS} records in {drain:.2} s = {:.0} rec/s; host CPU {cpu:.2} s; peak RSS {rss_mib:.1} MiB",
-            RECORDS as f64 / drain
+            "run {run}: {RECORDS} records in {drain:.2} s = {:.0} rec/s; host CPU {cpu:.2} s ({:.3} s per 10 000); peak RSS {rss_mib:.1} MiB; {:.1} reads per shard",
+            RECORDS as f64 / drain,
+            cpu * 10_000.0 / RECORDS as f64,
+            reads / SHARDS as f64
         );
         rates.push(RECORDS as f64 / drain);
         cpus.push(cpu);
@@ -88,9 +90,10 @@ poll_interval = "200ms"
     }
     let _ = std::fs::remove_dir_all(&dir);
     println!(
-        "median of {RUNS}: {:.0} rec/s, host CPU {:.2} s, peak RSS {:.1} MiB ({RECORDS} records, {SHARDS} shards, batch 500)",
+        "median of {RUNS}: {:.0} rec/s, host CPU {:.2} s ({:.3} s per 10 000 records), peak RSS {:.1} MiB ({RECORDS} records, {SHARDS} shards, default config)",
         common::median(rates),
-        common::median(cpus),
+        common::median(cpus.clone()),
+        common::median(cpus) * 10_000.0 / RECORDS as f64,
         common::median(rsss)
     );
 }
@@ -182,6 +185,7 @@ fn host_mode(config: &Path, n: u64) {
     rt.block_on(async {
         let host = Host::prepare(Config::load(config).unwrap()).await.unwrap();
         let status = host.status();
+        let metrics = host.metrics();
         let stop = CancellationToken::new();
         let started = Instant::now();
         let run = tokio::spawn(host.run(stop.clone()));
@@ -189,6 +193,16 @@ fn host_mode(config: &Path, n: u64) {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         println!("drained in {:.3}s", started.elapsed().as_secs_f64());
+        // GetRecords calls answered, over every shard (a host before read metrics prints none).
+        let reads: f64 = metrics
+            .encode()
+            .lines()
+            .filter(|l| l.starts_with("shardhost_reads_total{"))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum();
+        if reads > 0.0 {
+            println!("reads: {reads}");
+        }
         stop.cancel();
         run.await.unwrap().unwrap();
     });
