@@ -94,6 +94,7 @@ batch = 100
         let k = aws_sdk_kinesis::Client::from_conf(
             aws_sdk_kinesis::Config::builder()
                 .behavior_version(aws_sdk_kinesis::config::BehaviorVersion::latest())
+                .http_client(shardhost::aws::http_client())
                 .endpoint_url(&self.kinesis)
                 .region(aws_sdk_kinesis::config::Region::new("us-east-1"))
                 .credentials_provider(creds.clone())
@@ -102,6 +103,7 @@ batch = 100
         let d = aws_sdk_dynamodb::Client::from_conf(
             aws_sdk_dynamodb::Config::builder()
                 .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+                .http_client(shardhost::aws::http_client())
                 .endpoint_url(&self.dynamo)
                 .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
                 .credentials_provider(creds)
@@ -150,6 +152,7 @@ batch = 100
             let k = aws_sdk_kinesis::Client::from_conf(
                 aws_sdk_kinesis::Config::builder()
                     .behavior_version(aws_sdk_kinesis::config::BehaviorVersion::latest())
+                    .http_client(shardhost::aws::http_client())
                     .endpoint_url(&endpoint)
                     .region(aws_sdk_kinesis::config::Region::new("us-east-1"))
                     .credentials_provider(aws_sdk_kinesis::config::Credentials::new(

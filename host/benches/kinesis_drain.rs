@@ -112,6 +112,7 @@ fn client(endpoint: &str) -> Client {
     Client::from_conf(
         aws_sdk_kinesis::Config::builder()
             .behavior_version(BehaviorVersion::latest())
+            .http_client(shardhost::aws::http_client())
             .endpoint_url(endpoint)
             .region(Region::new("us-east-1"))
             .credentials_provider(Credentials::new("test", "test", None, None, "bench"))

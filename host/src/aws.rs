@@ -3,7 +3,10 @@
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
-use aws_sdk_kinesis::config::Credentials;
+use aws_sdk_kinesis::config::{Credentials, SharedHttpClient};
+use aws_smithy_http_client::proxy::ProxyConfig;
+use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
+use aws_smithy_http_client::{Builder, Connector};
 
 /// Where and how to reach one AWS service.
 pub struct Endpoint<'a> {
@@ -22,6 +25,7 @@ pub async fn sdk_config(
     timeouts: TimeoutConfig,
 ) -> SdkConfig {
     let mut loader = aws_config::defaults(BehaviorVersion::latest())
+        .http_client(http_client())
         .retry_config(retry)
         .timeout_config(timeouts);
     let local = endpoint.url.is_some() || endpoint.test_credentials;
@@ -44,4 +48,22 @@ pub async fn sdk_config(
         ));
     }
     loader.load().await
+}
+
+/// The HTTP(S) client of every SDK client: hyper 1 with rustls on the `ring` crypto provider.
+/// The SDK's own default (feature `default-https-client`) is the same stack on aws-lc-rs, whose
+/// C library takes about a minute of a cold release build. Like that default it trusts the
+/// platform's root certificates (rustls-native-certs: `/etc/ssl/certs` from Debian's
+/// `ca-certificates`, or `SSL_CERT_FILE` / `SSL_CERT_DIR`), follows `HTTPS_PROXY`, `HTTP_PROXY`
+/// and `NO_PROXY`, and takes its connect and read timeouts from the SDK config.
+pub fn http_client() -> SharedHttpClient {
+    Builder::new().build_with_connector_fn(|settings, components| {
+        let mut connector = Connector::builder();
+        connector.set_connector_settings(settings.cloned());
+        connector.set_sleep_impl(components.and_then(|c| c.sleep_impl()));
+        connector
+            .proxy_config(ProxyConfig::from_env())
+            .tls_provider(Provider::Rustls(CryptoMode::Ring))
+            .build()
+    })
 }
