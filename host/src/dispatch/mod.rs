@@ -318,10 +318,7 @@ impl Run<'_> {
                 return exit;
             }
             // This turn's read: started ahead while the last batch ran, or now.
-            let limit = self.read_limit(0, 0);
-            if !reads.in_flight() {
-                reads.start(limit, next_at);
-            }
+            reads.start(self.read_limit(0, 0), next_at);
             let read = loop {
                 let due = self.next_due();
                 tokio::select! {
@@ -329,7 +326,7 @@ impl Run<'_> {
                     _ = lost.cancelled() => return self.lease_lost(),
                     _ = w.stop.cancelled() => return self.finish().await,
                     _ = handoff.cancelled() => return self.finish().await,
-                    read = reads.next(limit) => break read,
+                    read = reads.next() => break read,
                     // Retry-after copies go out on time while the read waits.
                     _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now).into()), if due.is_some() => {
                         self.flush_delayed().await;
@@ -507,7 +504,7 @@ impl Run<'_> {
     fn read_limit(&self, records: usize, bytes: u64) -> usize {
         let limit = self.worker.plan.in_flight;
         let held = records + self.delayed.len();
-        let held_bytes = bytes + self.delayed.iter().map(|d| d.bytes()).sum::<u64>();
+        let held_bytes = bytes + self.delayed_bytes();
         if held_bytes >= limit.bytes {
             return 0;
         }
@@ -517,13 +514,18 @@ impl Run<'_> {
             .min(limit.records.saturating_sub(held))
     }
 
+    /// The bytes the records waiting for a retry-after delay hold.
+    fn delayed_bytes(&self) -> u64 {
+        self.delayed.iter().map(|d| d.bytes()).sum()
+    }
+
     /// Whether the records waiting for a retry-after delay reach the in-flight bound.
     fn over_in_flight(&self) -> bool {
         let limit = self.worker.plan.in_flight;
         if self.delayed.is_empty() {
             return false;
         }
-        let bytes: u64 = self.delayed.iter().map(|d| d.bytes()).sum();
+        let bytes = self.delayed_bytes();
         self.delayed.len() >= limit.records || bytes >= limit.bytes
     }
 

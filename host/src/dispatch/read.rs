@@ -57,11 +57,6 @@ impl Reads {
         }
     }
 
-    /// Whether a read is in flight.
-    pub fn in_flight(&self) -> bool {
-        self.pending.is_some()
-    }
-
     /// Starts a read of up to `limit` records, not before `not_before` and not sooner than the
     /// read interval after the previous read started. Does nothing if a read is in flight.
     pub fn start(&mut self, limit: usize, not_before: Instant) {
@@ -85,13 +80,10 @@ impl Reads {
         ));
     }
 
-    /// The answer of the read in flight, or of one started now. Cancel-safe: the read stays in
-    /// flight when the caller stops waiting.
-    pub async fn next(&mut self, limit: usize) -> Result<ReadBatch, SourceError> {
-        if self.pending.is_none() {
-            self.start(limit, Instant::now());
-        }
-        let pending = self.pending.as_mut().expect("started above");
+    /// The answer of the read in flight (call [`Reads::start`] first). Cancel-safe: the read
+    /// stays in flight when the caller stops waiting.
+    pub async fn next(&mut self) -> Result<ReadBatch, SourceError> {
+        let pending = self.pending.as_mut().expect("a read was started");
         let joined = (&mut pending.0).await;
         self.asked = pending.1;
         self.pending = None;
