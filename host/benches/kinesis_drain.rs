@@ -62,8 +62,11 @@ start_at = "trim_horizon"
             ),
         )
         .unwrap();
+        // SHARDHOST_BENCH_WRAP="perf record -g -o F" (or "heaptrack -o F") profiles the child.
+        let wrap = std::env::var("SHARDHOST_BENCH_WRAP").unwrap_or_default();
         let out = Command::new("/usr/bin/time")
             .arg("-v")
+            .args(wrap.split_whitespace())
             .arg(std::env::current_exe().unwrap())
             .arg("--host-mode")
             .arg(&config)
@@ -179,6 +182,8 @@ fn host_mode(config: &Path, n: u64) {
         .with_env_filter("warn")
         .with_writer(std::io::stderr)
         .try_init();
+    // As `shardhost run` does before it starts its runtime.
+    shardhost::allocator::release_large_buffers();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

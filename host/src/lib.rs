@@ -7,6 +7,7 @@
 //! `ARCHITECTURE.md` at the repository root is the map.
 
 pub mod admin;
+pub mod allocator;
 pub mod aws;
 pub mod config;
 pub mod coordinator;

@@ -16,6 +16,7 @@ pub fn run(path: &Path) -> u8 {
             return EXIT_CONFIG;
         }
     };
+    shardhost::allocator::release_large_buffers();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
