@@ -1,6 +1,6 @@
 //! Drain 20 000 JSON orders (~100 B) from a 4-shard stream of kinesis-mock with the orders
 //! example handler and the default config: records/s, CPU seconds, peak RSS of the host process
-//! and reads per shard.
+//! and reads per shard, then the host's CPU while it stays caught up for 10 s (idle CPU).
 //!
 //! `tests/stack cargo bench -p shardhost --bench kinesis_drain` — needs the emulator stack. Each
 //! run puts the records into a fresh stream, then runs the host in a child process under
@@ -23,6 +23,8 @@ mod common;
 const RECORDS: usize = 20_000;
 const SHARDS: i32 = 4;
 const RUNS: usize = 3;
+/// How long the host stays up after the drain, caught up, to measure its idle CPU.
+const IDLE: Duration = Duration::from_secs(10);
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -40,7 +42,8 @@ fn main() {
     let client = client(&endpoint);
     let dir = std::env::temp_dir().join(format!("shardhost-drain-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let (mut rates, mut cpus, mut rsss) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut rates, mut cpus, mut rsss, mut idles) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for run in 0..RUNS {
         let stream = format!("drain-{}-{run}", std::process::id());
         rt.block_on(fill(&client, &stream));
@@ -78,26 +81,30 @@ start_at = "trim_horizon"
         assert!(out.status.success(), "host run failed:\n{stdout}\n{stderr}");
         let drain: f64 = field(&stdout, "drained in").expect("drain time");
         let reads = field(&stdout, "reads:").unwrap_or(f64::NAN);
-        let cpu = field(&stderr, "User time (seconds):").unwrap()
-            + field(&stderr, "System time (seconds):").unwrap();
+        let idle = field(&stdout, "idle cpu:").unwrap_or(f64::NAN);
+        // The whole process's CPU from its start to the last record (start-up included).
+        let cpu = field(&stdout, "cpu at drain:").expect("cpu at drain");
         let rss_mib = field(&stderr, "Maximum resident set size (kbytes):").unwrap() / 1024.0;
         println!(
-            "run {run}: {RECORDS} records in {drain:.2} s = {:.0} rec/s; host CPU {cpu:.2} s ({:.3} s per 10 000); peak RSS {rss_mib:.1} MiB; {:.1} reads per shard",
+            "run {run}: {RECORDS} records in {drain:.2} s = {:.0} rec/s; host CPU {cpu:.2} s ({:.3} s per 10 000); peak RSS {rss_mib:.1} MiB; {:.1} reads per shard; idle CPU {:.1} ms/s",
             RECORDS as f64 / drain,
             cpu * 10_000.0 / RECORDS as f64,
-            reads / SHARDS as f64
+            reads / SHARDS as f64,
+            idle * 1000.0 / IDLE.as_secs_f64()
         );
         rates.push(RECORDS as f64 / drain);
         cpus.push(cpu);
         rsss.push(rss_mib);
+        idles.push(idle * 1000.0 / IDLE.as_secs_f64());
     }
     let _ = std::fs::remove_dir_all(&dir);
     println!(
-        "median of {RUNS}: {:.0} rec/s, host CPU {:.2} s ({:.3} s per 10 000 records), peak RSS {:.1} MiB ({RECORDS} records, {SHARDS} shards, default config)",
+        "median of {RUNS}: {:.0} rec/s, host CPU {:.2} s ({:.3} s per 10 000 records), peak RSS {:.1} MiB, idle CPU {:.1} ms/s ({RECORDS} records, {SHARDS} shards, default config)",
         common::median(rates),
         common::median(cpus.clone()),
         common::median(cpus) * 10_000.0 / RECORDS as f64,
-        common::median(rsss)
+        common::median(rsss),
+        common::median(idles)
     );
 }
 
@@ -199,6 +206,7 @@ fn host_mode(config: &Path, n: u64) {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         println!("drained in {:.3}s", started.elapsed().as_secs_f64());
+        println!("cpu at drain: {:.4}", cpu_seconds());
         // GetRecords calls answered, over every shard (a host before read metrics prints none).
         let reads: f64 = metrics
             .encode()
@@ -209,7 +217,23 @@ fn host_mode(config: &Path, n: u64) {
         if reads > 0.0 {
             println!("reads: {reads}");
         }
+        // Then caught up: what the host costs while its shards stay empty.
+        let before = cpu_seconds();
+        tokio::time::sleep(IDLE).await;
+        println!("idle cpu: {:.4}", cpu_seconds() - before);
         stop.cancel();
         run.await.unwrap().unwrap();
     });
+}
+
+/// This process's CPU time (user + system) so far, in seconds.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let usage = unsafe {
+        let mut usage = std::mem::zeroed::<libc::rusage>();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
 }

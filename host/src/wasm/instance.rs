@@ -279,6 +279,7 @@ pub(super) enum InstantiateError {
 pub struct WasmInstance {
     store: Store<HostState>,
     handle: Func,
+    ticker: Arc<super::Ticker>,
     version: String,
     timeout: std::time::Duration,
     /// Fuel per call, when the engine meters it.
@@ -334,6 +335,7 @@ impl WasmInstance {
         // Start-up code may wait on the host (a WASI clock, a stream) where no epoch tick
         // reaches it: the host bounds the whole instantiation by the timeout too.
         let deadline = store.data().deadline;
+        let _busy = component.ticker.busy();
         let instance = match tokio::time::timeout_at(
             deadline.into(),
             component.pre.instantiate_async(&mut store),
@@ -362,6 +364,7 @@ impl WasmInstance {
         Ok(WasmInstance {
             store,
             handle,
+            ticker: component.ticker.clone(),
             version: component.version.clone(),
             timeout: limits.timeout,
             fuel,
@@ -434,6 +437,7 @@ impl Handler for WasmInstance {
         // Dropping the call leaves the store unusable: the caller throws the instance away.
         // Most calls finish in their first poll: only one that has to wait gets a timer.
         let done = {
+            let _busy = self.ticker.busy();
             let mut call = std::pin::pin!(typed.call_async(&mut self.store, (info, records)));
             match crate::handler::poll_once(call.as_mut()).await {
                 Some(done) => Ok(done),

@@ -10,11 +10,10 @@
 mod cache;
 mod instance;
 mod limits;
+mod ticker;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker};
@@ -23,9 +22,7 @@ use wasmtime::{Config, Engine};
 use crate::config::{Limits, WasiGrants};
 use crate::handler::{CallContext, CallError, Handler, HandlerFactory};
 pub use instance::{HostState, WasmInstance};
-
-/// How often the epoch advances; call timeouts are counted in these ticks.
-const EPOCH_TICK: Duration = Duration::from_millis(5);
+use ticker::Ticker;
 
 /// The world every handler component implements.
 pub const WORLD: &str = "shardhost:handler/handler@0.1.0";
@@ -60,14 +57,8 @@ pub struct Runtime {
     engine: Engine,
     linker: Linker<HostState>,
     cache: Option<cache::CompileCache>,
-    ticker_stop: Arc<AtomicBool>,
+    ticker: Arc<Ticker>,
     fuel: bool,
-}
-
-impl Drop for Runtime {
-    fn drop(&mut self) {
-        self.ticker_stop.store(true, Ordering::Relaxed);
-    }
 }
 
 impl Runtime {
@@ -82,26 +73,14 @@ impl Runtime {
         config.epoch_interruption(true);
         let engine = Engine::new(&config).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
         let linker = instance::linker(&engine).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
-        let ticker_stop = Arc::new(AtomicBool::new(false));
-        {
-            let engine = engine.clone();
-            let stop = ticker_stop.clone();
-            std::thread::Builder::new()
-                .name("shardhost-epoch".into())
-                .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(EPOCH_TICK);
-                        engine.increment_epoch();
-                    }
-                })
-                .map_err(|e| LoadError::Engine(format!("cannot start the epoch ticker: {e}")))?;
-        }
+        let ticker = Ticker::start(engine.clone())
+            .map_err(|e| LoadError::Engine(format!("cannot start the epoch ticker: {e}")))?;
         let cache = cache_dir.map(|dir| cache::CompileCache::new(dir, &engine));
         Ok(Runtime {
             engine,
             linker,
             cache,
-            ticker_stop,
+            ticker,
             fuel,
         })
     }
@@ -190,6 +169,7 @@ impl Runtime {
             limits,
             metered: self.fuel,
             env: instance::resolve_env(wasi),
+            ticker: self.ticker.clone(),
         };
         // Instantiate once under the limits and check the export's type, so a component that
         // cannot serve is refused here and never replaces a good one.
@@ -230,6 +210,8 @@ pub struct HandlerComponent {
     /// The engine meters fuel: every store needs some (unlimited unless `limits.fuel`).
     metered: bool,
     env: Vec<(String, String)>,
+    /// Advances the epoch while this component's guest code runs.
+    ticker: Arc<Ticker>,
 }
 
 impl HandlerComponent {
