@@ -39,20 +39,16 @@ pub struct Delivered(std::sync::Mutex<Option<(Position, Position)>>);
 
 impl Delivered {
     /// Records that the records from `first` to `last` (in shard order) were delivered.
-    /// Allocates nothing once the range exists (it is updated once per batch).
+    /// Allocates nothing (positions are packed; it is updated once per batch).
     pub fn extend(&self, first: &crate::record::Record, last: &crate::record::Record) {
         let mut range = self.0.lock().expect("delivered range poisoned");
-        let set = |p: &mut Position, r: &crate::record::Record| {
-            p.sequence_number.clone_from(&r.sequence_number);
-            p.sub_sequence_number = r.sub_sequence_number;
-        };
         match &mut *range {
             Some((lo, hi)) => {
                 if first.position_cmp(lo).is_lt() {
-                    set(lo, first);
+                    *lo = first.position();
                 }
                 if last.position_cmp(hi).is_gt() {
-                    set(hi, last);
+                    *hi = last.position();
                 }
             }
             None => *range = Some((first.position(), last.position())),
@@ -65,7 +61,7 @@ impl Delivered {
         let range = self.0.lock().expect("delivered range poisoned");
         let at = Position::new(sequence_number, 0);
         match &*range {
-            Some((lo, hi)) if Position::new(&lo.sequence_number, 0) <= at && at <= *hi => Ok(()),
+            Some((lo, hi)) if Position::new(&lo.sequence_number(), 0) <= at && at <= *hi => Ok(()),
             Some((lo, hi)) => Err(format!(
                 "this reader delivered from {lo} to {hi}; a seek may only go back to a record it delivered"
             )),

@@ -252,7 +252,7 @@ impl KinesisReader {
             // what was already handled.
             StartPosition::After(p) | StartPosition::At(p) => request
                 .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
-                .starting_sequence_number(&p.sequence_number),
+                .starting_sequence_number(p.sequence_number()),
             StartPosition::TrimHorizon => {
                 request.shard_iterator_type(ShardIteratorType::TrimHorizon)
             }

@@ -62,6 +62,10 @@ pub fn deaggregate(record: Record) -> Deaggregated {
 /// Flattens a batch for the reader: plain records as they are, aggregates as their user records,
 /// corrupt aggregates as themselves after calling `warn(&record, reason)`. Order is kept.
 pub fn deaggregate_all(records: Vec<Record>, mut warn: impl FnMut(&Record, &str)) -> Vec<Record> {
+    // The common read holds no aggregate: hand it back as it came, without a second vector.
+    if !records.iter().any(|r| r.data.starts_with(&MAGIC)) {
+        return records;
+    }
     let mut out = Vec::with_capacity(records.len());
     for record in records {
         match deaggregate(record) {

@@ -9,6 +9,9 @@ use std::fmt;
 
 use wasmtime::component::{ComponentType, Lift, Lower};
 
+mod sequence;
+pub use sequence::SequenceNumber;
+
 /// One Kinesis record as a handler sees it (`kinesis-record` in the WIT).
 #[derive(Clone, Debug, PartialEq, Eq, ComponentType, Lower, Lift)]
 #[component(record)]
@@ -30,8 +33,9 @@ pub struct Record {
 impl Record {
     /// How the record's place compares with `p`, without building a [`Position`].
     pub fn position_cmp(&self, p: &Position) -> Ordering {
-        numeric(&self.sequence_number)
-            .cmp(&numeric(&p.sequence_number))
+        p.sequence_number
+            .cmp_text(&self.sequence_number)
+            .reverse()
             .then(self.sub_sequence_number.cmp(&p.sub_sequence_number))
     }
 
@@ -127,59 +131,37 @@ pub enum Level {
 
 /// A place in a shard: a sequence number and, inside a KPL aggregate, a sub-sequence number.
 ///
-/// Kinesis sequence numbers are decimal strings of up to 128 bits that grow within a shard; they
-/// compare as numbers, not as text.
-#[derive(Clone, Debug)]
+/// Kinesis sequence numbers are decimal strings that grow within a shard; they compare as
+/// numbers, not as text, and are kept packed ([`SequenceNumber`]): a position is copied and
+/// compared without an allocation.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Position {
-    pub sequence_number: String,
-    pub sub_sequence_number: u32,
+    sequence_number: SequenceNumber,
+    sub_sequence_number: u32,
 }
 
 impl Position {
     pub fn new(sequence_number: &str, sub_sequence_number: u32) -> Self {
         Position {
-            sequence_number: sequence_number.to_owned(),
+            sequence_number: SequenceNumber::new(sequence_number),
             sub_sequence_number,
         }
     }
 
-    fn numeric(&self) -> (usize, &str) {
-        numeric(&self.sequence_number)
+    /// The sequence number as Kinesis writes it.
+    pub fn sequence_number(&self) -> String {
+        self.sequence_number.to_string()
     }
-}
 
-/// A decimal string's digits without leading zeros, and how many: compares as the number.
-fn numeric(sequence_number: &str) -> (usize, &str) {
-    let digits = sequence_number.trim_start_matches('0');
-    (digits.len(), digits)
-}
-
-impl Ord for Position {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.numeric()
-            .cmp(&other.numeric())
-            .then(self.sub_sequence_number.cmp(&other.sub_sequence_number))
-    }
-}
-
-impl PartialEq for Position {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Position {}
-
-impl PartialOrd for Position {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
+    pub fn sub_sequence_number(&self) -> u32 {
+        self.sub_sequence_number
     }
 }
 
 impl fmt::Display for Position {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.sub_sequence_number == 0 {
-            f.write_str(&self.sequence_number)
+            write!(f, "{}", self.sequence_number)
         } else {
             write!(f, "{}/{}", self.sequence_number, self.sub_sequence_number)
         }
