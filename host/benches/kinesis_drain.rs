@@ -42,8 +42,8 @@ fn main() {
     let client = client(&endpoint);
     let dir = std::env::temp_dir().join(format!("shardhost-drain-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let (mut rates, mut cpus, mut rsss, mut idles) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut rates, mut cpus, mut rsss) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut idles, mut emulators) = (Vec::new(), Vec::new());
     for run in 0..RUNS {
         let stream = format!("drain-{}-{run}", std::process::id());
         rt.block_on(fill(&client, &stream));
@@ -82,11 +82,12 @@ start_at = "trim_horizon"
         let drain: f64 = field(&stdout, "drained in").expect("drain time");
         let reads = field(&stdout, "reads:").unwrap_or(f64::NAN);
         let idle = field(&stdout, "idle cpu:").unwrap_or(f64::NAN);
+        let emulator = field(&stdout, "emulator cpu:").unwrap_or(f64::NAN);
         // The whole process's CPU from its start to the last record (start-up included).
         let cpu = field(&stdout, "cpu at drain:").expect("cpu at drain");
         let rss_mib = field(&stderr, "Maximum resident set size (kbytes):").unwrap() / 1024.0;
         println!(
-            "run {run}: {RECORDS} records in {drain:.2} s = {:.0} rec/s; host CPU {cpu:.2} s ({:.3} s per 10 000); peak RSS {rss_mib:.1} MiB; {:.1} reads per shard; idle CPU {:.1} ms/s",
+            "run {run}: {RECORDS} records in {drain:.2} s = {:.0} rec/s; host CPU {cpu:.2} s ({:.3} s per 10 000); peak RSS {rss_mib:.1} MiB; {:.1} reads per shard; idle CPU {:.1} ms/s; kinesis-mock CPU {emulator:.2} s",
             RECORDS as f64 / drain,
             cpu * 10_000.0 / RECORDS as f64,
             reads / SHARDS as f64,
@@ -96,15 +97,17 @@ start_at = "trim_horizon"
         cpus.push(cpu);
         rsss.push(rss_mib);
         idles.push(idle * 1000.0 / IDLE.as_secs_f64());
+        emulators.push(emulator);
     }
     let _ = std::fs::remove_dir_all(&dir);
     println!(
-        "median of {RUNS}: {:.0} rec/s, host CPU {:.2} s ({:.3} s per 10 000 records), peak RSS {:.1} MiB, idle CPU {:.1} ms/s ({RECORDS} records, {SHARDS} shards, default config)",
+        "median of {RUNS}: {:.0} rec/s, host CPU {:.2} s ({:.3} s per 10 000 records), peak RSS {:.1} MiB, idle CPU {:.1} ms/s, kinesis-mock CPU {:.2} s ({RECORDS} records, {SHARDS} shards, default config)",
         common::median(rates),
         common::median(cpus.clone()),
         common::median(cpus) * 10_000.0 / RECORDS as f64,
         common::median(rsss),
-        common::median(idles)
+        common::median(idles),
+        common::median(emulators)
     );
 }
 
@@ -195,6 +198,7 @@ fn host_mode(config: &Path, n: u64) {
         .enable_all()
         .build()
         .unwrap();
+    let emulator_at_start = emulator_cpu_seconds();
     rt.block_on(async {
         let host = Host::prepare(Config::load(config).unwrap()).await.unwrap();
         let status = host.status();
@@ -207,6 +211,9 @@ fn host_mode(config: &Path, n: u64) {
         }
         println!("drained in {:.3}s", started.elapsed().as_secs_f64());
         println!("cpu at drain: {:.4}", cpu_seconds());
+        if let (Some(start), Some(now)) = (emulator_at_start, emulator_cpu_seconds()) {
+            println!("emulator cpu: {:.2}", now - start);
+        }
         // GetRecords calls answered, over every shard (a host before read metrics prints none).
         let reads: f64 = metrics
             .encode()
@@ -236,4 +243,16 @@ fn cpu_seconds() -> f64 {
     };
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+/// kinesis-mock's CPU time so far (user + system, seconds), when tests/stack says its pid.
+fn emulator_cpu_seconds() -> Option<f64> {
+    let pid = std::env::var("KINESIS_TEST_PID").ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces): state is the first, utime the 12th.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // SAFETY: sysconf only reads a system setting.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some(ticks / per_second)
 }
