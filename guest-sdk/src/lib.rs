@@ -90,6 +90,26 @@
 //! - [`publish`] puts a record into a stream; [`seek`] restarts reading of the calling shard
 //!   at a sequence number.
 //!
+//! # The contract
+//!
+//! - **An instance is reused across calls**, so statics and caches live on between calls. Each
+//!   lane of each shard has its own instance; none share memory. An instance is thrown away
+//!   after any failed call (a panic or trap, a timeout, the memory or fuel limit, a wrong number
+//!   of outcomes), when a stop or a lost lease ends its call, and when a new handler version is
+//!   swapped in. Nothing in it survives a restart or follows a shard to another host.
+//! - **Calls can be replayed**: a failed call is bisected (each half called again on a fresh
+//!   instance, down to single records), and records are read again after a crash, a lost lease,
+//!   a handoff or a [`seek`]. Delivery is at-least-once and so is every side effect, a
+//!   [`publish`] included. **Write handlers to be idempotent**: key side effects by stream,
+//!   shard and sequence number (plus [`Record::sub_sequence_number`] for KPL records).
+//! - **Order** holds per shard and, with lanes, per partition key.
+//! - **[`Record::attempt`]** is 1 on a record's first delivery; under the subscription's retry
+//!   cap each `retry` comes back as a copy with the next attempt number, up to `max_attempts`,
+//!   then goes to the dead-letter stream. A replay is not a new attempt. A call only ever holds
+//!   records of one attempt.
+//! - **Each call has a time and memory budget** (`limits.timeout`, 5 s by default, and
+//!   `limits.memory`); past either the call fails as a trap does.
+//!
 //! # Panics
 //!
 //! A handler that panics traps: the host settles nothing from that call and handles the trap
