@@ -2,18 +2,18 @@
 //! positions, resuming after a checkpoint, resharding while records flow, held records in closed
 //! shards, KPL aggregates, and the stream checks at start.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use shardhost::lease::{LeaseStore, MemoryLeaseStore};
-use shardhost::record::Outcome;
-use support::kinesis::{Kinesis, aggregate};
-use support::{
+use crate::support::kinesis::{Kinesis, aggregate};
+use crate::support::{
     Outcomes, Running, Scratch, guest, kinesis_clock_endpoint, kinesis_endpoint, unique,
 };
+use shardhost::lease::{LeaseStore, MemoryLeaseStore};
+use shardhost::record::Outcome;
 
 fn config(endpoint: &str, stream: &str, start_at: &str, extra: &str) -> String {
     format!(

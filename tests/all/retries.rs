@@ -3,14 +3,14 @@
 //! dead-letter stream with why; retry-after publishes its copy only once the delay is over, and a
 //! stop before that delivers the record again.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
+use crate::support::kinesis::Kinesis;
+use crate::support::{Outcomes, Running, Scratch, guest, kinesis_endpoint, unique};
 use shardhost::envelope::{self, Kind};
 use shardhost::record::Outcome;
-use support::kinesis::Kinesis;
-use support::{Outcomes, Running, Scratch, guest, kinesis_endpoint, unique};
 
 /// The fleet secret of these tests' hosts.
 const SECRET: &str = "retries-test-secret";

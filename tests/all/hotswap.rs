@@ -2,17 +2,17 @@
 //! handler is swapped 20 times through the admin API. Every record is handled exactly once, by
 //! one version, and each shard moves from version to version in deploy order, never back.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::support::kinesis::Kinesis;
+use crate::support::{Outcomes, Running, Scratch, guest, kinesis_endpoint, unique};
 use hyper::{Method, StatusCode};
 use shardhost::record::Outcome;
-use support::kinesis::Kinesis;
-use support::{Outcomes, Running, Scratch, guest, kinesis_endpoint, unique};
 
 const TOKEN: &str = "swap-token";
 const SWAPS: usize = 20;

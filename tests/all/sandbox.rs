@@ -1,11 +1,9 @@
 //! What a handler can reach: nothing unless the subscription's `[subscription.wasi]` grants it,
 //! and compiled components are cached by content hash.
 
-mod support;
-
 use std::process::Command;
 
-use support::{Running, Scratch, guest, key_on_shard, text_record};
+use crate::support::{Running, Scratch, guest, key_on_shard, text_record};
 
 fn run(dir: &Scratch, records: &[&str], wasi: &str) -> shardhost::settle::Counts {
     let k = key_on_shard(0, 1, "k");
@@ -36,12 +34,13 @@ poll_interval = "20ms"
 fn a_handler_sees_no_environment_or_files_unless_granted() {
     let dir = Scratch::new("sandbox");
     let secret = dir.write("secret.txt", "s3cret");
-    // SAFETY: set before any host starts in this test process; nothing reads it concurrently.
-    unsafe { std::env::set_var("SHARDHOST_TEST_SECRET", "hunter2") };
+    // A variable of the host's own environment (tests share one process: none is set here).
+    let path = std::env::var("PATH").expect("PATH is set");
+    let host_var = format!("env:PATH={path}");
     let denied = run(
         &dir,
         &[
-            "env:SHARDHOST_TEST_SECRET=hunter2",
+            &host_var,
             "env:HOME=/root",
             &format!("file:{}", secret.display()),
         ],
@@ -53,8 +52,8 @@ fn a_handler_sees_no_environment_or_files_unless_granted() {
     );
     let granted = run(
         &dir,
-        &["env:SHARDHOST_TEST_SECRET=hunter2", "env:REGION=eu-west-1"],
-        "[subscription.wasi]\nenv = [\"SHARDHOST_TEST_SECRET\", \"REGION=eu-west-1\"]\n",
+        &[&host_var, "env:REGION=eu-west-1"],
+        "[subscription.wasi]\nenv = [\"PATH\", \"REGION=eu-west-1\"]\n",
     );
     assert_eq!(
         granted.settled, 2,

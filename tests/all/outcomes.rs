@@ -1,10 +1,8 @@
 //! The seed 004 outcome table, end to end in process: embedded stream → coordinator → wasm
 //! handler → settlement → memory lease store.
 
-mod support;
-
+use crate::support::{Running, Scratch, guest, key_on_shard, text_record};
 use shardhost::status::StatusBoard;
-use support::{Running, Scratch, guest, key_on_shard, text_record};
 
 fn config(handler: &str, shards: u32, batch: u32) -> String {
     format!(

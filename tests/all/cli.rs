@@ -1,14 +1,14 @@
 //! The `shardhost` binary as a user drives it: `invoke`, `check`, `run`, and every kind of bad
 //! input, which must exit 2 with a message naming the thing and start nothing.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{Scratch, guest, root};
+use crate::support::{Scratch, guest, root};
 
 fn shardhost() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_shardhost"));

@@ -5,18 +5,18 @@
 //! With the old defaults (reads of `batch` = 100 records, one every 200 ms at most) the
 //! 60 000-record backlog below needed 600 reads: two minutes.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::{Running, Scratch, guest, metric};
 use async_trait::async_trait;
 use shardhost::source::{
     ReadBatch, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource,
 };
-use support::{Running, Scratch, guest, metric};
 
 /// The most bytes (data and partition keys) one GetRecords call answers.
 const MAX_READ_BYTES: usize = 10 << 20;

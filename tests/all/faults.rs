@@ -2,17 +2,15 @@
 //! stream service stops answering for 30 s (its emulator process is paused) while records flow.
 //! Loopback only; each test is bounded in time and resumes what it paused.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use support::dynamo::Dynamo;
-use support::fleet::{HostConfig, Instance, Paused, wait_until};
-use support::kinesis::Kinesis;
-use support::{
+use crate::support::dynamo::Dynamo;
+use crate::support::fleet::{HostConfig, Instance, Paused, wait_until};
+use crate::support::kinesis::Kinesis;
+use crate::support::{
     Scratch, dynamodb_fault_endpoint, guest, kinesis_endpoint, kinesis_fault_endpoint, unique,
 };
 

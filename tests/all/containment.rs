@@ -3,11 +3,11 @@
 //! found, only those are held like retry, the error names the handler version, and the host and
 //! the other shards go on.
 
-mod support;
+use crate::support;
 
+use crate::support::{Outcomes, Running, Scratch, guest, key_on_shard, text_record};
 use shardhost::record::Outcome;
 use shardhost::status::{ShardStatus, StatusBoard};
-use support::{Outcomes, Running, Scratch, guest, key_on_shard, text_record};
 
 fn config_with(handler: &str, batch: usize, limits: &str) -> String {
     format!(

@@ -2,10 +2,8 @@
 //! partition key. One key's records keep their order, and the checkpoint still covers only a
 //! contiguous settled run of the shard.
 
-mod support;
-
+use crate::support::{Outcomes, Running, Scratch, guest, text_record};
 use shardhost::record::Outcome;
-use support::{Outcomes, Running, Scratch, guest, text_record};
 
 /// Every record of a stream of the host's embedded source: (partition key, text).
 fn read_stream(host: &Running, stream: &str) -> Vec<(String, String)> {

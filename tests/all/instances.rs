@@ -2,19 +2,18 @@
 //! (kinesis-mock): failover after kill -9, handover on a clean stop, restart under the same
 //! owner id, a stolen lease, and the table checks at start.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
-use support::dynamo::{n, s};
-use support::fleet::{Instance, Stack, stack};
-use support::{Scratch, guest};
+use crate::support::dynamo::{n, s};
+use crate::support::fleet::{Instance, Stack, stack};
+use crate::support::{Scratch, guest};
 
 impl Stack {
-    fn config(&self, owner: &str, ttl: &str) -> String {
+    /// A host config for instance `owner`, with lease `ttl`.
+    fn instance_config(&self, owner: &str, ttl: &str) -> String {
         format!(
             r#"[host]
 owner_id = "{owner}"
@@ -72,7 +71,7 @@ fn kill_9_fails_over_after_expiry_and_resumes_after_the_last_checkpoint() {
     let first = st.put("r", 20);
     // First lister takes all (no balancing), so b holds nothing until a dies.
     let config = |owner: &str| {
-        st.config(owner, "3s")
+        st.instance_config(owner, "3s")
             .replace("checkpoint_every", "balance = false\ncheckpoint_every")
     };
     let mut a = Instance::start(&dir, "a", &config("a"));
@@ -120,11 +119,11 @@ fn a_clean_stop_hands_the_shards_over_without_waiting_for_expiry() {
     let Some(st) = stack(2) else { return };
     let dir = Scratch::new("handover");
     let first = st.put("r", 10);
-    let mut a = Instance::start(&dir, "a", &st.config("a", "30s"));
+    let mut a = Instance::start(&dir, "a", &st.instance_config("a", "30s"));
     a.wait_for("a to handle the records", Duration::from_secs(60), |i| {
         texts(&i.handled()).len() == 10
     });
-    let b = Instance::start(&dir, "b", &st.config("b", "30s"));
+    let b = Instance::start(&dir, "b", &st.instance_config("b", "30s"));
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(a.interrupt(), Some(0), "a clean stop exits 0");
     assert!(a.logged("lease released"));
@@ -151,13 +150,13 @@ fn a_restart_under_the_same_owner_id_regains_its_leases_at_once() {
     let Some(st) = stack(1) else { return };
     let dir = Scratch::new("sameowner");
     st.put("r", 5);
-    let mut a = Instance::start(&dir, "a", &st.config("pod-a", "30s"));
+    let mut a = Instance::start(&dir, "a", &st.instance_config("pod-a", "30s"));
     a.wait_for("the first records", Duration::from_secs(60), |i| {
         i.handled().len() == 5
     });
     a.kill9();
     let restarted = Instant::now();
-    let again = Instance::start(&dir, "a2", &st.config("pod-a", "30s"));
+    let again = Instance::start(&dir, "a2", &st.instance_config("pod-a", "30s"));
     let later = st.put("t", 5);
     again.wait_for(
         "the restarted instance to read",
@@ -178,7 +177,7 @@ fn a_stolen_lease_stops_the_old_reader_at_once_and_it_writes_no_checkpoint_after
     let Some(st) = stack(1) else { return };
     let dir = Scratch::new("stolen");
     st.put("r", 5);
-    let a = Instance::start(&dir, "a", &st.config("a", "30s"));
+    let a = Instance::start(&dir, "a", &st.instance_config("a", "30s"));
     a.wait_for("the first records", Duration::from_secs(60), |i| {
         i.handled().len() == 5
     });
@@ -212,7 +211,9 @@ fn a_stolen_lease_stops_the_old_reader_at_once_and_it_writes_no_checkpoint_after
 fn a_missing_lease_table_stops_the_start_with_the_command_that_creates_it() {
     let Some(st) = stack(1) else { return };
     let dir = Scratch::new("notable");
-    let config = st.config("a", "10s").replace(&st.table, "no-such-table");
+    let config = st
+        .instance_config("a", "10s")
+        .replace(&st.table, "no-such-table");
     let path = dir.write("a.toml", &config);
     let out = Command::new(env!("CARGO_BIN_EXE_shardhost"))
         .arg("run")
@@ -234,11 +235,11 @@ fn two_instances_split_four_shards_two_and_two_and_a_handoff_rereads_nothing() {
     let Some(st) = stack(4) else { return };
     let dir = Scratch::new("balance");
     let first = st.put("r", 40);
-    let a = Instance::start(&dir, "a", &st.config("a", "10s"));
+    let a = Instance::start(&dir, "a", &st.instance_config("a", "10s"));
     a.wait_for("a to handle every record", Duration::from_secs(60), |i| {
         texts(&i.handled()).len() == 40
     });
-    let b = Instance::start(&dir, "b", &st.config("b", "10s"));
+    let b = Instance::start(&dir, "b", &st.instance_config("b", "10s"));
     let shards: Vec<String> = (0..4).map(|i| format!("shardId-{i:012}")).collect();
     let owners = || -> Vec<Option<String>> { shards.iter().map(|s| st.owner(s)).collect() };
     let started = Instant::now();

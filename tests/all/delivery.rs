@@ -2,17 +2,17 @@
 //! silently — tried with real `shardhost` processes on kinesis-mock and dynalite, and with hosts
 //! in process where a failure has to be injected.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use support::dynamo::{Dynamo, n, s};
-use support::fleet::{HostConfig, Instance, Stack, stack, wait_until};
-use support::kinesis::Kinesis;
-use support::proxy::DelayProxy;
-use support::{Scratch, dynamodb_endpoint, guest, kinesis_endpoint, unique};
+use crate::support::dynamo::{Dynamo, n, s};
+use crate::support::fleet::{HostConfig, Instance, Stack, stack, wait_until};
+use crate::support::kinesis::Kinesis;
+use crate::support::proxy::DelayProxy;
+use crate::support::{Scratch, dynamodb_endpoint, guest, kinesis_endpoint, unique};
 
 const SHARD_0: &str = "shardId-000000000000";
 

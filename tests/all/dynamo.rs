@@ -2,16 +2,16 @@
 //! owner and counter, release, the exact row layout ruststream-kinesis 0.7 writes, earlier-version
 //! rows through `legacy_stream`, and the table check at start. Every test has its own table.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::support::dynamo::{Dynamo, KeySpec, Row, n, s};
+use crate::support::{dynamodb_endpoint, unique};
 use aws_sdk_dynamodb::types::{AttributeValue, KeyType, ScalarAttributeType};
 use shardhost::lease::{Checkpoint, DynamoLeaseStore, LeaseError, LeaseKey, LeaseStore, now_ms};
 use shardhost::record::Position;
-use support::dynamo::{Dynamo, KeySpec, Row, n, s};
-use support::{dynamodb_endpoint, unique};
 
 const TTL: Duration = Duration::from_secs(60);
 const SHARD: &str = "shardId-000000000000";

@@ -1,15 +1,13 @@
 //! The admin API of a running host: deploys are validated before they swap, rollback and
 //! watch, the token, the upload limit, status and metrics.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::{Outcomes, Running, Scratch, guest};
 use hyper::{Method, StatusCode};
 use shardhost::admin::client::Answer;
 use shardhost::record::Outcome;
 use shardhost::status::Report;
-use support::{Outcomes, Running, Scratch, guest};
 
 const TOKEN: &str = "s3cret";
 

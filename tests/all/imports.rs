@@ -2,10 +2,8 @@
 //! refused), and `seek` to read its shard again from a record (a held record comes back without
 //! a restart).
 
-mod support;
-
+use crate::support::{Outcomes, Running, Scratch, guest, text_record};
 use shardhost::record::Outcome;
-use support::{Outcomes, Running, Scratch, guest, text_record};
 
 fn start(dir: &Scratch, records: &[&str], batch: usize) -> (Running, Outcomes) {
     let lines: Vec<_> = records.iter().map(|t| text_record("k", t)).collect();

@@ -1,0 +1,23 @@
+//! shardhost's behaviour tests, in one binary (one link of wasmtime and the AWS SDK).
+//!
+//! Each module is one room of behaviour; `support` builds guests, runs hosts in process and
+//! talks to the emulators that `tests/stack` starts. `cargo test --test all -- lanes::` runs one
+//! module.
+
+mod support;
+
+mod admin;
+mod cli;
+mod containment;
+mod delivery;
+mod dynamo;
+mod faults;
+mod hotswap;
+mod imports;
+mod instances;
+mod kinesis;
+mod lanes;
+mod outcomes;
+mod retries;
+mod sandbox;
+mod throughput;
