@@ -388,6 +388,9 @@ impl<'a> Walker<'a> {
                  ({EXAMPLE})"
             ),
             Some(Err(TimestampError::BeforeEpoch)) => format!("{shown} is before 1970"),
+            Some(Err(TimestampError::NoSuchTime)) => {
+                format!("{shown} is not a date and time that exists ({EXAMPLE})")
+            }
         };
         self.report_at(field, message);
         None
@@ -494,38 +497,33 @@ pub(super) fn is_env_name(s: &str) -> bool {
 
 enum TimestampError {
     Incomplete,
+    /// A date and time TOML takes but the calendar does not (a leap second, 23:59:60).
+    NoSuchTime,
     BeforeEpoch,
 }
 
 fn epoch_millis(datetime: &Datetime) -> Result<u64, TimestampError> {
-    let (Some(date), Some(time), Some(offset)) = (datetime.date, datetime.time, datetime.offset)
-    else {
+    let (Some(d), Some(t), Some(offset)) = (datetime.date, datetime.time, datetime.offset) else {
         return Err(TimestampError::Incomplete);
     };
-    let days = days_since_epoch(date.year.into(), date.month.into(), date.day.into());
+    let no_such = |_| TimestampError::NoSuchTime;
+    let month = time::Month::try_from(d.month).map_err(no_such)?;
+    let date = time::Date::from_calendar_date(i32::from(d.year), month, d.day).map_err(no_such)?;
+    let clock = time::Time::from_hms_nano(
+        t.hour,
+        t.minute,
+        t.second.unwrap_or(0),
+        t.nanosecond.unwrap_or(0),
+    )
+    .map_err(no_such)?;
     let offset_minutes = match offset {
         Offset::Z => 0,
-        Offset::Custom { minutes } => i64::from(minutes),
+        Offset::Custom { minutes } => i32::from(minutes),
     };
-    let seconds = days * 86_400
-        + i64::from(time.hour) * 3_600
-        + (i64::from(time.minute) - offset_minutes) * 60
-        + i64::from(time.second.unwrap_or(0));
-    let millis = seconds * 1_000 + i64::from(time.nanosecond.unwrap_or(0) / 1_000_000);
-    u64::try_from(millis).map_err(|_| TimestampError::BeforeEpoch)
-}
-
-/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar.
-fn days_since_epoch(year: i64, month: i64, day: i64) -> i64 {
-    // Count years from March, so that a leap day is the last day of its year.
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_from_march = (month + 9) % 12;
-    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    // 0000-03-01 is 719 468 days before 1970-01-01.
-    era * 146_097 + day_of_era - 719_468
+    let offset = time::UtcOffset::from_whole_seconds(offset_minutes * 60).map_err(no_such)?;
+    let at = time::PrimitiveDateTime::new(date, clock).assume_offset(offset);
+    u64::try_from(at.unix_timestamp_nanos().div_euclid(1_000_000))
+        .map_err(|_| TimestampError::BeforeEpoch)
 }
 
 #[cfg(test)]
@@ -565,6 +563,10 @@ mod tests {
         assert_eq!(ms("1969-12-31T23:00:00Z"), None);
         assert_eq!(ms("2026-12-01T00:00:00"), None);
         assert_eq!(ms("2026-12-01"), None);
+        assert!(matches!(
+            epoch_millis(&"2016-12-31T23:59:60Z".parse().unwrap()),
+            Err(TimestampError::NoSuchTime)
+        ));
     }
 
     #[test]
