@@ -33,6 +33,15 @@ use call::Delayed;
 /// (what arrived in that margin is delivered again: the documented cost is duplicates).
 pub const OPENED_SLACK_MS: u64 = 30_000;
 
+/// When a moved checkpoint is written to the lease store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flush {
+    /// Once `checkpoint_every` has passed since the last write.
+    Due,
+    /// Now (a stop, a handoff, the end of a shard).
+    Now,
+}
+
 /// One record's outcome, as a tap sees it.
 pub struct Settled<'a> {
     pub subscription: &'a str,
@@ -433,7 +442,7 @@ impl Run<'_> {
                     }
                 }
                 self.tracker.mark_read_to_end();
-                if let Err(e) = self.write_checkpoint(true).await {
+                if let Err(e) = self.write_checkpoint(Flush::Now).await {
                     return self.lease_error(e);
                 }
                 return if self.tracker.is_complete() {
@@ -444,7 +453,7 @@ impl Run<'_> {
                     WorkerExit::HeldAtEnd
                 };
             }
-            if let Err(e) = self.write_checkpoint(false).await {
+            if let Err(e) = self.write_checkpoint(Flush::Due).await {
                 return self.lease_error(e);
             }
         }
@@ -490,7 +499,7 @@ impl Run<'_> {
             }
             if rest > 0 {
                 self.flush_delayed().await;
-                if let Err(e) = self.write_checkpoint(false).await {
+                if let Err(e) = self.write_checkpoint(Flush::Due).await {
                     return Some(self.lease_error(e));
                 }
             }
@@ -575,12 +584,12 @@ impl Run<'_> {
 
     /// Writes the checkpoint if it moved, at most once per `checkpoint_every` unless `force`
     /// (release, SHARD_END, stop): a crash re-delivers at most that period's records.
-    async fn write_checkpoint(&mut self, force: bool) -> Result<(), LeaseError> {
+    async fn write_checkpoint(&mut self, flush: Flush) -> Result<(), LeaseError> {
         let w = self.worker;
         if let Some(cp) = self.tracker.take_checkpoint() {
             self.pending = Some(cp);
         }
-        if !force && self.last_write.elapsed() < w.plan.checkpoint_every {
+        if flush == Flush::Due && self.last_write.elapsed() < w.plan.checkpoint_every {
             return Ok(());
         }
         if let Some(cp) = self.pending.take() {
@@ -595,7 +604,7 @@ impl Run<'_> {
 
     /// A graceful stop: nothing is in flight between batches; write the final checkpoint.
     async fn finish(&mut self) -> WorkerExit {
-        match self.write_checkpoint(true).await {
+        match self.write_checkpoint(Flush::Now).await {
             Ok(()) => WorkerExit::Stopped,
             Err(e) => self.lease_error(e),
         }
