@@ -19,8 +19,59 @@ pub struct ShardStatus {
     /// The position of the held record that stops the checkpoint, if any.
     pub held_at: Option<String>,
     pub last_error: Option<String>,
-    /// `reading`, `ended` (SHARD_END written), `held at end`, `stopped`, `lease lost`.
-    pub state: String,
+    pub state: ShardState,
+}
+
+/// What a shard's reader is doing, as `status` and `/status` show it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ShardState {
+    /// Leased, its reader not started yet (shown as `-`).
+    #[default]
+    #[serde(rename = "")]
+    Starting,
+    #[serde(rename = "reading")]
+    Reading,
+    /// Retry-after copies waiting for their delay fill the in-flight limit.
+    #[serde(rename = "paused (in-flight limit)")]
+    PausedInFlight,
+    #[serde(rename = "stopped")]
+    Stopped,
+    /// Read to its end and SHARD_END written.
+    #[serde(rename = "ended")]
+    Ended,
+    /// Read to its end, but a held record keeps SHARD_END from being written.
+    #[serde(rename = "held at end")]
+    HeldAtEnd,
+    #[serde(rename = "lease lost")]
+    LeaseLost,
+    /// Its worker failed (see `last_error`).
+    #[serde(rename = "failed")]
+    Failed,
+    /// Its lease row is unusable (see `last_error`); not read.
+    #[serde(rename = "refused")]
+    Refused,
+}
+
+impl ShardState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShardState::Starting => "-",
+            ShardState::Reading => "reading",
+            ShardState::PausedInFlight => "paused (in-flight limit)",
+            ShardState::Stopped => "stopped",
+            ShardState::Ended => "ended",
+            ShardState::HeldAtEnd => "held at end",
+            ShardState::LeaseLost => "lease lost",
+            ShardState::Failed => "failed",
+            ShardState::Refused => "refused",
+        }
+    }
+}
+
+impl std::fmt::Display for ShardState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One shard's entry on the board; its worker updates it without touching the board's map.

@@ -4,6 +4,7 @@
 //! the other shards go on.
 
 use crate::support;
+use shardhost::status::ShardState;
 
 use crate::support::{Outcomes, Running, Scratch, guest, key_on_shard, text_record};
 use shardhost::record::Outcome;
@@ -200,7 +201,8 @@ fn a_handler_that_traps_on_every_record_holds_them_all_and_the_host_goes_on() {
         "nothing settled, nothing checkpointed"
     );
     assert_eq!(
-        shard.state, "stopped",
+        shard.state,
+        ShardState::Stopped,
         "the shard was read until the host stopped"
     );
 }

@@ -3,6 +3,7 @@
 //! in process where a failure has to be injected.
 
 use crate::support;
+use shardhost::status::ShardState;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -420,11 +421,11 @@ create_if_missing = 3
         ),
     );
     running.wait_for("the sound shard to be read", |board| {
-        board.shard("sub", "shardId-000000000002").get().state == "reading"
+        board.shard("sub", "shardId-000000000002").get().state == ShardState::Reading
     });
     for (shard, attribute) in rows {
         running.wait_for("the shard to be refused", |board| {
-            board.shard("sub", shard).get().state == "refused"
+            board.shard("sub", shard).get().state == ShardState::Refused
         });
         let error = running
             .status
@@ -488,7 +489,7 @@ create_if_missing = 1
     );
     let host = support::Running::start_with(&dir, &config, |h| h.on_outcome(seen.tap()));
     host.wait_for("the parent to be read", |board| {
-        board.shard("test", SHARD_0).get().state == "reading"
+        board.shard("test", SHARD_0).get().state == ShardState::Reading
     });
     // Another instance asks for the parent while its last batch runs.
     let key = shardhost::lease::LeaseKey::new(&stream, SHARD_0);

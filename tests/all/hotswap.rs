@@ -3,6 +3,7 @@
 //! one version, and each shard moves from version to version in deploy order, never back.
 
 use crate::support;
+use shardhost::status::ShardState;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -52,7 +53,7 @@ poll_interval = "20ms"
     host.wait_for("both shards read", |b| {
         b.shards_of("tagged")
             .iter()
-            .filter(|s| s.status.state == "reading")
+            .filter(|s| s.status.state == ShardState::Reading)
             .count()
             == 2
     });

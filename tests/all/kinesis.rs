@@ -3,6 +3,7 @@
 //! shards, KPL aggregates, and the stream checks at start.
 
 use crate::support;
+use shardhost::status::ShardState;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -104,7 +105,9 @@ fn reads_from_trim_horizon_a_timestamp_and_latest() {
         h.on_outcome(seen.tap())
     });
     host.wait_for("the shard reading", |b| {
-        b.snapshot().iter().any(|(_, _, s)| s.state == "reading")
+        b.snapshot()
+            .iter()
+            .any(|(_, _, s)| s.state == ShardState::Reading)
     });
     std::thread::sleep(Duration::from_millis(300));
     k.put(&stream, "k", "new-0");
@@ -225,7 +228,7 @@ fn under_latest_a_closed_shard_nobody_read_is_skipped_and_its_children_open_at_t
     host.wait_for("both children reading", |b| {
         b.snapshot()
             .iter()
-            .filter(|(_, _, s)| s.state == "reading")
+            .filter(|(_, _, s)| s.state == ShardState::Reading)
             .count()
             == 2
     });
@@ -257,9 +260,9 @@ fn a_held_record_in_a_closed_parent_keeps_its_children_waiting() {
         k.put(&stream, &format!("child-{i}"), "ack");
     }
     host.wait_for("the parent read to its end", |b| {
-        b.snapshot()
-            .iter()
-            .any(|(_, shard, s)| shard == "shardId-000000000000" && s.state == "held at end")
+        b.snapshot().iter().any(|(_, shard, s)| {
+            shard == "shardId-000000000000" && s.state == ShardState::HeldAtEnd
+        })
     });
     std::thread::sleep(Duration::from_secs(2));
     let board = host.stop();

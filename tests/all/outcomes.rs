@@ -2,6 +2,7 @@
 //! handler → settlement → memory lease store.
 
 use crate::support::{Running, Scratch, guest, key_on_shard, text_record};
+use shardhost::status::ShardState;
 use shardhost::status::StatusBoard;
 
 fn config(handler: &str, shards: u32, batch: u32) -> String {
@@ -163,5 +164,5 @@ fn a_clean_stop_writes_the_final_checkpoint_and_releases_the_lease() {
     );
     // Not a shipment: the shipping handler drops it, and the drop settles it.
     assert_eq!(st.checkpoint.as_deref(), Some(seq(0, 1).as_str()));
-    assert_eq!(st.state, "stopped");
+    assert_eq!(st.state, ShardState::Stopped);
 }

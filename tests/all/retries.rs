@@ -4,6 +4,7 @@
 //! stop before that delivers the record again.
 
 use crate::support;
+use shardhost::status::ShardState;
 
 use std::time::{Duration, Instant};
 
@@ -513,7 +514,7 @@ fn records_waiting_for_retry_after_pause_reading_at_the_in_flight_limit() {
     host.wait_for("reading paused", |b| {
         b.snapshot()
             .iter()
-            .any(|(_, _, s)| s.state == "paused (in-flight limit)")
+            .any(|(_, _, s)| s.state == ShardState::PausedInFlight)
     });
     // Once the copies go out, reading resumes: three attempts each, then dead letters.
     host.wait_for("everything settled", |b| {
@@ -526,7 +527,7 @@ fn records_waiting_for_retry_after_pause_reading_at_the_in_flight_limit() {
         board
             .snapshot()
             .iter()
-            .all(|(_, _, s)| s.state != "paused (in-flight limit)"),
+            .all(|(_, _, s)| s.state != ShardState::PausedInFlight),
         "no longer paused"
     );
     assert!(

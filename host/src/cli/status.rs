@@ -89,7 +89,7 @@ fn render(report: &Report) -> String {
             let st = &shard.status;
             rows.push([
                 shard.shard_id.clone(),
-                st.state.clone(),
+                st.state.to_string(),
                 st.owner.clone(),
                 st.checkpoint.clone().unwrap_or_else(|| "-".into()),
                 st.millis_behind_latest

@@ -12,6 +12,7 @@ use crate::config::StartAt;
 use crate::dispatch::ShardWorker;
 use crate::lease::{Checkpoint, Lease, LeaseError, LeaseHandle, LeaseKey, LeaseState, now_ms};
 use crate::source::ShardInfo;
+use crate::status::ShardState;
 
 impl Coordinator {
     /// Lists the shards and takes every lease this instance may; answers the listing.
@@ -132,7 +133,7 @@ impl Coordinator {
         if cell.get().last_error.as_deref() != Some(why.as_str()) {
             tracing::error!(subscription = %self.plan.name, shard = %id, "shard not started: {why}");
             cell.update(|s| {
-                s.state = "refused".into();
+                s.state = ShardState::Refused;
                 s.last_error = Some(why);
             });
         }
@@ -140,9 +141,9 @@ impl Coordinator {
 
     fn clear_refusal(&self, id: &str) {
         let cell = self.status.shard(&self.plan.name, id);
-        if cell.get().state == "refused" {
+        if cell.get().state == ShardState::Refused {
             cell.update(|s| {
-                s.state = String::new();
+                s.state = ShardState::Starting;
                 s.last_error = None;
             });
         }

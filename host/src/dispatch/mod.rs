@@ -24,7 +24,7 @@ use crate::publish::Publisher;
 use crate::record::{BatchInfo, Outcome, Position, Record};
 use crate::settle::Tracker;
 use crate::source::{ShardReader, SourceError, StartPosition, StreamSource};
-use crate::status::{ShardCell, StatusBoard};
+use crate::status::{ShardCell, ShardState, StatusBoard};
 use crate::wasm::short_version;
 use call::Delayed;
 
@@ -214,7 +214,7 @@ impl ShardWorker {
         self.status.update(|s| {
             s.owner = owner;
             s.checkpoint = lease.checkpoint.as_ref().map(Checkpoint::to_stored);
-            s.state = "reading".into();
+            s.state = ShardState::Reading;
         });
         let (generation, factory) = self.plan.handler.current();
         let mut run = Run {
@@ -233,13 +233,13 @@ impl ShardWorker {
         };
         let exit = run.loop_(reader, &source).await;
         let state = match &exit {
-            WorkerExit::Stopped => "stopped",
-            WorkerExit::ShardEnded => "ended",
-            WorkerExit::HeldAtEnd => "held at end",
-            WorkerExit::LeaseLost => "lease lost",
-            WorkerExit::Failed(_) => "failed",
+            WorkerExit::Stopped => ShardState::Stopped,
+            WorkerExit::ShardEnded => ShardState::Ended,
+            WorkerExit::HeldAtEnd => ShardState::HeldAtEnd,
+            WorkerExit::LeaseLost => ShardState::LeaseLost,
+            WorkerExit::Failed(_) => ShardState::Failed,
         };
-        self.status.update(|s| s.state = state.into());
+        self.status.update(|s| s.state = state);
         exit
     }
 
@@ -554,8 +554,7 @@ impl Run<'_> {
             "reading paused: the records waiting for retry-after reach the in-flight limit ({} records, {} bytes); reading resumes as they go out",
             limit.records, limit.bytes
         );
-        w.status
-            .update(|s| s.state = "paused (in-flight limit)".into());
+        w.status.update(|s| s.state = ShardState::PausedInFlight);
         while self.over_in_flight() {
             let due = self
                 .next_due()
@@ -568,7 +567,7 @@ impl Run<'_> {
                 _ = tokio::time::sleep_until(due.into()) => self.flush_delayed().await,
             }
         }
-        w.status.update(|s| s.state = "reading".into());
+        w.status.update(|s| s.state = ShardState::Reading);
         None
     }
 
