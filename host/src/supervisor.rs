@@ -6,14 +6,15 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::path::Path;
 use std::sync::Arc;
+use tracing::Instrument;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::{AdminServer, AdminState, BindError};
-use crate::config::{Config, KinesisEndpoint, LeaseStoreKind, StartAt};
+use crate::config::{Config, KinesisEndpoint, LeaseStoreKind};
 use crate::coordinator::{Coordinator, LeaseSettings, TaskFailed, panic_message};
 use crate::deploy::Deployer;
-use crate::dispatch::{OutcomeTap, RetryPolicy, SubscriptionPlan};
+use crate::dispatch::{OutcomeTap, SubscriptionPlan};
 use crate::envelope::EnvelopeKey;
 use crate::feed::{self, FeedError, FeedRecord};
 use crate::handler::{HandlerFactory, HandlerSlot};
@@ -218,22 +219,14 @@ impl Host {
                     call_batch: s.batch,
                     checkpoint_every: config.leases.checkpoint_every,
                     poll_interval: s.poll_interval,
-                    start_at: s.start_at.unwrap_or(if s.feed.is_some() {
-                        StartAt::TrimHorizon
-                    } else {
-                        StartAt::Latest
-                    }),
+                    start_at: s.start_at,
                     handler: slot,
                     lanes: s.lanes as usize,
                     in_flight: crate::dispatch::InFlight {
                         records: s.limits.in_flight_records,
                         bytes: s.limits.in_flight_bytes,
                     },
-                    retry: s.max_attempts.map(|max_attempts| RetryPolicy {
-                        max_attempts,
-                        retry_stream: Arc::from(s.retry_stream.as_deref().unwrap_or(&s.stream)),
-                        dead_letter: Arc::from(s.dead_letter.as_deref().unwrap_or_default()),
-                    }),
+                    retry: s.retry.clone(),
                     publisher: (!s.publish_to.is_empty()).then(|| {
                         Arc::new(Publisher::new(
                             source.clone(),
@@ -245,18 +238,17 @@ impl Host {
                     metrics: metrics.clone(),
                     tap: None,
                 }),
-                // The embedded stream has nothing else to create streams: one shard by default.
-                create: match config.kinesis.endpoint {
-                    KinesisEndpoint::Memory => Some(s.create_if_missing.unwrap_or(1)),
-                    _ => s.create_if_missing,
-                },
+                create: s.create_if_missing,
                 feed,
                 // Where retry copies, dead letters and publishes go: created alongside the
                 // subscription's stream when that one may be created, else required.
                 outputs: s
-                    .retry_stream
+                    .retry
                     .iter()
-                    .chain(&s.dead_letter)
+                    .flat_map(|r| {
+                        let own = r.own_retry_stream.then_some(&r.retry_stream);
+                        own.into_iter().chain([&r.dead_letter])
+                    })
                     .chain(&s.publish_to)
                     .cloned()
                     .collect(),
@@ -426,7 +418,8 @@ impl Host {
                 timings,
                 status: self.status.clone(),
             };
-            let task = tasks.spawn(coordinator.run(stop_all.clone()));
+            let span = tracing::info_span!("subscription", subscription = %s.plan.name);
+            let task = tasks.spawn(coordinator.run(stop_all.clone()).instrument(span));
             names.insert(task.id(), s.plan.name.to_string());
         }
         let mut failed = None;

@@ -4,6 +4,7 @@
 //! each naming the file, the line and the key, so `shardhost check` can list them all at once.
 //! A config with any problem never starts a host.
 
+pub mod defaults;
 mod parse;
 mod units;
 
@@ -13,14 +14,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use units::{parse_duration, parse_size};
-
-/// Records per handler call when `batch` is not set.
-pub const DEFAULT_BATCH: usize = 100;
-
-/// The wait after a read that found its shard caught up, when `poll_interval` is not set: what
-/// the Kinesis Client Library and Lambda use, so an idle subscription takes one of the shard's
-/// five reads a second (fewer while it stays empty) and leaves the rest to other consumers.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The whole configuration of one host process.
 #[derive(Clone, Debug)]
@@ -110,10 +103,6 @@ pub struct AdminConfig {
     pub max_upload: u64,
 }
 
-impl AdminConfig {
-    pub const DEFAULT_MAX_UPLOAD: u64 = 50 << 20;
-}
-
 /// `start_at`
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StartAt {
@@ -145,11 +134,11 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            memory: 64 << 20,
-            timeout: Duration::from_secs(5),
+            memory: defaults::MEMORY,
+            timeout: defaults::TIMEOUT,
             fuel: None,
-            in_flight_records: 20_000,
-            in_flight_bytes: 64 << 20,
+            in_flight_records: defaults::IN_FLIGHT_RECORDS,
+            in_flight_bytes: defaults::IN_FLIGHT_BYTES,
         }
     }
 }
@@ -175,31 +164,43 @@ pub struct SubscriptionConfig {
     pub watch: bool,
     /// Embedded stream only: an NDJSON record file put in at start (resolved like `handler`).
     pub feed: Option<PathBuf>,
+    /// Shards to create the stream with when it does not exist; `None`: a missing stream is an
+    /// error. The embedded stream always creates ([`defaults::EMBEDDED_SHARDS`] unless set).
     pub create_if_missing: Option<u32>,
-    /// `None` when omitted (the supervisor picks: latest, or trim_horizon for a fed embedded
-    /// stream).
-    pub start_at: Option<StartAt>,
-    /// Records per handler call, 1..=10000. Default [`DEFAULT_BATCH`].
+    /// Where a shard without a checkpoint starts. Default latest; trim_horizon for a fed
+    /// embedded stream (so the feed is read).
+    pub start_at: StartAt,
+    /// Records per handler call, 1..=10000. Default [`defaults::BATCH`].
     pub batch: usize,
-    /// Records one read (GetRecords) asks for, 1..=10000. Default 10 000, the service maximum;
-    /// fewer when the shard's in-flight bound leaves less room.
+    /// Records one read (GetRecords) asks for, 1..=10000. Default [`defaults::READ_LIMIT`],
+    /// the service maximum; fewer when the shard's in-flight bound leaves less room.
     pub read_limit: usize,
     /// The wait after a read that found the shard caught up; an empty shard is read less often,
-    /// up to 4 × this. Default [`DEFAULT_POLL_INTERVAL`].
+    /// up to 4 × this. Default [`defaults::POLL_INTERVAL`].
     pub poll_interval: Duration,
     /// Parallel lanes per shard (1..=64, default 1); one partition key stays in one lane.
     pub lanes: u32,
-    /// With a cap, retry publishes a copy of the record (attempt + 1) and settles the original;
-    /// after this many deliveries the record goes to `dead_letter`.
-    pub max_attempts: Option<u32>,
-    /// Set whenever `max_attempts` is.
-    pub dead_letter: Option<String>,
-    /// Where retry copies go; default the subscription's own stream.
-    pub retry_stream: Option<String>,
+    /// The retry cap (`max_attempts`, `dead_letter`, `retry_stream`); `None`: retry holds the
+    /// record.
+    pub retry: Option<RetryPolicy>,
     /// The streams a handler may `publish` to.
     pub publish_to: Vec<String>,
     pub limits: Limits,
     pub wasi: WasiGrants,
+}
+
+/// `max_attempts`, `dead_letter` and `retry_stream` of a subscription: with a cap, retry
+/// publishes a copy of the record (attempt + 1) and settles the original.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Deliveries a record gets; after the last one it goes to `dead_letter`.
+    pub max_attempts: u32,
+    /// Where retry copies go (the subscription's stream unless `retry_stream` is set).
+    pub retry_stream: String,
+    pub dead_letter: String,
+    /// `retry_stream` was set (a stream of its own, created or required beside the
+    /// subscription's).
+    pub own_retry_stream: bool,
 }
 
 /// A place in a config file.

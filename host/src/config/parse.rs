@@ -13,7 +13,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::{
     AdminConfig, Config, ConfigError, HostConfig, KinesisConfig, KinesisEndpoint, LeaseConfig,
-    LeaseStoreKind, Limits, StartAt, SubscriptionConfig, WasiGrants,
+    LeaseStoreKind, Limits, RetryPolicy, StartAt, SubscriptionConfig, WasiGrants, defaults,
 };
 use walk::{Field, Section, Walker, describe, is_env_name, is_name, is_url, parse_listen, quote};
 
@@ -176,10 +176,10 @@ fn leases(w: &mut Walker<'_>, root: &Section<'_, '_>, kinesis: &KinesisConfig) -
     let mut leases = LeaseConfig {
         store: LeaseStoreKind::Memory,
         legacy_stream: None,
-        ttl: Duration::from_secs(10),
-        renew_every: Duration::from_secs(3),
-        list_every: Duration::from_secs(10),
-        checkpoint_every: Duration::from_secs(1),
+        ttl: defaults::LEASE_TTL,
+        renew_every: defaults::RENEW_EVERY,
+        list_every: defaults::LIST_EVERY,
+        checkpoint_every: defaults::CHECKPOINT_EVERY,
         balance: true,
     };
     let Some(sec) = w.table(root, "leases", LEASES_KEYS) else {
@@ -319,7 +319,7 @@ fn admin(w: &mut Walker<'_>, root: &Section<'_, '_>) -> Option<AdminConfig> {
             ),
         );
     }
-    let mut max_upload = AdminConfig::DEFAULT_MAX_UPLOAD;
+    let mut max_upload = defaults::MAX_UPLOAD;
     if let Some(f) = sec.get("max_upload")
         && let Some(bytes) = w.size(&f)
     {
@@ -426,19 +426,32 @@ fn subscription(
         sec.get(name).and_then(|f| w.integer(&f, lo, hi))
     };
     let create_if_missing = int(w, "create_if_missing", 1, 1000).map(|n| n as u32);
-    let start_at = sec.get("start_at").and_then(|f| start_at(w, &f));
+    // The embedded stream has nothing else to create streams.
+    let create_if_missing = match memory {
+        Some(true) => Some(create_if_missing.unwrap_or(defaults::EMBEDDED_SHARDS)),
+        _ => create_if_missing,
+    };
+    // A fed embedded stream is read from its beginning, so the feed is read.
+    let start_at = sec
+        .get("start_at")
+        .and_then(|f| start_at(w, &f))
+        .unwrap_or(if feed.is_some() {
+            StartAt::TrimHorizon
+        } else {
+            StartAt::Latest
+        });
     let max_read = crate::source::MAX_READ_RECORDS as i64;
-    let batch = int(w, "batch", 1, max_read).map_or(super::DEFAULT_BATCH, |n| n as usize);
-    let read_limit = int(w, "read_limit", 1, max_read).map_or(max_read as usize, |n| n as usize);
+    let batch = int(w, "batch", 1, max_read).map_or(defaults::BATCH, |n| n as usize);
+    let read_limit = int(w, "read_limit", 1, max_read).map_or(defaults::READ_LIMIT, |n| n as usize);
     let poll_interval = sec
         .get("poll_interval")
         .and_then(|f| w.duration(&f, MAX_INTERVAL))
-        .unwrap_or(super::DEFAULT_POLL_INTERVAL);
+        .unwrap_or(defaults::POLL_INTERVAL);
     let watch = sec
         .get("watch")
         .and_then(|f| w.boolean(&f))
         .unwrap_or(false);
-    let lanes = int(w, "lanes", 1, 64).map_or(1, |n| n as u32);
+    let lanes = int(w, "lanes", 1, 64).map_or(defaults::LANES, |n| n as u32);
     let max_attempts = int(w, "max_attempts", 1, 1000).map(|n| n as u32);
     let dead_letter = sec.get("dead_letter").and_then(|f| w.stream_name(&f));
     let retry_stream = sec.get("retry_stream").and_then(|f| w.stream_name(&f));
@@ -479,7 +492,7 @@ fn subscription(
         .map_or_else(WasiGrants::default, |wasi| self::wasi(w, &wasi));
     SubscriptionConfig {
         name: name.unwrap_or_default(),
-        stream: stream.unwrap_or_default(),
+        stream: stream.clone().unwrap_or_default(),
         handler: handler.unwrap_or_default(),
         handler_at,
         watch,
@@ -490,9 +503,12 @@ fn subscription(
         read_limit,
         poll_interval,
         lanes,
-        max_attempts,
-        dead_letter,
-        retry_stream,
+        retry: max_attempts.map(|max_attempts| RetryPolicy {
+            max_attempts,
+            own_retry_stream: retry_stream.is_some(),
+            retry_stream: retry_stream.unwrap_or_else(|| stream.clone().unwrap_or_default()),
+            dead_letter: dead_letter.unwrap_or_default(),
+        }),
         publish_to,
         limits,
         wasi,

@@ -1,9 +1,9 @@
 //! Balancing: an instance short of its fair share asks one holding more to hand a shard over.
 
 use std::collections::HashMap;
-use std::time::Instant;
 
-use super::{Coordinator, Shards};
+use super::Coordinator;
+use super::shards::Shards;
 use crate::lease::{Lease, LeaseKey, LeaseState, now_ms};
 use crate::source::ShardInfo;
 
@@ -14,17 +14,16 @@ impl Coordinator {
     /// release reserving the row for this instance), and takes them once released. Only the
     /// instance short of shards asks, so instances converge without flapping.
     pub(super) async fn balance(&self, shards: &[ShardInfo], s: &mut Shards) {
-        s.requested
-            .retain(|_, at| at.elapsed() < self.timings.ttl * 2);
+        s.forget_older_than(self.timings.ttl * 2);
         let now = now_ms();
         let mut others: HashMap<String, Vec<Lease>> = HashMap::new();
         let mut open = 0;
         for shard in shards {
-            if s.ended.contains_key(&shard.shard_id) {
+            if s.ended(&shard.shard_id).is_some() {
                 continue;
             }
             open += 1;
-            if s.held.contains_key(&shard.shard_id) {
+            if s.holds(&shard.shard_id) {
                 continue;
             }
             let key = LeaseKey::new(&self.plan.stream, &shard.shard_id);
@@ -44,7 +43,7 @@ impl Coordinator {
         }
         let owners = others.len() + 1;
         let (floor, ceil) = (open / owners, open.div_ceil(owners));
-        let mut want = floor.saturating_sub(s.held.len() + s.requested.len());
+        let mut want = floor.saturating_sub(s.held() + s.asks());
         while want > 0 {
             let Some((victim, rows)) = others.iter_mut().max_by_key(|(_, rows)| rows.len()) else {
                 break;
@@ -53,18 +52,18 @@ impl Coordinator {
                 break;
             }
             let Some(row) = rows.pop() else { break };
-            if s.requested.contains_key(&row.key.shard_id) || row.handoff_to.is_some() {
+            if s.asked_for(&row.key.shard_id) || row.handoff_to.is_some() {
                 continue;
             }
             match self.store.request_handoff(&row, &self.owner).await {
                 Ok(true) => {
-                    tracing::info!(subscription = %self.plan.name, shard = %row.key.shard_id, holder = %victim, "asked for the shard (balancing)");
-                    s.requested.insert(row.key.shard_id.clone(), Instant::now());
+                    tracing::info!(shard = %row.key.shard_id, holder = %victim, "asked for the shard (balancing)");
+                    s.ask_for(&row.key.shard_id);
                     want -= 1;
                 }
                 Ok(false) => {}
                 Err(e) => {
-                    tracing::warn!(subscription = %self.plan.name, shard = %row.key.shard_id, error = %e, "cannot ask for the shard");
+                    tracing::warn!(shard = %row.key.shard_id, error = %e, "cannot ask for the shard");
                 }
             }
         }

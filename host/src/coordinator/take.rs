@@ -1,13 +1,14 @@
 //! Taking shards: list them, take every lease this instance may (parents before children), skip
 //! what holds nothing to read, and start a worker and a keep-alive on each.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Coordinator, Ended, Held, Shards};
+use super::Coordinator;
+use super::shards::{Ended, Shards};
 use crate::config::StartAt;
 use crate::dispatch::ShardWorker;
 use crate::lease::{Checkpoint, Lease, LeaseError, LeaseHandle, LeaseKey, LeaseState, now_ms};
@@ -16,31 +17,27 @@ use crate::status::ShardState;
 
 impl Coordinator {
     /// Lists the shards and takes every lease this instance may; answers the listing.
-    pub(super) async fn take_shards(
-        &self,
-        s: &mut Shards,
-        next_look: &mut Option<u64>,
-    ) -> Option<Vec<ShardInfo>> {
-        s.yielded
-            .retain(|_, at| at.elapsed() < self.timings.ttl * 2);
+    /// Notes in `s` when a shard that could not be taken may be takeable.
+    pub(super) async fn take_shards(&self, s: &mut Shards) -> Option<Vec<ShardInfo>> {
+        s.forget_older_than(self.timings.ttl * 2);
         let shards = match self.source.list_shards(&self.plan.stream).await {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!(subscription = %self.plan.name, stream = %self.plan.stream, error = %e, "cannot list shards");
+                tracing::warn!(stream = %self.plan.stream, error = %e, "cannot list shards");
                 return None;
             }
         };
         let listed: HashSet<&str> = shards.iter().map(|s| s.shard_id.as_str()).collect();
         for shard in &shards {
             let id = &shard.shard_id;
-            if s.held.contains_key(id) || s.ended.contains_key(id) || s.yielded.contains_key(id) {
+            if s.settled(id) {
                 continue;
             }
-            let Some(after_parents) = self.parents_ended(shard, &listed, &mut s.ended).await else {
+            let Some(after_parents) = self.parents_ended(shard, &listed, s).await else {
                 continue;
             };
             let sent = Instant::now();
-            let Some(lease) = self.try_take(id, s, next_look).await else {
+            let Some(lease) = self.try_take(id, s).await else {
                 continue;
             };
             let handle = Arc::new(LeaseHandle::new(
@@ -50,21 +47,20 @@ impl Coordinator {
                 sent,
             ));
             if lease.checkpoint == Some(Checkpoint::ShardEnd) {
-                s.ended.insert(id.clone(), Ended::Read);
+                s.mark_ended(id, Ended::Read);
                 let _ = handle.release().await;
                 continue;
             }
             if self.skips(shard, &lease, after_parents) {
                 tracing::info!(
-                    subscription = %self.plan.name, shard = %id,
+                    shard = %id,
                     "shard skipped: it is closed and no reader ever opened it, and start_at = latest; its children start at the tip"
                 );
-                s.ended.insert(id.clone(), Ended::Skipped);
+                s.mark_ended(id, Ended::Skipped);
                 let _ = handle.release().await;
                 continue;
             }
-            s.requested.remove(id);
-            tracing::info!(subscription = %self.plan.name, shard = %id, owner = %self.owner, "lease taken");
+            tracing::info!(shard = %id, owner = %self.owner, "lease taken");
             self.start(id, handle, after_parents, s);
         }
         Some(shards)
@@ -82,9 +78,8 @@ impl Coordinator {
 
     /// Tries to take one shard's lease; `None` when it is not takeable now (held elsewhere,
     /// refused, or the store failed), noting when to look again.
-    async fn try_take(&self, id: &str, s: &Shards, next_look: &mut Option<u64>) -> Option<Lease> {
+    async fn try_take(&self, id: &str, s: &mut Shards) -> Option<Lease> {
         let key = LeaseKey::new(&self.plan.stream, id);
-        let mut look_at = |at: u64| *next_look = Some(next_look.map_or(at, |n: u64| n.min(at)));
         match self
             .store
             .acquire(&key, &self.owner, self.timings.ttl)
@@ -94,10 +89,10 @@ impl Coordinator {
                 self.clear_refusal(id);
                 Some(lease)
             }
-            Ok(None) if s.requested.contains_key(id) => {
+            Ok(None) if s.asked_for(id) => {
                 // Asked for: its holder notices at its next write (a renewal at the latest),
                 // then releases it to this instance at a batch boundary.
-                look_at(now_ms().saturating_add(self.renew_ms()));
+                s.look_again(now_ms().saturating_add(self.renew_ms()));
                 None
             }
             Ok(None) => {
@@ -105,7 +100,7 @@ impl Coordinator {
                 // period later, so a dead holder's shards move quickly.
                 match self.store.read(&key).await {
                     Ok(Some(row)) if row.state(now_ms()) != LeaseState::Free => {
-                        look_at(row.expiry_ms.saturating_add(50));
+                        s.look_again(row.expiry_ms.saturating_add(50));
                     }
                     Err(LeaseError::Malformed(why)) => self.refuse(id, why),
                     _ => {}
@@ -117,7 +112,7 @@ impl Coordinator {
                 None
             }
             Err(e) => {
-                tracing::warn!(subscription = %self.plan.name, shard = %id, error = %e, "cannot take lease");
+                tracing::warn!(shard = %id, error = %e, "cannot take lease");
                 None
             }
         }
@@ -131,7 +126,7 @@ impl Coordinator {
     fn refuse(&self, id: &str, why: String) {
         let cell = self.status.shard(&self.plan.name, id);
         if cell.get().last_error.as_deref() != Some(why.as_str()) {
-            tracing::error!(subscription = %self.plan.name, shard = %id, "shard not started: {why}");
+            tracing::error!(shard = %id, "shard not started: {why}");
             cell.update(|s| {
                 s.state = ShardState::Refused;
                 s.last_error = Some(why);
@@ -160,19 +155,8 @@ impl Coordinator {
             stop.clone(),
         )
         .from_trim_horizon(after_parents);
-        let task = s.workers.spawn(worker.run(self.source.clone()));
-        s.worker_shards.insert(task.id(), id.to_owned());
-        let (lease, every, shard) = (handle.clone(), self.timings.renew_every, id.to_owned());
-        s.renewals
-            .spawn(async move { (shard, lease.keep_alive(every).await) });
-        s.held.insert(
-            id.to_owned(),
-            Held {
-                lease: handle,
-                stop,
-                reading: true,
-            },
-        );
+        let run = worker.run(self.source.clone());
+        s.start(id, handle, stop, run, self.timings.renew_every);
     }
 
     /// Whether a shard may start: `None` while a parent is still to be read; otherwise whether
@@ -182,18 +166,18 @@ impl Coordinator {
         &self,
         shard: &ShardInfo,
         listed: &HashSet<&str>,
-        ended: &mut HashMap<String, Ended>,
+        s: &mut Shards,
     ) -> Option<bool> {
         let mut any_read = false;
         for parent in &shard.parents {
-            if let Some(how) = ended.get(parent) {
-                any_read |= *how == Ended::Read;
+            if let Some(how) = s.ended(parent) {
+                any_read |= how == Ended::Read;
                 continue;
             }
             let key = LeaseKey::new(&self.plan.stream, parent);
             match self.store.read(&key).await {
                 Ok(Some(row)) if row.checkpoint == Some(Checkpoint::ShardEnd) => {
-                    ended.insert(parent.clone(), Ended::Read);
+                    s.mark_ended(parent, Ended::Read);
                     any_read = true;
                 }
                 // Aged out of the stream and never read here.

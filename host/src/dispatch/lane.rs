@@ -4,6 +4,7 @@
 //! that fail on their own are found. A lane answers for each record and never touches the
 //! shard's settlement: the batch does that once every lane is back.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -43,8 +44,6 @@ pub(super) struct LaneEnv {
 /// A lane's work and, once run, its answers.
 pub(super) struct Lane {
     pub handler: Option<Box<dyn Handler>>,
-    /// Indices of the records in the read batch.
-    pub indices: Vec<usize>,
     pub records: Vec<Record>,
     /// The delivery number of each record (1 unless it is a retry copy).
     pub attempts: Vec<u32>,
@@ -58,7 +57,6 @@ impl Lane {
     pub fn new(handler: Option<Box<dyn Handler>>, records: usize) -> Self {
         Lane {
             handler,
-            indices: Vec::new(),
             records: Vec::with_capacity(records),
             attempts: Vec::with_capacity(records),
             answers: Vec::new(),
@@ -108,11 +106,10 @@ impl Lane {
         &mut self,
         env: &LaneEnv,
         info: &BatchInfo,
-        range: std::ops::Range<usize>,
+        range: Range<usize>,
         budget: &mut TimeoutBudget,
     ) {
-        let mut todo = Vec::new();
-        todo.push(range);
+        let mut todo = vec![range];
         let mut bisecting = false;
         while let Some(range) = todo.pop() {
             if bisecting {
@@ -124,28 +121,18 @@ impl Lane {
                 env.all_metrics
                     .contained(&env.ctx.subscription, "call-interrupted");
                 tracing::warn!(
-                    subscription = %env.ctx.subscription, shard = %env.ctx.shard_id,
-                    handler = short_version(&env.factory.version()), records = range.len(),
+                    handler = short_version(&env.factory.version()),
+                    records = range.len(),
                     "a call in flight was ended by a stop or a lost lease; its records are read again by the shard's next reader"
                 );
                 return;
             };
-            // A seek asked for by a call that then failed is not followed.
-            if let (Ok(_), Some(seq)) = (&result, seek) {
-                // Records at or after the seek target are read again; earlier answers of this
-                // call stand.
-                let at = Position::new(&seq, 0);
-                if let Ok(outcomes) = &result {
-                    for (i, o) in range.clone().zip(outcomes) {
-                        if self.records[i].position() < at {
-                            self.answers[i] = Answer::Outcome(*o);
-                        }
-                    }
-                }
-                self.seek = Some(at);
-                return;
-            }
             match result {
+                // A seek asked for by a call that then failed is not followed.
+                Ok(outcomes) if seek.is_some() => {
+                    self.answer_until_seek(range, &outcomes, seek.as_deref().unwrap_or_default());
+                    return;
+                }
                 Ok(outcomes) => {
                     env.metrics.outcomes(&outcomes);
                     for (i, o) in range.zip(outcomes) {
@@ -153,29 +140,7 @@ impl Lane {
                     }
                 }
                 Err(e) => {
-                    env.all_metrics.trap(&env.ctx.subscription, e.kind());
-                    let mut split = range.len() > 1 && e.may_be_a_record();
-                    if split && budget.spend(&e) {
-                        // Timeouts are what make isolation slow: past the budget, a part that
-                        // times out fails as it is (the parts not yet called still are, once).
-                        split = false;
-                        env.all_metrics
-                            .contained(&env.ctx.subscription, "isolation-budget");
-                        tracing::warn!(
-                            subscription = %env.ctx.subscription, shard = %env.ctx.shard_id,
-                            handler = short_version(&env.factory.version()), records = range.len(),
-                            first_sequence_number = %self.records[range.start].position(),
-                            "{e}; the isolation budget of {} timeouts per batch is spent: these records fail without being split further",
-                            budget.limit
-                        );
-                    }
-                    if split {
-                        tracing::warn!(
-                            subscription = %env.ctx.subscription, shard = %env.ctx.shard_id,
-                            records = range.len(),
-                            first_sequence_number = %self.records[range.start].position(),
-                            "{e}; calling the records again in halves to find the ones that fail"
-                        );
+                    if self.should_split(env, &e, &range, budget) {
                         let mid = range.start + range.len() / 2;
                         todo.push(mid..range.end);
                         todo.push(range.start..mid);
@@ -194,13 +159,58 @@ impl Lane {
         }
     }
 
+    /// A call that asked to seek: its answers for records before the target stand; records at
+    /// or after it are read again.
+    fn answer_until_seek(&mut self, range: Range<usize>, outcomes: &[Outcome], seq: &str) {
+        let at = Position::new(seq, 0);
+        for (i, o) in range.zip(outcomes) {
+            if self.records[i].position() < at {
+                self.answers[i] = Answer::Outcome(*o);
+            }
+        }
+        self.seek = Some(at);
+    }
+
+    /// Whether a failed call's records are called again in halves: when there is more than
+    /// one, a record may have caused the failure, and the timeout budget is not spent (past it,
+    /// a part that times out fails as it is; the parts not yet called still are, once).
+    fn should_split(
+        &self,
+        env: &LaneEnv,
+        e: &CallError,
+        range: &Range<usize>,
+        budget: &mut TimeoutBudget,
+    ) -> bool {
+        env.all_metrics.trap(&env.ctx.subscription, e.kind());
+        if range.len() <= 1 || !e.may_be_a_record() {
+            return false;
+        }
+        let first = self.records[range.start].position();
+        if budget.spend(e) {
+            env.all_metrics
+                .contained(&env.ctx.subscription, "isolation-budget");
+            tracing::warn!(
+                handler = short_version(&env.factory.version()), records = range.len(),
+                first_sequence_number = %first,
+                "{e}; the isolation budget of {} timeouts per batch is spent: these records fail without being split further",
+                budget.limit
+            );
+            return false;
+        }
+        tracing::warn!(
+            records = range.len(), first_sequence_number = %first,
+            "{e}; calling the records again in halves to find the ones that fail"
+        );
+        true
+    }
+
     /// One handler call, and the seek it asked for; `None` when a lost lease or a stop ended
     /// it. A failed call drops the instance: the next call gets a fresh one.
     async fn call(
         &mut self,
         env: &LaneEnv,
         info: &BatchInfo,
-        range: std::ops::Range<usize>,
+        range: Range<usize>,
     ) -> Option<(Result<Vec<Outcome>, CallError>, Option<String>)> {
         let records = &self.records[range];
         let mut handler = match self.handler.take() {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::metrics::ShardMetrics;
 use crate::source::{ReadBatch, ShardReader, SourceError};
@@ -70,12 +71,15 @@ impl Reads {
         // Counted from the planned start, so a read abandoned by a seek still spaces the next.
         self.last_start = Some(at);
         self.pending = Some(Pending(
-            tokio::spawn(async move {
-                tokio::time::sleep_until(at).await;
-                let started = Instant::now();
-                let read = reader.read(limit).await;
-                (reader, started, read)
-            }),
+            tokio::spawn(
+                async move {
+                    tokio::time::sleep_until(at).await;
+                    let started = Instant::now();
+                    let read = reader.read(limit).await;
+                    (reader, started, read)
+                }
+                .in_current_span(),
+            ),
             limit,
         ));
     }

@@ -398,11 +398,16 @@ env = ["RUST_LOG", "MODE=test"]
     assert_eq!(handler_at, (Some(24), "subscription[0].handler"));
     assert_eq!(sub.feed, Some(s.0.join("data/shipments.ndjson")));
     assert_eq!(sub.create_if_missing, Some(2));
-    assert_eq!(sub.start_at, Some(StartAt::TrimHorizon));
-    assert_eq!((sub.batch, sub.lanes, sub.max_attempts), (500, 4, Some(4)));
+    assert_eq!(sub.start_at, StartAt::TrimHorizon);
+    assert_eq!((sub.batch, sub.lanes), (500, 4));
     assert_eq!(sub.poll_interval, Duration::from_millis(1500));
-    assert_eq!(sub.dead_letter.as_deref(), Some("shipments.dead"));
-    assert_eq!(sub.retry_stream.as_deref(), Some("shipments.retry"));
+    let retry = RetryPolicy {
+        max_attempts: 4,
+        retry_stream: "shipments.retry".into(),
+        dead_letter: "shipments.dead".into(),
+        own_retry_stream: true,
+    };
+    assert_eq!(sub.retry, Some(retry));
     assert_eq!(sub.publish_to, ["invoices", "audit"]);
     assert_eq!(sub.limits.memory, 128 << 20);
     assert_eq!(sub.limits.timeout, Duration::from_secs(2));
@@ -438,10 +443,10 @@ fn defaults_fill_in_when_keys_are_omitted() {
     let defaults = (sub.batch, sub.read_limit, sub.lanes, sub.poll_interval);
     assert_eq!(defaults, (100, 10_000, 1, secs(1)));
     assert_eq!(
-        (sub.start_at, sub.create_if_missing, sub.max_attempts),
-        (None, None, None)
+        (sub.start_at, sub.create_if_missing, &sub.retry),
+        (StartAt::Latest, None, &None)
     );
-    assert_eq!((&sub.feed, &sub.dead_letter), (&None, &None));
+    assert_eq!(sub.feed, None);
     assert_eq!(
         sub.limits,
         Limits {
@@ -487,9 +492,9 @@ fn admin_listen_takes_an_address_or_a_bare_port() {
 #[test]
 fn start_at_takes_latest_trim_horizon_or_a_timestamp() {
     let start_at = |value: &str| load(&format!("start_at = {value}")).subscriptions[0].start_at;
-    assert_eq!(start_at("\"latest\""), Some(StartAt::Latest));
-    assert_eq!(start_at("\"trim_horizon\""), Some(StartAt::TrimHorizon));
-    let december = Some(StartAt::Timestamp(1_796_083_200_000));
+    assert_eq!(start_at("\"latest\""), StartAt::Latest);
+    assert_eq!(start_at("\"trim_horizon\""), StartAt::TrimHorizon);
+    let december = StartAt::Timestamp(1_796_083_200_000);
     assert_eq!(
         start_at("{ timestamp = \"2026-12-01T00:00:00Z\" }"),
         december
@@ -499,6 +504,36 @@ fn start_at_takes_latest_trim_horizon_or_a_timestamp() {
         december
     );
     assert_eq!(start_at("2026-12-01T00:00:00Z"), december);
+}
+
+#[test]
+fn the_embedded_stream_is_created_with_one_shard_and_a_feed_is_read_from_its_beginning() {
+    let s = Scratch::new();
+    let embedded = "[kinesis]\nendpoint = \"memory\"\n";
+    let config = s.load(&format!("{MINIMAL}{embedded}"));
+    let sub = &config.subscriptions[0];
+    assert_eq!(
+        (sub.create_if_missing, sub.start_at),
+        (Some(1), StartAt::Latest)
+    );
+    let config = s.load(&format!("{MINIMAL}feed = \"feed.ndjson\"\n{embedded}"));
+    let sub = &config.subscriptions[0];
+    assert_eq!(
+        (sub.create_if_missing, sub.start_at),
+        (Some(1), StartAt::TrimHorizon)
+    );
+    let config = s.load(&format!("{MINIMAL}create_if_missing = 3\n{embedded}"));
+    assert_eq!(config.subscriptions[0].create_if_missing, Some(3));
+}
+
+#[test]
+fn retry_copies_go_to_the_subscriptions_own_stream_unless_retry_stream_is_set() {
+    let config = load("max_attempts = 3\ndead_letter = \"dead\"");
+    let retry = config.subscriptions[0].retry.clone().expect("a cap");
+    assert_eq!(retry.max_attempts, 3);
+    assert_eq!(retry.retry_stream, config.subscriptions[0].stream);
+    assert_eq!(retry.dead_letter, "dead");
+    assert!(!retry.own_retry_stream);
 }
 
 #[test]

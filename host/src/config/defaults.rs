@@ -1,0 +1,50 @@
+//! Every default of `shardhost.toml`, by name: what a key is when the config leaves it out.
+//! README's configuration reference points here; the parser is the only place that applies
+//! them, so the rest of the host reads a [`Config`](super::Config) with nothing left to decide.
+
+use std::time::Duration;
+
+/// `batch`: records per handler call.
+pub const BATCH: usize = 100;
+
+/// `read_limit`: records one read (GetRecords) asks for, the service maximum.
+pub const READ_LIMIT: usize = crate::source::MAX_READ_RECORDS;
+
+/// `poll_interval`: the wait after a read that found its shard caught up. What the Kinesis
+/// Client Library and Lambda use, so an idle subscription takes one of the shard's five reads a
+/// second (fewer while it stays empty) and leaves the rest to other consumers.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// `lanes`: parallel lanes per shard.
+pub const LANES: u32 = 1;
+
+/// `create_if_missing` on the embedded stream, which has nothing else to create streams: one
+/// shard. (On Kinesis a missing stream is an error unless the key is set.)
+pub const EMBEDDED_SHARDS: u32 = 1;
+
+/// `[leases] ttl`.
+pub const LEASE_TTL: Duration = Duration::from_secs(10);
+
+/// `[leases] renew_every`.
+pub const RENEW_EVERY: Duration = Duration::from_secs(3);
+
+/// `[leases] list_every`.
+pub const LIST_EVERY: Duration = Duration::from_secs(10);
+
+/// `[leases] checkpoint_every`.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
+/// `[admin] max_upload`: the largest handler upload accepted (50 MiB).
+pub const MAX_UPLOAD: u64 = 50 << 20;
+
+/// `[subscription.limits] memory`: bytes an instance may grow to (64 MiB).
+pub const MEMORY: u64 = 64 << 20;
+
+/// `[subscription.limits] timeout`: per handler call.
+pub const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `[subscription.limits] in_flight_records`: two full reads.
+pub const IN_FLIGHT_RECORDS: usize = 20_000;
+
+/// `[subscription.limits] in_flight_bytes` (64 MiB).
+pub const IN_FLIGHT_BYTES: u64 = 64 << 20;

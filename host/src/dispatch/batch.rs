@@ -1,0 +1,304 @@
+//! One batch: the handler version it runs on, records registered with the tracker and split
+//! into lanes by partition key, the lanes run (side by side when there are several), then every
+//! record resolved by its answer, in read order: settled, left for the next reader, or handed to
+//! the retry policy ([`retry`](super::retry)).
+
+use std::sync::Arc;
+
+use tracing::Instrument;
+
+use super::Settled;
+use super::lane::{Answer, Lane, LaneEnv};
+use super::retry::Copy;
+use super::run::Run;
+use crate::envelope::Origin;
+use crate::record::{BatchInfo, Outcome, Position, Record};
+use crate::settle::Ticket;
+use crate::wasm::short_version;
+
+/// What the batch keeps about each record while the lanes run.
+pub(super) struct Meta {
+    pub ticket: Ticket,
+    /// 1 for a first delivery; a retry copy's number.
+    pub attempt: u32,
+    /// Where a retry copy was first read.
+    pub origin: Option<Origin>,
+    /// The lane it runs in.
+    lane: usize,
+}
+
+/// The lane of a partition key (FNV-1a): one key always goes to the same lane.
+fn lane_of(key: &str, lanes: usize) -> usize {
+    if lanes == 1 {
+        return 0;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % lanes as u64) as usize
+}
+
+impl Run<'_> {
+    /// Hands one batch to the handler and resolves every record. The whole batch runs on the
+    /// version current when it starts; a swap takes effect at the next one.
+    pub(super) async fn dispatch(&mut self, info: BatchInfo, records: Vec<Record>) {
+        self.take_current_version();
+        let (lanes, metas) = self.split_into_lanes(records);
+        let lanes = self.run_lanes(lanes, info).await;
+        let (lanes, seek) = self.collect_seek(lanes);
+        let mut error = None;
+        let mut answers: Vec<_> = lanes
+            .into_iter()
+            .map(|lane| lane.records.into_iter().zip(lane.answers))
+            .collect();
+        // Resolved in read order: each lane holds its records in read order.
+        for meta in &metas {
+            let (record, answer) = answers[meta.lane]
+                .next()
+                .expect("every record was in a lane");
+            if let Some(e) = self.resolve(record, meta, answer, seek.as_ref()).await {
+                error = Some(e);
+            }
+        }
+        if let Some(at) = seek {
+            tracing::info!(sequence_number = %at, "the handler sought; reading again from there");
+            self.tracker.seek(&at);
+            self.forget_delayed_from(&at);
+            self.seek_to = Some(at);
+        }
+        self.report(error);
+    }
+
+    /// Looks at the subscription's handler slot: a new generation drops the old instances
+    /// (in-flight work of the old version is done: batches run one at a time).
+    fn take_current_version(&mut self) {
+        let slot = &self.worker.plan.handler;
+        if slot.generation() == self.generation {
+            return;
+        }
+        let (generation, factory) = slot.current();
+        tracing::info!(
+            from = short_version(&self.factory.version()),
+            to = short_version(&factory.version()),
+            "handler swapped; this shard switches at this batch"
+        );
+        self.generation = generation;
+        self.factory = factory;
+        self.version = self.factory.version().into();
+        self.handlers.iter_mut().for_each(|h| *h = None);
+        self.env = None;
+    }
+
+    /// Registers every record with the tracker, unwraps retry copies (another subscription's
+    /// copy is not ours: settled at once), and puts each record into the lane of its key.
+    fn split_into_lanes(&mut self, records: Vec<Record>) -> (Vec<Lane>, Vec<Meta>) {
+        let w = self.worker;
+        let n_lanes = self.handlers.len();
+        let per_lane = records.len().div_ceil(n_lanes);
+        let mut lanes: Vec<Lane> = self
+            .handlers
+            .iter_mut()
+            .map(|h| Lane::new(h.take(), per_lane))
+            .collect();
+        if let (Some(delivered), Some(first), Some(last)) =
+            (&w.ctx.delivered, records.first(), records.last())
+        {
+            delivered.extend(first, last);
+        }
+        let mut metas = Vec::with_capacity(records.len());
+        for mut record in records {
+            let ticket = self.tracker.deliver(record.position());
+            let (attempt, origin) = match self.copy_of(&record) {
+                Copy::Foreign => {
+                    // Another subscription's retry copy on a shared stream: not ours to handle.
+                    self.tracker.settle(ticket, Outcome::Drop);
+                    continue;
+                }
+                Copy::Ours(h, at) => {
+                    record.data.drain(..at);
+                    (h.attempt.max(1), Some(h.origin))
+                }
+                Copy::No => (1, None),
+            };
+            let lane = lane_of(&record.partition_key, n_lanes);
+            lanes[lane].records.push(record);
+            lanes[lane].attempts.push(attempt);
+            metas.push(Meta {
+                ticket,
+                attempt,
+                origin,
+                lane,
+            });
+        }
+        (lanes, metas)
+    }
+
+    /// Runs the lanes: the first on this task, the others side by side on tasks of their own
+    /// (other threads too); each lane has its own instance. Answers them in lane order.
+    async fn run_lanes(&mut self, lanes: Vec<Lane>, info: BatchInfo) -> Vec<Lane> {
+        let env = self
+            .env
+            .get_or_insert_with(|| Arc::new(self.worker.lane_env(&self.factory, &self.interrupts)))
+            .clone();
+        let info = Arc::new(info);
+        let mut lanes = lanes.into_iter();
+        let first = lanes.next().expect("a shard has at least one lane");
+        let others: Vec<_> = lanes
+            .map(|lane| {
+                let (env, info) = (env.clone(), info.clone());
+                tokio::spawn(async move { lane.run(&env, &info).await }.in_current_span())
+            })
+            .collect();
+        let mut done = Vec::with_capacity(1 + others.len());
+        done.push(first.run(&env, &info).await);
+        for lane in others {
+            match lane.await {
+                Ok(lane) => done.push(lane),
+                // A bug in the host, not the handler (a guest's trap is an answer): the
+                // worker fails as a whole and the coordinator reports it.
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(e) => panic!("a lane task was cancelled: {e}"),
+            }
+        }
+        done
+    }
+
+    /// Takes each lane's instance back for the next batch, and answers where to read again if
+    /// a handler sought: the earliest target, or the first record before it that no call
+    /// answered (a lane stopped at its seek, or was interrupted), so that is read again too.
+    fn collect_seek(&mut self, mut lanes: Vec<Lane>) -> (Vec<Lane>, Option<Position>) {
+        let mut seek: Option<Position> = None;
+        for (k, lane) in lanes.iter_mut().enumerate() {
+            self.handlers[k] = lane.handler.take();
+            if let Some(at) = lane.seek.take() {
+                seek = Some(match seek {
+                    Some(s) if s < at => s,
+                    _ => at,
+                });
+            }
+        }
+        if let Some(at) = &seek
+            && let Some(first) = lanes
+                .iter()
+                .flat_map(|l| l.records.iter().zip(&l.answers))
+                .filter(|(r, a)| matches!(a, Answer::Unanswered) && r.position() < *at)
+                .map(|(r, _)| r.position())
+                .min()
+        {
+            seek = Some(first);
+        }
+        (lanes, seek)
+    }
+
+    /// What becomes of one record by its answer: settled (ack, drop), left for whoever reads
+    /// next (unanswered, or at or past a seek target), held (a failure that is the handler's,
+    /// not the record's), or handed to the retry policy. Answers a failed call's error, for
+    /// the shard's status.
+    async fn resolve(
+        &mut self,
+        record: Record,
+        meta: &Meta,
+        answer: Answer,
+        seek: Option<&Position>,
+    ) -> Option<String> {
+        if seek.is_some_and(|at| record.position() >= *at) {
+            return None;
+        }
+        match answer {
+            Answer::Outcome(o) if o.settles() => self.complete(&record, meta, o),
+            // Interrupted: it stays unsettled and is read again by whoever reads next.
+            Answer::Unanswered => {}
+            Answer::Outcome(o) => self.retry(record, meta, o, None).await,
+            Answer::Failed(e) => {
+                let error = e.to_string();
+                if e.may_be_a_record() {
+                    self.retry(record, meta, Outcome::Retry, Some(e)).await;
+                } else {
+                    // The handler's fault (a bad answer, an instance that cannot start), not
+                    // the record's: held whatever the retry policy, so no attempts are used up.
+                    self.tap(&record, Outcome::Retry);
+                    self.tracker.settle(meta.ticket, Outcome::Retry);
+                }
+                return Some(error);
+            }
+        }
+        None
+    }
+
+    /// A record handled (ack) or retired (drop): settled, and the checkpoint may pass it.
+    fn complete(&mut self, record: &Record, meta: &Meta, o: Outcome) {
+        self.tap(record, o);
+        self.tracker.settle(meta.ticket, o);
+        tracing::debug!(
+            sequence_number = %record.position(), partition_key = %record.partition_key,
+            handler = short_version(&self.version), attempt = meta.attempt, "{o}"
+        );
+    }
+
+    /// Shows the batch's result in the shard's status.
+    fn report(&self, error: Option<String>) {
+        let counts = self.tracker.counts();
+        let held_at = self.tracker.blocked_at().map(|p| p.to_string());
+        let version = &self.version;
+        self.worker.status.update(|s| {
+            s.counts = counts;
+            s.held_at = held_at;
+            if *s.handler_version != **version {
+                s.handler_version = version.to_string();
+            }
+            if error.is_some() {
+                s.last_error = error;
+            }
+        });
+    }
+
+    /// Tells the subscription's tap (if any) a record's outcome.
+    pub(super) fn tap(&self, record: &Record, outcome: Outcome) {
+        let w = self.worker;
+        if let Some(tap) = &w.plan.tap {
+            tap(&Settled {
+                subscription: &w.plan.name,
+                shard_id: &w.ctx.shard_id,
+                record,
+                outcome,
+                version: &self.version,
+            });
+        }
+    }
+}
+
+impl super::ShardWorker {
+    /// What the lanes of this shard share while `factory` is its version.
+    fn lane_env(
+        &self,
+        factory: &Arc<dyn crate::handler::HandlerFactory>,
+        interrupts: &super::interrupt::Interrupts,
+    ) -> LaneEnv {
+        LaneEnv {
+            factory: factory.clone(),
+            ctx: self.ctx.clone(),
+            call_batch: self.plan.call_batch,
+            metrics: self.metrics.clone(),
+            all_metrics: self.plan.metrics.clone(),
+            interrupts: interrupts.tokens(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lane_of;
+
+    #[test]
+    fn a_key_always_goes_to_the_same_lane_and_keys_spread_over_lanes() {
+        let lanes: Vec<_> = (0..400).map(|i| lane_of(&format!("key-{i}"), 4)).collect();
+        for (i, lane) in lanes.iter().enumerate() {
+            assert_eq!(lane_of(&format!("key-{i}"), 4), *lane);
+        }
+        for lane in 0..4 {
+            let n = lanes.iter().filter(|l| **l == lane).count();
+            assert!((50..150).contains(&n), "lane {lane} got {n} of 400 keys");
+        }
+    }
+}

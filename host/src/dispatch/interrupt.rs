@@ -1,0 +1,49 @@
+//! What ends a shard worker's reading early: its lease lost, a stop, a handoff asked for. One
+//! future answers which, for every place the worker waits.
+
+use tokio_util::sync::CancellationToken;
+
+/// Why a worker stops before its next read or batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Interrupt {
+    /// The lease is gone: stop at once, write nothing.
+    LeaseLost,
+    /// Told to stop, or to hand the shard over: write the final checkpoint.
+    Stop,
+}
+
+/// What interrupts a worker: its lease lost, the stop token, a handoff asked for.
+#[derive(Clone)]
+pub(super) struct Interrupts {
+    pub lost: CancellationToken,
+    pub stop: CancellationToken,
+    pub handoff: CancellationToken,
+}
+
+impl Interrupts {
+    /// Resolves when the worker is interrupted (a lost lease first).
+    pub async fn wait(&self) -> Interrupt {
+        tokio::select! {
+            biased;
+            _ = self.lost.cancelled() => Interrupt::LeaseLost,
+            _ = self.stop.cancelled() => Interrupt::Stop,
+            _ = self.handoff.cancelled() => Interrupt::Stop,
+        }
+    }
+
+    /// Whether the worker is interrupted now.
+    pub fn now(&self) -> Option<Interrupt> {
+        if self.lost.is_cancelled() {
+            Some(Interrupt::LeaseLost)
+        } else if self.stop.is_cancelled() || self.handoff.is_cancelled() {
+            Some(Interrupt::Stop)
+        } else {
+            None
+        }
+    }
+
+    /// All three, for a lane to check before each call.
+    pub fn tokens(&self) -> [CancellationToken; 3] {
+        [self.lost.clone(), self.stop.clone(), self.handoff.clone()]
+    }
+}

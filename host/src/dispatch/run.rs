@@ -1,0 +1,367 @@
+//! The read loop of one shard: take a read, start the next one, hand the records to the handler
+//! a call's worth per lane at a time ([`batch`](super::batch)), reopen the reader after a seek,
+//! end the shard, and write the checkpoint when it moved.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::interrupt::{Interrupt, Interrupts};
+use super::lane::LaneEnv;
+use super::read::{self, Reads};
+use super::retry::Delayed;
+use super::{ShardWorker, WorkerExit};
+use crate::handler::{Handler, HandlerFactory};
+use crate::lease::{Checkpoint, LeaseError};
+use crate::record::{BatchInfo, Position, Record};
+use crate::settle::Tracker;
+use crate::source::{ReadBatch, ShardReader, SourceError, StartPosition, StreamSource};
+use crate::wasm::short_version;
+
+/// When a moved checkpoint is written to the lease store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Flush {
+    /// Once `checkpoint_every` has passed since the last write.
+    Due,
+    /// Now (a stop, a handoff, the end of a shard).
+    Now,
+}
+
+/// The longest wait between failed reads of a shard.
+pub(super) const MAX_READ_BACKOFF: Duration = Duration::from_secs(10);
+
+/// The wait after the `failures`th failed read in a row: the poll interval (at least 100 ms),
+/// doubling with each failure, up to [`MAX_READ_BACKOFF`].
+fn read_backoff(poll_interval: Duration, failures: u32) -> Duration {
+    let first = poll_interval.max(Duration::from_millis(100));
+    first
+        .saturating_mul(1 << failures.saturating_sub(1).min(16))
+        .min(MAX_READ_BACKOFF)
+}
+
+/// When the loop reads next, and the runs that stretch its waits.
+struct Pacing {
+    /// When the next read may start (a wait after an empty or caught-up read, a backoff).
+    next_at: tokio::time::Instant,
+    /// Reads failed in a row (the stream service is down or throttles): waits grow.
+    failures: u32,
+    /// Empty reads in a row: the wait between them grows.
+    empties: u32,
+    /// Batches in a row that ended in a seek.
+    seeks: u32,
+}
+
+/// A shard worker's state while it reads.
+pub(super) struct Run<'w> {
+    pub tracker: Tracker,
+    /// A moved checkpoint not written yet (coalescing).
+    pub pending: Option<Checkpoint>,
+    pub last_write: Instant,
+    /// The slot generation `factory` came from.
+    pub generation: u64,
+    /// The handler version this shard's batches run on; the slot is looked at between batches.
+    pub factory: Arc<dyn HandlerFactory>,
+    /// `factory`'s version.
+    pub version: Arc<str>,
+    /// A live instance of `factory` per lane, reused across calls until one fails.
+    pub handlers: Vec<Option<Box<dyn Handler>>>,
+    /// What lanes share (made once per handler version).
+    pub env: Option<Arc<LaneEnv>>,
+    /// Retry-after copies waiting for their delay (under a cap).
+    pub delayed: Vec<Delayed>,
+    /// A handler sought here: the reader reopens at it after the batch.
+    pub seek_to: Option<Position>,
+    /// The shard's stream: reads, retry copies and dead letters.
+    pub source: Arc<dyn StreamSource>,
+    pub interrupts: Interrupts,
+    pub worker: &'w ShardWorker,
+}
+
+impl Run<'_> {
+    /// Reads the shard until it ends, the worker is interrupted, or reading fails for good.
+    pub async fn read_loop(&mut self, reader: Box<dyn ShardReader>) -> WorkerExit {
+        let w = self.worker;
+        let mut reads = Reads::new(reader, self.source.read_interval(), w.metrics.clone());
+        let mut pacing = Pacing {
+            next_at: tokio::time::Instant::now(),
+            failures: 0,
+            empties: 0,
+            seeks: 0,
+        };
+        loop {
+            if let Some(exit) = self.drain_in_flight().await {
+                return exit;
+            }
+            // This turn's read: started ahead while the last batch ran, or now.
+            reads.start(self.read_limit(0, 0), pacing.next_at);
+            let batch = match self.next_read(&mut reads).await {
+                Err(interrupt) => return self.exit(interrupt).await,
+                Ok(Err(e)) => {
+                    self.read_failed(e, &mut pacing);
+                    continue;
+                }
+                Ok(Ok(batch)) => batch,
+            };
+            if let Some(exit) = self.take_read(batch, &mut pacing, &mut reads).await {
+                return exit;
+            }
+        }
+    }
+
+    /// Waits for the read in flight, publishing retry-after copies as they fall due meanwhile.
+    async fn next_read(
+        &mut self,
+        reads: &mut Reads,
+    ) -> Result<Result<ReadBatch, SourceError>, Interrupt> {
+        let interrupts = self.interrupts.clone();
+        loop {
+            let due = self.next_due();
+            tokio::select! {
+                biased;
+                i = interrupts.wait() => return Err(i),
+                read = reads.next() => return Ok(read),
+                // Retry-after copies go out on time while the read waits.
+                _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now).into()), if due.is_some() => {
+                    self.flush_delayed().await;
+                }
+            }
+        }
+    }
+
+    /// A failed read: note it, and wait longer before the next one.
+    fn read_failed(&self, e: SourceError, pacing: &mut Pacing) {
+        let w = self.worker;
+        pacing.failures += 1;
+        let failures = pacing.failures;
+        let wait = read_backoff(w.plan.poll_interval, failures);
+        let throttled = matches!(e, SourceError::Throttled(_));
+        // The first failure and then one in ten: an outage does not flood the log.
+        // Throttles are the shard's shared read limit at work, not a fault.
+        if throttled {
+            tracing::debug!(failures, "read throttled; trying again in {wait:?}");
+        } else {
+            if failures % 10 == 1 {
+                tracing::warn!(error = %e, failures, "read failed; trying again in {wait:?}");
+            }
+            w.status.update(|s| s.last_error = Some(e.to_string()));
+        }
+        pacing.next_at = tokio::time::Instant::now() + wait;
+    }
+
+    /// Everything one read leads to: its records handled (reading ahead meanwhile), a seek
+    /// followed, the shard ended, the checkpoint written. Answers how the worker ends, if it does.
+    async fn take_read(
+        &mut self,
+        mut batch: ReadBatch,
+        pacing: &mut Pacing,
+        reads: &mut Reads,
+    ) -> Option<WorkerExit> {
+        let w = self.worker;
+        if pacing.failures > 0 {
+            tracing::info!(
+                failures = pacing.failures,
+                "reading again after failed reads"
+            );
+            pacing.failures = 0;
+        }
+        w.status
+            .update(|s| s.millis_behind_latest = batch.millis_behind_latest);
+        w.metrics.millis_behind(batch.millis_behind_latest);
+        let empty = batch.records.is_empty();
+        pacing.empties = if empty { pacing.empties + 1 } else { 0 };
+        pacing.next_at = tokio::time::Instant::now()
+            + read::wait_after(&batch, reads.asked(), w.plan.poll_interval, pacing.empties);
+        if !empty {
+            // Read ahead while the handler works on this batch, within the in-flight bound.
+            if !batch.end_of_shard {
+                let bytes = batch.records.iter().map(Delayed::record_bytes).sum();
+                let limit = self.read_limit(batch.records.len(), bytes);
+                if limit > 0 {
+                    reads.start(limit, pacing.next_at);
+                }
+            }
+            let records = std::mem::take(&mut batch.records);
+            if let Some(exit) = self.handle(records, batch.millis_behind_latest).await {
+                return Some(exit);
+            }
+        }
+        self.flush_delayed().await;
+        if self.seek_to.is_none() && !empty {
+            pacing.seeks = 0;
+        }
+        if let Some(at) = self.seek_to.take() {
+            return self.follow_seek(at, pacing, reads).await;
+        }
+        if batch.end_of_shard {
+            return Some(self.end_shard().await);
+        }
+        self.write_checkpoint(Flush::Due)
+            .await
+            .err()
+            .map(|e| self.lease_error(e))
+    }
+
+    /// Hands a read to the handler a call's worth per lane at a time, settling and
+    /// checkpointing as it goes, so a large read does not hold back outcomes and checkpoints.
+    /// Stops early at a seek (the rest is read again), and answers how the worker ends if it
+    /// is interrupted meanwhile.
+    async fn handle(
+        &mut self,
+        records: Vec<Record>,
+        millis_behind_latest: Option<u64>,
+    ) -> Option<WorkerExit> {
+        let w = self.worker;
+        let step = w.plan.call_batch.max(1) * self.handlers.len().max(1);
+        let mut rest = records.len();
+        let mut records = records.into_iter();
+        while rest > 0 {
+            let take = rest.min(step);
+            let part: Vec<Record> = records.by_ref().take(take).collect();
+            rest -= take;
+            let info = BatchInfo {
+                stream: w.plan.stream.to_string(),
+                shard_id: w.ctx.shard_id.to_string(),
+                millis_behind_latest,
+                attempt: 1,
+            };
+            self.dispatch(info, part).await;
+            // Interrupted while the handler ran: some records may be unanswered, so the read
+            // ends here (never as a shard's end); a lost lease settles nothing more.
+            if let Some(interrupt) = self.interrupts.now() {
+                return Some(self.exit(interrupt).await);
+            }
+            if self.seek_to.is_some() {
+                return None;
+            }
+            if rest > 0 {
+                self.flush_delayed().await;
+                if let Err(e) = self.write_checkpoint(Flush::Due).await {
+                    return Some(self.lease_error(e));
+                }
+            }
+        }
+        None
+    }
+
+    /// Reopens the reader where a handler sought (the rest of this read, and the shard's end if
+    /// it came, is read again; a read ahead of the old position is dropped). A handler that
+    /// seeks batch after batch reads the same records over and over, on the shard's read limit
+    /// every consumer shares: each seek in a row waits twice as long.
+    async fn follow_seek(
+        &mut self,
+        at: Position,
+        pacing: &mut Pacing,
+        reads: &mut Reads,
+    ) -> Option<WorkerExit> {
+        let w = self.worker;
+        pacing.seeks += 1;
+        if pacing.seeks > 1 {
+            let wait = read_backoff(w.plan.poll_interval, pacing.seeks - 1);
+            w.plan.metrics.contained(&w.plan.name, "seek-backoff");
+            if pacing.seeks == 2 {
+                tracing::warn!(
+                    handler = short_version(&self.version), sequence_number = %at,
+                    "the handler seeks again and again; reading again after {wait:?}, waits doubling up to {MAX_READ_BACKOFF:?}"
+                );
+            }
+            let interrupts = self.interrupts.clone();
+            tokio::select! {
+                i = interrupts.wait() => return Some(self.exit(i).await),
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+        match self
+            .source
+            .open(&w.plan.stream, &w.ctx.shard_id, &StartPosition::At(at))
+            .await
+        {
+            Ok(r) => reads.reopen(r),
+            Err(e) => return Some(w.fail(e)),
+        }
+        pacing.next_at = tokio::time::Instant::now();
+        None
+    }
+
+    /// The shard is closed and read to its end: once the retry-after copies still waiting are
+    /// out, write SHARD_END, unless a held record keeps it from ending.
+    async fn end_shard(&mut self) -> WorkerExit {
+        let interrupts = self.interrupts.clone();
+        while let Some(due) = self.next_due() {
+            tokio::select! {
+                biased;
+                i = interrupts.wait() => return self.exit(i).await,
+                _ = tokio::time::sleep_until(due.into()) => self.flush_delayed().await,
+            }
+        }
+        self.tracker.mark_read_to_end();
+        if let Err(e) = self.write_checkpoint(Flush::Now).await {
+            return self.lease_error(e);
+        }
+        if self.tracker.is_complete() {
+            tracing::info!("shard ended (SHARD_END written)");
+            WorkerExit::ShardEnded
+        } else {
+            tracing::warn!("closed shard read to its end, but a held record keeps it from ending");
+            WorkerExit::HeldAtEnd
+        }
+    }
+
+    /// Writes the checkpoint if it moved, at most once per `checkpoint_every` unless
+    /// [`Flush::Now`] (release, SHARD_END, stop): a crash re-delivers at most that period's
+    /// records.
+    pub async fn write_checkpoint(&mut self, flush: Flush) -> Result<(), LeaseError> {
+        let w = self.worker;
+        if let Some(cp) = self.tracker.take_checkpoint() {
+            self.pending = Some(cp);
+        }
+        if flush == Flush::Due && self.last_write.elapsed() < w.plan.checkpoint_every {
+            return Ok(());
+        }
+        if let Some(cp) = self.pending.take() {
+            w.lease.checkpoint(&cp).await?;
+            w.metrics.checkpoint_written();
+            self.last_write = Instant::now();
+            tracing::debug!(checkpoint = %cp, "checkpoint");
+            w.status.update(|s| s.checkpoint = Some(cp.to_stored()));
+        }
+        Ok(())
+    }
+
+    /// How an interrupted worker ends: a lost lease at once, writing nothing; a stop or a
+    /// handoff with its final checkpoint (nothing is in flight between batches).
+    pub(super) async fn exit(&mut self, interrupt: Interrupt) -> WorkerExit {
+        match interrupt {
+            Interrupt::LeaseLost => self.lease_error(LeaseError::Lost {
+                key: crate::lease::LeaseKey::new(
+                    &self.worker.plan.stream,
+                    &self.worker.ctx.shard_id,
+                ),
+                owner: String::new(),
+            }),
+            Interrupt::Stop => match self.write_checkpoint(Flush::Now).await {
+                Ok(()) => WorkerExit::Stopped,
+                Err(e) => self.lease_error(e),
+            },
+        }
+    }
+
+    fn lease_error(&self, e: LeaseError) -> WorkerExit {
+        self.worker.lease_error(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_reads_back_off_doubling_up_to_a_cap() {
+        let poll = Duration::from_millis(200);
+        let waits: Vec<_> = (1..=8).map(|n| read_backoff(poll, n)).collect();
+        assert_eq!(waits[0], poll);
+        assert_eq!(waits[1], poll * 2);
+        assert_eq!(waits[2], poll * 4);
+        assert_eq!(waits[7], MAX_READ_BACKOFF);
+        assert_eq!(read_backoff(Duration::ZERO, 1), Duration::from_millis(100));
+        assert_eq!(read_backoff(poll, u32::MAX), MAX_READ_BACKOFF);
+    }
+}
