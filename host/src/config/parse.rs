@@ -1,7 +1,6 @@
 //! The TOML walk: one function per table of `shardhost.toml`, each reporting every problem it
 //! finds and filling in defaults, so that one pass lists everything wrong with a config.
 
-#[path = "walk.rs"]
 mod walk;
 
 use std::collections::HashMap;
@@ -185,66 +184,8 @@ fn leases(w: &mut Walker<'_>, root: &Section<'_, '_>, kinesis: &KinesisConfig) -
     let Some(sec) = w.table(root, "leases", LEASES_KEYS) else {
         return leases;
     };
-    let store = match sec.get("store") {
-        None => Some("memory"),
-        Some(f) => match w.string(&f) {
-            Some(s @ ("memory" | "dynamodb")) => Some(s),
-            Some(s) => {
-                let message = format!(
-                    "unknown lease store {}; expected \"memory\" or \"dynamodb\"",
-                    quote(s)
-                );
-                w.report_at(&f, message);
-                None
-            }
-            None => None,
-        },
-    };
-    match store {
-        Some("dynamodb") => {
-            let table = w.required(&sec, "table").and_then(|f| w.text(&f));
-            let endpoint = sec.get("endpoint").and_then(|f| w.url(&f));
-            // The lease table's region and credentials default to the stream's.
-            let region = match sec.get("region") {
-                Some(f) => w.text(&f),
-                None => kinesis.region.clone(),
-            };
-            let test_credentials = match sec.get("test_credentials") {
-                Some(f) => w.boolean(&f).unwrap_or(false),
-                None => kinesis.test_credentials,
-            };
-            if test_credentials && !sec.has("endpoint") {
-                let (f, whose) = match sec.get("test_credentials") {
-                    Some(f) => (Some(f), "test_credentials sends"),
-                    None => (sec.get("store"), "[kinesis] test_credentials would send"),
-                };
-                if let Some(f) = f {
-                    let message = format!(
-                        "{whose} dummy keys, meant for a local stack, but [leases] has no \
-                         `endpoint`, so they would go to AWS DynamoDB: set [leases] endpoint \
-                         (e.g. \"http://127.0.0.1:4568\") or [leases] test_credentials = false"
-                    );
-                    w.report_at(&f, message);
-                }
-            }
-            leases.store = LeaseStoreKind::Dynamo {
-                table: table.unwrap_or_default(),
-                endpoint,
-                region,
-                test_credentials,
-            };
-        }
-        Some(_) => {
-            let only_dynamo = ["table", "endpoint", "region", "test_credentials"];
-            for f in only_dynamo.into_iter().filter_map(|k| sec.get(k)) {
-                let message = format!(
-                    "`{}` is only used with store = \"dynamodb\" (the store here is \"memory\")",
-                    f.name
-                );
-                w.report_at(&f, message);
-            }
-        }
-        None => {}
+    if let Some(store) = lease_store(w, &sec, kinesis) {
+        leases.store = store;
     }
     leases.legacy_stream = sec.get("legacy_stream").and_then(|f| w.stream_name(&f));
     let ttl = duration_or(w, &sec, "ttl", leases.ttl);
@@ -276,6 +217,75 @@ fn leases(w: &mut Walker<'_>, root: &Section<'_, '_>, kinesis: &KinesisConfig) -
         leases.balance = w.boolean(&f).unwrap_or(true);
     }
     leases
+}
+
+/// `[leases] store` and the keys of a DynamoDB store; `None` when the store is unknown (reported).
+fn lease_store(
+    w: &mut Walker<'_>,
+    sec: &Section<'_, '_>,
+    kinesis: &KinesisConfig,
+) -> Option<LeaseStoreKind> {
+    let store = match sec.get("store") {
+        None => Some("memory"),
+        Some(f) => match w.string(&f) {
+            Some(s @ ("memory" | "dynamodb")) => Some(s),
+            Some(s) => {
+                let message = format!(
+                    "unknown lease store {}; expected \"memory\" or \"dynamodb\"",
+                    quote(s)
+                );
+                w.report_at(&f, message);
+                None
+            }
+            None => None,
+        },
+    };
+    match store? {
+        "dynamodb" => {
+            let table = w.required(sec, "table").and_then(|f| w.text(&f));
+            let endpoint = sec.get("endpoint").and_then(|f| w.url(&f));
+            // The lease table's region and credentials default to the stream's.
+            let region = match sec.get("region") {
+                Some(f) => w.text(&f),
+                None => kinesis.region.clone(),
+            };
+            let test_credentials = match sec.get("test_credentials") {
+                Some(f) => w.boolean(&f).unwrap_or(false),
+                None => kinesis.test_credentials,
+            };
+            if test_credentials && !sec.has("endpoint") {
+                let (f, whose) = match sec.get("test_credentials") {
+                    Some(f) => (Some(f), "test_credentials sends"),
+                    None => (sec.get("store"), "[kinesis] test_credentials would send"),
+                };
+                if let Some(f) = f {
+                    let message = format!(
+                        "{whose} dummy keys, meant for a local stack, but [leases] has no \
+                         `endpoint`, so they would go to AWS DynamoDB: set [leases] endpoint \
+                         (e.g. \"http://127.0.0.1:4568\") or [leases] test_credentials = false"
+                    );
+                    w.report_at(&f, message);
+                }
+            }
+            Some(LeaseStoreKind::Dynamo {
+                table: table.unwrap_or_default(),
+                endpoint,
+                region,
+                test_credentials,
+            })
+        }
+        _ => {
+            let only_dynamo = ["table", "endpoint", "region", "test_credentials"];
+            for f in only_dynamo.into_iter().filter_map(|k| sec.get(k)) {
+                let message = format!(
+                    "`{}` is only used with store = \"dynamodb\" (the store here is \"memory\")",
+                    f.name
+                );
+                w.report_at(&f, message);
+            }
+            Some(LeaseStoreKind::Memory)
+        }
+    }
 }
 
 /// The longest `ttl`, `renew_every`, `list_every`, `checkpoint_every` and `poll_interval`: a
@@ -379,31 +389,9 @@ fn subscription(
     memory: Option<bool>,
     names: &mut HashMap<String, usize>,
 ) -> SubscriptionConfig {
-    let name = w.required(sec, "name").and_then(|f| {
-        let name = w.text(&f)?;
-        if !is_name(&name) {
-            let message = format!(
-                "{} is not a valid subscription name; use 1 to 128 letters, digits, `_`, `.` \
-                 or `-`",
-                quote(&name)
-            );
-            w.report_at(&f, message);
-        }
-        match names.entry(name.clone()) {
-            Entry::Vacant(entry) => {
-                entry.insert(w.line(f.span.start));
-            }
-            Entry::Occupied(entry) => {
-                let message = format!(
-                    "duplicate subscription name {} (first used on line {})",
-                    quote(&name),
-                    entry.get()
-                );
-                w.report_at(&f, message);
-            }
-        }
-        Some(name)
-    });
+    let name = w
+        .required(sec, "name")
+        .and_then(|f| subscription_name(w, &f, names));
     let stream = w.required(sec, "stream").and_then(|f| w.stream_name(&f));
     let handler_field = w.required(sec, "handler");
     let handler = handler_field
@@ -441,21 +429,80 @@ fn subscription(
             StartAt::Latest
         });
     let max_read = crate::source::MAX_READ_RECORDS as i64;
-    let batch = int(w, "batch", 1, max_read).map_or(defaults::BATCH, |n| n as usize);
-    let read_limit = int(w, "read_limit", 1, max_read).map_or(defaults::READ_LIMIT, |n| n as usize);
     let poll_interval = sec
         .get("poll_interval")
         .and_then(|f| w.duration(&f, MAX_INTERVAL))
         .unwrap_or(defaults::POLL_INTERVAL);
-    let watch = sec
-        .get("watch")
-        .and_then(|f| w.boolean(&f))
-        .unwrap_or(false);
-    let lanes = int(w, "lanes", 1, 64).map_or(defaults::LANES, |n| n as u32);
-    let max_attempts = int(w, "max_attempts", 1, 1000).map(|n| n as u32);
+    SubscriptionConfig {
+        handler: handler.unwrap_or_default(),
+        handler_at,
+        watch: sec
+            .get("watch")
+            .and_then(|f| w.boolean(&f))
+            .unwrap_or(false),
+        feed,
+        create_if_missing,
+        start_at,
+        batch: int(w, "batch", 1, max_read).map_or(defaults::BATCH, |n| n as usize),
+        read_limit: int(w, "read_limit", 1, max_read).map_or(defaults::READ_LIMIT, |n| n as usize),
+        poll_interval,
+        lanes: int(w, "lanes", 1, 64).map_or(defaults::LANES, |n| n as u32),
+        retry: retry_policy(w, sec, stream.as_deref()),
+        publish_to: publish_to(w, sec),
+        limits: w
+            .table(sec, "limits", LIMITS_KEYS)
+            .map_or_else(Limits::default, |limits| self::limits(w, &limits)),
+        wasi: w
+            .table(sec, "wasi", WASI_KEYS)
+            .map_or_else(WasiGrants::default, |wasi| self::wasi(w, &wasi)),
+        name: name.unwrap_or_default(),
+        stream: stream.unwrap_or_default(),
+    }
+}
+
+/// A subscription's `name`: valid, and not used before.
+fn subscription_name(
+    w: &mut Walker<'_>,
+    f: &Field<'_, '_>,
+    names: &mut HashMap<String, usize>,
+) -> Option<String> {
+    let name = w.text(f)?;
+    if !is_name(&name) {
+        let message = format!(
+            "{} is not a valid subscription name; use 1 to 128 letters, digits, `_`, `.` or `-`",
+            quote(&name)
+        );
+        w.report_at(f, message);
+    }
+    match names.entry(name.clone()) {
+        Entry::Vacant(entry) => {
+            entry.insert(w.line(f.span.start));
+        }
+        Entry::Occupied(entry) => {
+            let message = format!(
+                "duplicate subscription name {} (first used on line {})",
+                quote(&name),
+                entry.get()
+            );
+            w.report_at(f, message);
+        }
+    }
+    Some(name)
+}
+
+/// `max_attempts`, `dead_letter` and `retry_stream`: the policy needs all its parts, a cap and
+/// somewhere for the last attempt to go; the streams mean nothing without a cap.
+fn retry_policy(
+    w: &mut Walker<'_>,
+    sec: &Section<'_, '_>,
+    stream: Option<&str>,
+) -> Option<RetryPolicy> {
+    let max_attempts = sec
+        .get("max_attempts")
+        .and_then(|f| w.integer(&f, 1, 1000))
+        .map(|n| n as u32);
     let dead_letter = sec.get("dead_letter").and_then(|f| w.stream_name(&f));
     let retry_stream = sec.get("retry_stream").and_then(|f| w.stream_name(&f));
-    // The retry policy needs all its parts: a cap and somewhere for the last attempt to go.
     if let Some(f) = sec.get("max_attempts")
         && !sec.has("dead_letter")
     {
@@ -476,43 +523,25 @@ fn subscription(
             );
         }
     }
-    let mut publish_to = Vec::new();
+    Some(RetryPolicy {
+        max_attempts: max_attempts?,
+        own_retry_stream: retry_stream.is_some(),
+        retry_stream: retry_stream.unwrap_or_else(|| stream.unwrap_or_default().to_owned()),
+        dead_letter: dead_letter.unwrap_or_default(),
+    })
+}
+
+/// `publish_to`: the streams a handler may publish to.
+fn publish_to(w: &mut Walker<'_>, sec: &Section<'_, '_>) -> Vec<String> {
+    let mut streams = Vec::new();
     if let Some(items) = sec.get("publish_to").and_then(|f| w.array(&f)) {
         for item in &items {
             if let Some(name) = w.stream_name(item) {
-                publish_to.push(name);
+                streams.push(name);
             }
         }
     }
-    let limits = w
-        .table(sec, "limits", LIMITS_KEYS)
-        .map_or_else(Limits::default, |limits| self::limits(w, &limits));
-    let wasi = w
-        .table(sec, "wasi", WASI_KEYS)
-        .map_or_else(WasiGrants::default, |wasi| self::wasi(w, &wasi));
-    SubscriptionConfig {
-        name: name.unwrap_or_default(),
-        stream: stream.clone().unwrap_or_default(),
-        handler: handler.unwrap_or_default(),
-        handler_at,
-        watch,
-        feed,
-        create_if_missing,
-        start_at,
-        batch,
-        read_limit,
-        poll_interval,
-        lanes,
-        retry: max_attempts.map(|max_attempts| RetryPolicy {
-            max_attempts,
-            own_retry_stream: retry_stream.is_some(),
-            retry_stream: retry_stream.unwrap_or_else(|| stream.clone().unwrap_or_default()),
-            dead_letter: dead_letter.unwrap_or_default(),
-        }),
-        publish_to,
-        limits,
-        wasi,
-    }
+    streams
 }
 
 /// `"latest"`, `"trim_horizon"`, `{ timestamp = "2026-12-01T00:00:00Z" }` or a TOML datetime.

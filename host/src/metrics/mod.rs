@@ -3,8 +3,6 @@
 //! Hot paths never look a label set up per record: a shard worker takes its [`ShardMetrics`]
 //! (cheap handles into the families) once, and counts per batch.
 
-use std::time::Duration;
-
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -12,7 +10,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::record::Outcome;
+mod shard;
+
+pub use shard::ShardMetrics;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SubscriptionLabels {
@@ -116,87 +116,102 @@ impl Metrics {
             contained: Family::default(),
             registry: Registry::default(),
         };
+        m.register_handler_metrics(&mut registry);
+        m.register_shard_metrics(&mut registry);
+        m.register_containment_metrics(&mut registry);
+        Metrics { registry, ..m }
+    }
+
+    /// What handlers answer, how long their calls take, which version runs.
+    fn register_handler_metrics(&self, registry: &mut Registry) {
         registry.register(
             "records",
             "Records handled, by subscription, shard and outcome (a trapped record counts as retry)",
-            m.records.clone(),
+            self.records.clone(),
         );
         registry.register(
             "handler_call_seconds",
             "Duration of handler calls",
-            m.call_seconds.clone(),
+            self.call_seconds.clone(),
         );
         registry.register(
             "handler_traps",
             "Handler calls that failed, by kind (trap, timeout, memory, fuel, wrong-answer, instantiate)",
-            m.traps.clone(),
-        );
-        registry.register(
-            "millis_behind_latest",
-            "How far the last read of a shard was behind the tip of the stream, in ms",
-            m.millis_behind.clone(),
-        );
-        registry.register(
-            "leases_held",
-            "Shard leases this instance holds",
-            m.leases_held.clone(),
-        );
-        registry.register(
-            "lease_renewal_failures",
-            "Lease renewals that failed (each fences its shard)",
-            m.renewal_failures.clone(),
-        );
-        registry.register(
-            "checkpoint_writes",
-            "Checkpoints written to the lease store",
-            m.checkpoint_writes.clone(),
-        );
-        registry.register(
-            "reads",
-            "Reads of a shard (GetRecords calls) that answered, empty or not",
-            m.reads.clone(),
-        );
-        registry.register(
-            "read_records",
-            "Records per read (KPL user records counted one by one)",
-            m.read_records.clone(),
-        );
-        registry.register(
-            "read_throttles",
-            "Reads of a shard the stream service refused for its read limit (ProvisionedThroughputExceeded)",
-            m.read_throttles.clone(),
+            self.traps.clone(),
         );
         registry.register(
             "handler_version_info",
             "The handler version (sha256 of the component) a subscription runs: 1 for the current one",
-            m.handler_version.clone(),
+            self.handler_version.clone(),
         );
         registry.register(
             "handler_swaps",
             "Handler swaps (deploy, rollback, watch), by result (ok, refused)",
-            m.swaps.clone(),
+            self.swaps.clone(),
         );
+    }
+
+    /// Reading shards and keeping their leases and checkpoints.
+    fn register_shard_metrics(&self, registry: &mut Registry) {
+        registry.register(
+            "millis_behind_latest",
+            "How far the last read of a shard was behind the tip of the stream, in ms",
+            self.millis_behind.clone(),
+        );
+        registry.register(
+            "leases_held",
+            "Shard leases this instance holds",
+            self.leases_held.clone(),
+        );
+        registry.register(
+            "lease_renewal_failures",
+            "Lease renewals that failed (each fences its shard)",
+            self.renewal_failures.clone(),
+        );
+        registry.register(
+            "checkpoint_writes",
+            "Checkpoints written to the lease store",
+            self.checkpoint_writes.clone(),
+        );
+        registry.register(
+            "reads",
+            "Reads of a shard (GetRecords calls) that answered, empty or not",
+            self.reads.clone(),
+        );
+        registry.register(
+            "read_records",
+            "Records per read (KPL user records counted one by one)",
+            self.read_records.clone(),
+        );
+        registry.register(
+            "read_throttles",
+            "Reads of a shard the stream service refused for its read limit (ProvisionedThroughputExceeded)",
+            self.read_throttles.clone(),
+        );
+    }
+
+    /// Retries, dead letters, and what was stopped at a limit.
+    fn register_containment_metrics(&self, registry: &mut Registry) {
         registry.register(
             "retry_copies",
             "Retry copies published under a retry cap (max_attempts)",
-            m.retry_copies.clone(),
+            self.retry_copies.clone(),
         );
         registry.register(
             "dead_letters",
             "Records sent to the dead-letter stream after their last attempt",
-            m.dead_letters.clone(),
+            self.dead_letters.clone(),
         );
         registry.register(
             "envelopes_rejected",
             "Records that looked like retry copies but were not made by this fleet for this subscription and stream (handled as ordinary records)",
-            m.envelopes_rejected.clone(),
+            self.envelopes_rejected.clone(),
         );
         registry.register(
             "contained",
             "Containment events: a handler, a record or a client stopped at a limit (by event)",
-            m.contained.clone(),
+            self.contained.clone(),
         );
-        Metrics { registry, ..m }
     }
 
     /// The OpenMetrics text of every metric.
@@ -325,79 +340,10 @@ impl Metrics {
     }
 }
 
-/// One shard worker's handles into the families.
-#[derive(Clone, Debug)]
-pub struct ShardMetrics {
-    ack: Counter,
-    drop: Counter,
-    retry: Counter,
-    retry_after: Counter,
-    millis_behind: Gauge,
-    checkpoint_writes: Counter,
-    reads: Counter,
-    read_records: Histogram,
-    read_throttles: Counter,
-    call_seconds: Histogram,
-}
-
-impl ShardMetrics {
-    /// Counts one call's outcomes.
-    pub fn outcomes(&self, outcomes: &[Outcome]) {
-        let (mut ack, mut drop, mut retry, mut after) = (0, 0, 0, 0);
-        for o in outcomes {
-            match o {
-                Outcome::Ack => ack += 1,
-                Outcome::Drop => drop += 1,
-                Outcome::Retry => retry += 1,
-                Outcome::RetryAfter(_) => after += 1,
-            }
-        }
-        for (counter, n) in [
-            (&self.ack, ack),
-            (&self.drop, drop),
-            (&self.retry, retry),
-            (&self.retry_after, after),
-        ] {
-            if n > 0 {
-                counter.inc_by(n);
-            }
-        }
-    }
-
-    /// Counts records held because their call failed.
-    pub fn failed(&self, records: usize) {
-        self.retry.inc_by(records as u64);
-    }
-
-    pub fn call(&self, took: Duration) {
-        self.call_seconds.observe(took.as_secs_f64());
-    }
-
-    pub fn millis_behind(&self, ms: Option<u64>) {
-        if let Some(ms) = ms {
-            self.millis_behind.set(ms as i64);
-        }
-    }
-
-    pub fn checkpoint_written(&self) {
-        self.checkpoint_writes.inc();
-    }
-
-    /// Counts one read that answered with this many records.
-    pub fn read(&self, records: usize) {
-        self.reads.inc();
-        self.read_records.observe(records as f64);
-    }
-
-    /// Counts one read the stream service refused for the shard's read limit.
-    pub fn throttled(&self) {
-        self.read_throttles.inc();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::Outcome;
 
     #[test]
     fn counts_appear_under_their_labels() {

@@ -1,0 +1,79 @@
+//! One shard's handles into the metric families, taken once by its worker.
+
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+
+use crate::record::Outcome;
+
+/// One shard worker's handles into the families.
+#[derive(Clone, Debug)]
+pub struct ShardMetrics {
+    pub(super) ack: Counter,
+    pub(super) drop: Counter,
+    pub(super) retry: Counter,
+    pub(super) retry_after: Counter,
+    pub(super) millis_behind: Gauge,
+    pub(super) checkpoint_writes: Counter,
+    pub(super) reads: Counter,
+    pub(super) read_records: Histogram,
+    pub(super) read_throttles: Counter,
+    pub(super) call_seconds: Histogram,
+}
+
+impl ShardMetrics {
+    /// Counts one call's outcomes.
+    pub fn outcomes(&self, outcomes: &[Outcome]) {
+        let (mut ack, mut drop, mut retry, mut after) = (0, 0, 0, 0);
+        for o in outcomes {
+            match o {
+                Outcome::Ack => ack += 1,
+                Outcome::Drop => drop += 1,
+                Outcome::Retry => retry += 1,
+                Outcome::RetryAfter(_) => after += 1,
+            }
+        }
+        for (counter, n) in [
+            (&self.ack, ack),
+            (&self.drop, drop),
+            (&self.retry, retry),
+            (&self.retry_after, after),
+        ] {
+            if n > 0 {
+                counter.inc_by(n);
+            }
+        }
+    }
+
+    /// Counts records held because their call failed.
+    pub fn failed(&self, records: usize) {
+        self.retry.inc_by(records as u64);
+    }
+
+    pub fn call(&self, took: Duration) {
+        self.call_seconds.observe(took.as_secs_f64());
+    }
+
+    pub fn millis_behind(&self, ms: Option<u64>) {
+        if let Some(ms) = ms {
+            self.millis_behind.set(ms as i64);
+        }
+    }
+
+    pub fn checkpoint_written(&self) {
+        self.checkpoint_writes.inc();
+    }
+
+    /// Counts one read that answered with this many records.
+    pub fn read(&self, records: usize) {
+        self.reads.inc();
+        self.read_records.observe(records as f64);
+    }
+
+    /// Counts one read the stream service refused for the shard's read limit.
+    pub fn throttled(&self) {
+        self.read_throttles.inc();
+    }
+}

@@ -1,0 +1,222 @@
+//! The supervisor turns a validated [`Config`] into a running host: it loads every handler and
+//! record file first (so a bad config or component never starts half a host), then creates the
+//! streams, puts the feeds in, and runs one [`Coordinator`] per subscription until told to stop.
+
+mod prepare;
+mod stores;
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::admin::{AdminServer, BindError};
+use crate::config::Config;
+use crate::coordinator::{Coordinator, LeaseSettings, TaskFailed, panic_message};
+use crate::deploy::Deployer;
+use crate::dispatch::OutcomeTap;
+use crate::feed::FeedError;
+use crate::lease::LeaseStore;
+use crate::metrics::Metrics;
+use crate::publish::Publisher;
+use crate::source::{SourceError, StreamSource};
+use crate::status::{Failure, StatusBoard};
+use crate::wasm::LoadError;
+use prepare::Prepared;
+pub use stores::{fleet_envelope_key, owner_id};
+
+/// Why a host could not start. Nothing has been started when this is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("subscription `{subscription}`: {source}")]
+    Handler {
+        subscription: String,
+        source: LoadError,
+    },
+    #[error("subscription `{subscription}`: {source}")]
+    Feed {
+        subscription: String,
+        source: FeedError,
+    },
+    #[error("subscription `{subscription}`: {source}")]
+    Stream {
+        subscription: String,
+        source: SourceError,
+    },
+    #[error(transparent)]
+    Runtime(LoadError),
+    #[error("[leases] {0}")]
+    Leases(crate::lease::LeaseError),
+    #[error("[host] retry_key: {0}")]
+    EnvelopeKey(#[source] crate::envelope::key::KeyError),
+    #[error(transparent)]
+    Admin(BindError),
+    /// A subscription's task failed while running; the host stopped.
+    #[error("the host stopped because a task failed: {0}")]
+    Failed(#[source] crate::coordinator::TaskFailed),
+}
+
+/// Everything a host needs, loaded and checked, with nothing running yet.
+pub struct Host {
+    config: Config,
+    owner: Arc<str>,
+    source: Arc<dyn StreamSource>,
+    store: Arc<dyn LeaseStore>,
+    subscriptions: Vec<Prepared>,
+    status: StatusBoard,
+    metrics: Arc<Metrics>,
+    /// Swaps handlers (and holds the runtime, whose epoch ticker must live while the host runs).
+    deployer: Arc<Deployer>,
+    admin: Option<AdminServer>,
+}
+
+impl Host {
+    /// The live status of every shard.
+    pub fn status(&self) -> StatusBoard {
+        self.status.clone()
+    }
+
+    /// Where the admin API listens, when it is on.
+    pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
+        self.admin.as_ref().map(AdminServer::local_addr)
+    }
+
+    /// Swaps handlers (what the admin API's deploy and rollback call).
+    pub fn deployer(&self) -> Arc<Deployer> {
+        self.deployer.clone()
+    }
+
+    /// The streams this host reads (e.g. to put records into the embedded stream).
+    pub fn source(&self) -> Arc<dyn StreamSource> {
+        self.source.clone()
+    }
+
+    /// Every metric of this host.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// Calls `tap` with every record's outcome, on every subscription. Call before `run`.
+    pub fn on_outcome(&mut self, tap: OutcomeTap) {
+        for s in &mut self.subscriptions {
+            Arc::get_mut(&mut s.plan)
+                .expect("plans are shared only once the host runs")
+                .tap = Some(tap.clone());
+        }
+    }
+
+    /// Keeps leases and checkpoints in `store` instead of the configured one (e.g. to restart a
+    /// host in process over the checkpoints of an earlier one). Call before `run`.
+    pub fn use_lease_store(&mut self, store: Arc<dyn LeaseStore>) {
+        self.store = store;
+    }
+
+    /// Reads, publishes and puts through `source` instead of the configured stream service (e.g.
+    /// one wrapped to enforce a service's limits in a test). The streams the config names must
+    /// already exist in it. Call before `run`.
+    pub fn use_source(&mut self, source: Arc<dyn StreamSource>) {
+        for (s, c) in self
+            .subscriptions
+            .iter_mut()
+            .zip(&self.config.subscriptions)
+        {
+            let plan = Arc::get_mut(&mut s.plan).expect("plans are shared only once the host runs");
+            if plan.publisher.is_some() {
+                plan.publisher = Some(Arc::new(Publisher::new(
+                    source.clone(),
+                    &c.name,
+                    c.publish_to.clone(),
+                )));
+            }
+        }
+        self.source = source;
+    }
+
+    /// Where this host keeps its leases and checkpoints.
+    pub fn lease_store(&self) -> Arc<dyn LeaseStore> {
+        self.store.clone()
+    }
+
+    /// Runs every subscription until `stop` fires; then every shard finishes its batch, writes
+    /// its checkpoint and releases its lease before this returns.
+    pub async fn run(mut self, stop: CancellationToken) -> Result<(), StartError> {
+        for s in &self.subscriptions {
+            for r in &s.feed {
+                self.source
+                    .put(&s.plan.stream, &r.partition_key, r.data.clone())
+                    .await
+                    .map_err(|source| StartError::Stream {
+                        subscription: s.plan.name.to_string(),
+                        source,
+                    })?;
+            }
+            if !s.feed.is_empty() {
+                tracing::info!(subscription = %s.plan.name, records = s.feed.len(), stream = %s.plan.stream, "feed put into the embedded stream");
+            }
+        }
+        let timings = LeaseSettings {
+            ttl: self.config.leases.ttl,
+            renew_every: self.config.leases.renew_every,
+            list_every: self.config.leases.list_every,
+            balance: self.config.leases.balance,
+        };
+        tracing::info!(owner = %self.owner, subscriptions = self.subscriptions.len(), "host running");
+        // The admin API and the file watcher stop when the shards have (a deploy during the
+        // stop still lands in the slot and is simply not used).
+        let side_stop = CancellationToken::new();
+        let mut side = tokio::task::JoinSet::new();
+        if let Some(admin) = self.admin.take() {
+            side.spawn(admin.serve(side_stop.clone()));
+        }
+        if self.deployer.watches() {
+            side.spawn(self.deployer.clone().watch(side_stop.clone()));
+        }
+        // A failed subscription stops the whole host (gracefully), so that its supervisor
+        // restarts it: `stop` for the caller's stop, `stop_all` for both.
+        let stop_all = stop.child_token();
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut names = std::collections::HashMap::new();
+        for s in &self.subscriptions {
+            let coordinator = Coordinator {
+                plan: s.plan.clone(),
+                source: self.source.clone(),
+                store: self.store.clone(),
+                owner: self.owner.clone(),
+                timings,
+                status: self.status.clone(),
+            };
+            let span = tracing::info_span!("subscription", subscription = %s.plan.name);
+            let task = tasks.spawn(coordinator.run(stop_all.clone()).instrument(span));
+            names.insert(task.id(), s.plan.name.to_string());
+        }
+        let mut failed = None;
+        while let Some(done) = tasks.join_next_with_id().await {
+            let failure = match done {
+                Ok((_, Ok(()))) => continue,
+                Ok((_, Err(failure))) => failure,
+                Err(e) => {
+                    let subscription = names.get(&e.id()).cloned().unwrap_or_default();
+                    let reason = format!("coordinator failed: {}", panic_message(e));
+                    tracing::error!(subscription, "{reason}; the host stops");
+                    let failure = Failure {
+                        subscription,
+                        shard: None,
+                        reason,
+                    };
+                    self.status.fail(failure.clone());
+                    TaskFailed(failure)
+                }
+            };
+            stop_all.cancel();
+            failed.get_or_insert(failure);
+        }
+        side_stop.cancel();
+        while side.join_next().await.is_some() {}
+        if let Some(failure) = failed {
+            tracing::error!("host stopped after a failure: {failure}");
+            return Err(StartError::Failed(failure));
+        }
+        tracing::info!("host stopped: checkpoints written, leases released");
+        Ok(())
+    }
+}

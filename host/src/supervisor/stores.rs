@@ -1,0 +1,96 @@
+//! What a host is before it reads: its owner id, its lease store, and the key its retry copies
+//! and dead letters are authenticated with.
+
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::StartError;
+use crate::config::{Config, LeaseStoreKind};
+use crate::envelope::EnvelopeKey;
+use crate::lease::{DynamoLeaseStore, LeaseStore, MemoryLeaseStore};
+use crate::wasm::Runtime;
+
+/// The owner id of this process: the configured one, else hostname + a random suffix.
+pub fn owner_id(config: &Config) -> String {
+    if let Some(id) = &config.host.owner_id {
+        return id.clone();
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "shardhost".to_owned());
+    let suffix = RandomState::new().hash_one(std::process::id()) as u32;
+    format!("{host}-{suffix:08x}")
+}
+
+/// The configured lease store, checked (a DynamoDB table must exist with the right key), and the
+/// key that authenticates envelopes.
+pub(super) async fn lease_store(
+    config: &Config,
+    cache: Option<&Path>,
+) -> Result<(Arc<dyn LeaseStore>, EnvelopeKey), StartError> {
+    match &config.leases.store {
+        LeaseStoreKind::Memory => Ok((
+            Arc::new(MemoryLeaseStore::new()),
+            envelope_key(config, cache, None).await?,
+        )),
+        LeaseStoreKind::Dynamo {
+            table,
+            endpoint,
+            region,
+            test_credentials,
+        } => {
+            let store = DynamoLeaseStore::connect(
+                table,
+                endpoint.as_deref(),
+                region.as_deref(),
+                *test_credentials,
+                config.leases.legacy_stream.as_deref(),
+            )
+            .await;
+            store.check_table().await.map_err(StartError::Leases)?;
+            let key = envelope_key(config, cache, Some(&store)).await?;
+            Ok((Arc::new(store), key))
+        }
+    }
+}
+
+/// The key that authenticates this fleet's retry copies and dead letters, found as a host of
+/// `config` finds it (for tools such as `shardhost dead-letters`).
+pub async fn fleet_envelope_key(config: &Config) -> Result<EnvelopeKey, StartError> {
+    let cache = config
+        .host
+        .cache_dir
+        .clone()
+        .or_else(Runtime::default_cache_dir);
+    lease_store(config, cache.as_deref()).await.map(|(_, k)| k)
+}
+
+/// See [`crate::envelope::key`]: the configured secret; else the lease table's key; else the
+/// cache directory's key file.
+async fn envelope_key(
+    config: &Config,
+    cache: Option<&Path>,
+    table: Option<&DynamoLeaseStore>,
+) -> Result<EnvelopeKey, StartError> {
+    if let Some(key) = EnvelopeKey::configured(config.host.retry_key.as_deref()) {
+        return Ok(key);
+    }
+    if let Some(store) = table {
+        let bytes = store.envelope_key().await.map_err(StartError::Leases)?;
+        return Ok(EnvelopeKey::from_bytes(bytes));
+    }
+    match cache {
+        Some(dir) => EnvelopeKey::in_dir(dir).map_err(StartError::EnvelopeKey),
+        None => {
+            tracing::warn!(
+                "no cache directory: retry copies are authenticated with a key of this process only (set [host] retry_key)"
+            );
+            EnvelopeKey::random().map_err(StartError::EnvelopeKey)
+        }
+    }
+}
