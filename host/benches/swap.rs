@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hyper::{Method, StatusCode};
-use shardhost::admin::client::AdminClient;
+use shardhost::cli::admin_client::AdminClient;
 use shardhost::config::Config;
 use shardhost::supervisor::Host;
 use tokio_util::sync::CancellationToken;

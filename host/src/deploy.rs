@@ -24,8 +24,12 @@ const WATCH_EVERY: Duration = Duration::from_millis(250);
 /// Why a swap did not happen. The old handler keeps serving.
 #[derive(Debug, thiserror::Error)]
 pub enum DeployError {
-    #[error("no subscription `{name}` (this host runs: {known})")]
-    UnknownSubscription { name: String, known: String },
+    #[error("no subscription `{name}` (this host runs: {})", quoted(.known))]
+    UnknownSubscription {
+        name: String,
+        /// The subscriptions this host runs.
+        known: Vec<String>,
+    },
     #[error("subscription `{subscription}`: {source}; the handler serving is unchanged")]
     Invalid {
         subscription: String,
@@ -33,6 +37,15 @@ pub enum DeployError {
     },
     #[error("subscription `{0}`: no earlier handler to roll back to")]
     NothingToRollBack(String),
+}
+
+/// `a`, `b`
+fn quoted(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// One subscription's handler, as deploys see it.
@@ -105,12 +118,7 @@ impl Deployer {
             .get(name)
             .ok_or_else(|| DeployError::UnknownSubscription {
                 name: name.to_owned(),
-                known: self
-                    .targets
-                    .keys()
-                    .map(|k| format!("`{k}`"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                known: self.targets.keys().cloned().collect(),
             })
     }
 

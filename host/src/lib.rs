@@ -4,11 +4,13 @@
 //! The modules read as the data flows:
 //! [`config`] → [`supervisor`] → [`coordinator`] (leases) + [`source`] (shards) →
 //! [`dispatch`] → [`wasm`] (via the [`handler`] seam) → [`settle`] → [`lease`].
-//! `ARCHITECTURE.md` at the repository root is the map.
+//! [`cli`] is the command line (the `shardhost` binary is its glue). `ARCHITECTURE.md` at the
+//! repository root is the map.
 
 pub mod admin;
 pub mod allocator;
 pub mod aws;
+pub mod cli;
 pub mod config;
 pub mod coordinator;
 pub mod deploy;

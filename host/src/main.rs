@@ -1,7 +1,21 @@
-//! The `shardhost` binary: glue between the command line and the library.
+//! The `shardhost` binary: parses the command line, runs the command, reports its failure once
+//! (every cause) and exits with its code. The commands are `shardhost::cli`.
 
-mod cli;
+use std::process::ExitCode;
 
-fn main() -> std::process::ExitCode {
-    cli::main()
+use clap::Parser;
+use shardhost::cli::{Chain, Cli};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    cli.init_logging();
+    let Err(e) = cli.run() else {
+        return ExitCode::SUCCESS;
+    };
+    if e.logged() {
+        tracing::error!("{}", Chain(&e));
+    } else {
+        eprintln!("{}", Chain(&e));
+    }
+    ExitCode::from(e.exit_code())
 }

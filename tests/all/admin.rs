@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::{Outcomes, Running, Scratch, guest};
 use hyper::{Method, StatusCode};
-use shardhost::admin::client::Answer;
+use shardhost::cli::admin_client::Answer;
 use shardhost::record::Outcome;
 use shardhost::status::Report;
 

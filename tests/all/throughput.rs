@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::support::{Running, Scratch, guest, metric};
 use async_trait::async_trait;
 use shardhost::source::{
-    ReadBatch, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource,
+    Call, ReadBatch, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource,
 };
 
 /// The most bytes (data and partition keys) one GetRecords call answers.
@@ -75,13 +75,23 @@ impl StreamSource for Paced {
     }
 }
 
+impl PacedReader {
+    fn call(&self) -> Call {
+        Call::ReadShard {
+            stream: self.stream.clone(),
+            shard: self.shard.clone(),
+        }
+    }
+}
+
 #[async_trait]
 impl ShardReader for PacedReader {
     async fn read(&mut self, limit: usize) -> Result<ReadBatch, SourceError> {
         if limit > 10_000 {
-            return Err(SourceError::Other(format!(
-                "limit {limit} is more than 10000"
-            )));
+            return Err(SourceError::Service {
+                call: self.call(),
+                source: format!("limit {limit} is more than 10000").into(),
+            });
         }
         let started = Instant::now();
         {
@@ -91,7 +101,7 @@ impl ShardReader for PacedReader {
                 .is_some_and(|t| started.duration_since(*t) < MIN_READ_GAP)
             {
                 self.log.throttles.fetch_add(1, Ordering::Relaxed);
-                return Err(SourceError::Throttled("read rate exceeded".into()));
+                return Err(SourceError::Throttled(self.call()));
             }
             last.insert(self.shard.clone(), started);
         }

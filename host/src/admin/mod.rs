@@ -20,8 +20,8 @@
 //! [`REQUEST_TIMEOUT`], an upload body at most [`UPLOAD_TIMEOUT`]; and a subscription takes
 //! one upload at a time.
 
-pub mod client;
 mod guard;
+pub mod reply;
 mod serve;
 
 pub use guard::{HEADER_READ_TIMEOUT, MAX_CONNECTIONS, REQUEST_TIMEOUT, UPLOAD_TIMEOUT};
@@ -44,6 +44,7 @@ use crate::deploy::{DeployError, Deployer};
 use crate::handler::Swapped;
 use crate::metrics::Metrics;
 use crate::status::{Report, StatusBoard, SubscriptionReport};
+use reply::{ErrorReply, SwapReply};
 
 /// The content type of `GET /metrics`.
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -148,7 +149,7 @@ async fn healthz(status: crate::status::StatusBoard) -> Response {
 }
 
 pub(super) fn error(status: StatusCode, message: String) -> Response {
-    (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
+    (status, axum::Json(ErrorReply { error: message })).into_response()
 }
 
 async fn status(State(shared): State<Arc<Shared>>) -> axum::Json<Report> {
@@ -253,7 +254,7 @@ async fn rollback(State(shared): State<Arc<Shared>>, Path(name): Path<String>) -
 
 fn swapped(result: Result<Swapped, DeployError>) -> Response {
     match result {
-        Ok(s) => axum::Json(serde_json::json!({ "old": s.old, "new": s.new })).into_response(),
+        Ok(s) => axum::Json(SwapReply::from(s)).into_response(),
         Err(e) => {
             let status = match e {
                 DeployError::UnknownSubscription { .. } => StatusCode::NOT_FOUND,

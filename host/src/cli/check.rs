@@ -2,40 +2,35 @@
 
 use std::path::Path;
 
-use shardhost::config::Config;
-use shardhost::feed;
-use shardhost::wasm::{Runtime, short_version};
+use crate::config::Config;
+use crate::feed;
+use crate::wasm::{Runtime, short_version};
 
-use super::EXIT_CONFIG;
+use super::{CheckProblem, CliError};
 
-pub fn check(path: &Path) -> u8 {
-    super::block_on(check_async(path))
+pub fn check(path: &Path) -> Result<(), CliError> {
+    let config = Config::load(path).map_err(|e| CliError::Check {
+        path: path.to_owned(),
+        problems: e.problems.into_iter().map(CheckProblem::Config).collect(),
+    })?;
+    let loaded = super::block_on(load_all(path, &config))?;
+    for line in loaded {
+        println!("{line}");
+    }
+    println!("{}: ok", path.display());
+    Ok(())
 }
 
-async fn check_async(path: &Path) -> u8 {
-    let config = match Config::load(path) {
-        Ok(c) => c,
-        Err(e) => {
-            for p in &e.problems {
-                eprintln!("{p}");
-            }
-            eprintln!("{}: {} problem(s)", path.display(), e.problems.len());
-            return EXIT_CONFIG;
-        }
-    };
-    let mut problems: Vec<String> = Vec::new();
+/// Loads every handler and feed of the config (at `path`); answers a line per handler, or every
+/// problem found.
+async fn load_all(path: &Path, config: &Config) -> Result<Vec<String>, CliError> {
     let cache = config
         .host
         .cache_dir
         .clone()
         .or_else(Runtime::default_cache_dir);
-    let runtime = match Runtime::new(cache, config.meters_fuel()) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("{e}");
-            return super::EXIT_RUNTIME;
-        }
-    };
+    let runtime = Runtime::new(cache, config.meters_fuel()).map_err(CliError::Engine)?;
+    let mut problems = Vec::new();
     let mut loaded = Vec::new();
     for s in &config.subscriptions {
         match runtime.load_file(&s.handler, s.limits, &s.wasi).await {
@@ -45,25 +40,26 @@ async fn check_async(path: &Path) -> u8 {
                 s.handler.display(),
                 short_version(c.version())
             )),
-            Err(e) => problems.push(format!("{}: {e}", s.handler_at)),
+            Err(source) => problems.push(CheckProblem::Handler {
+                at: s.handler_at.clone(),
+                source,
+            }),
         }
         if let Some(feed_path) = &s.feed
-            && let Err(e) = feed::load(feed_path)
+            && let Err(source) = feed::load(feed_path)
         {
-            problems.push(format!("subscription `{}`: feed {e}", s.name));
+            problems.push(CheckProblem::Feed {
+                subscription: s.name.clone(),
+                source,
+            });
         }
     }
     if problems.is_empty() {
-        for line in loaded {
-            println!("{line}");
-        }
-        println!("{}: ok", path.display());
-        0
+        Ok(loaded)
     } else {
-        for p in &problems {
-            eprintln!("{p}");
-        }
-        eprintln!("{}: {} problem(s)", path.display(), problems.len());
-        EXIT_CONFIG
+        Err(CliError::Check {
+            path: path.to_owned(),
+            problems,
+        })
     }
 }

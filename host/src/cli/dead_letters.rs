@@ -5,12 +5,12 @@ use std::path::PathBuf;
 
 use base64::Engine;
 use clap::Args;
-use shardhost::config::{Config, KinesisEndpoint};
-use shardhost::envelope::{self, EnvelopeKey, Header, Kind};
-use shardhost::source::kinesis::KinesisStreams;
-use shardhost::source::{StartPosition, StreamSource};
 
-use super::{EXIT_CONFIG, EXIT_RUNTIME};
+use super::CliError;
+use crate::config::{Config, KinesisEndpoint};
+use crate::envelope::{self, EnvelopeKey, Header, Kind};
+use crate::source::kinesis::KinesisStreams;
+use crate::source::{SourceError, StartPosition, StreamSource};
 
 #[derive(Args, Debug)]
 pub struct DeadLettersArgs {
@@ -39,38 +39,20 @@ struct Letter {
     data: Vec<u8>,
 }
 
-pub fn dead_letters(args: &DeadLettersArgs) -> u8 {
-    let config = match Config::load(&args.config) {
-        Ok(c) => c,
-        Err(e) => {
-            eprint!("{e}");
-            return EXIT_CONFIG;
-        }
-    };
+pub fn dead_letters(args: &DeadLettersArgs) -> Result<(), CliError> {
+    let config = Config::load(&args.config)?;
     if config.kinesis.endpoint == KinesisEndpoint::Memory {
-        eprintln!(
-            "{}: [kinesis] endpoint = \"memory\": the embedded stream lives inside the running \
-             host, so its dead letters cannot be read from outside",
-            args.config.display()
-        );
-        return EXIT_CONFIG;
+        return Err(CliError::EmbeddedDeadLetters(args.config.clone()));
     }
     super::block_on(async {
-        let key = match shardhost::supervisor::fleet_envelope_key(&config).await {
-            Ok(k) => k,
-            Err(e) => {
-                eprintln!("{}: {e}", args.config.display());
-                return EXIT_CONFIG;
-            }
-        };
+        let key = crate::supervisor::fleet_envelope_key(&config)
+            .await
+            .map_err(|source| CliError::Start {
+                path: args.config.clone(),
+                source: Box::new(source),
+            })?;
         let source = KinesisStreams::connect(&config.kinesis).await;
-        let letters = match read(&source, &key, &args.stream).await {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("{e}");
-                return EXIT_RUNTIME;
-            }
-        };
+        let letters = read(&source, &key, &args.stream).await?;
         if args.replay {
             return replay(&source, &config, &letters).await;
         }
@@ -84,7 +66,7 @@ pub fn dead_letters(args: &DeadLettersArgs) -> u8 {
         if !args.json {
             eprintln!("{} dead letter(s) in `{}`", letters.len(), args.stream);
         }
-        0
+        Ok(())
     })
 }
 
@@ -93,20 +75,16 @@ async fn read(
     source: &KinesisStreams,
     key: &EnvelopeKey,
     stream: &str,
-) -> Result<Vec<Letter>, String> {
+) -> Result<Vec<Letter>, SourceError> {
     let mut letters = Vec::new();
-    let shards = source
-        .list_shards(stream)
-        .await
-        .map_err(|e| e.to_string())?;
+    let shards = source.list_shards(stream).await?;
     for shard in shards {
         let mut reader = source
             .open(stream, &shard.shard_id, &StartPosition::TrimHorizon)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         let mut empty_reads = 0;
         loop {
-            let batch = reader.read(1000).await.map_err(|e| e.to_string())?;
+            let batch = reader.read(1000).await?;
             let caught_up = batch.end_of_shard || batch.millis_behind_latest == Some(0);
             if batch.records.is_empty() {
                 empty_reads += 1;
@@ -143,7 +121,11 @@ async fn read(
     Ok(letters)
 }
 
-async fn replay(source: &KinesisStreams, config: &Config, letters: &[Letter]) -> u8 {
+async fn replay(
+    source: &KinesisStreams,
+    config: &Config,
+    letters: &[Letter],
+) -> Result<(), CliError> {
     let read: std::collections::HashSet<&str> = config
         .subscriptions
         .iter()
@@ -175,22 +157,20 @@ async fn replay(source: &KinesisStreams, config: &Config, letters: &[Letter]) ->
     }
     for (n, l) in ours.iter().enumerate() {
         let o = &l.header.origin;
-        if let Err(e) = source
+        source
             .put(&o.stream, &o.partition_key, l.data.clone())
             .await
-        {
-            eprintln!(
-                "replaying dead letter {} into `{}` failed after {n} replayed: {e}",
-                l.sequence_number, o.stream
-            );
-            return EXIT_RUNTIME;
-        }
+            .map_err(|source| CliError::Replay {
+                letter: l.sequence_number.clone(),
+                stream: o.stream.clone(),
+                replayed: n,
+                source: Box::new(source),
+            })?;
     }
     println!("{} dead letter(s) put back into their streams", ours.len());
-    if refused.is_empty() && references.is_empty() {
-        0
-    } else {
-        EXIT_RUNTIME
+    match refused.len() + references.len() {
+        0 => Ok(()),
+        left_out => Err(CliError::NotReplayed(left_out)),
     }
 }
 

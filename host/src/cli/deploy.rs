@@ -3,10 +3,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use hyper::Method;
 
-use super::{AdminArgs, EXIT_CONFIG, EXIT_RUNTIME};
-use shardhost::admin::client::refused;
+use super::{AdminArgs, CliError};
 
 #[derive(Args, Debug)]
 pub struct DeployArgs {
@@ -25,49 +23,30 @@ pub struct DeployArgs {
     rollback: bool,
 }
 
-pub fn deploy(args: &DeployArgs) -> u8 {
-    let client = match args.admin.client() {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
+pub fn deploy(args: &DeployArgs) -> Result<(), CliError> {
+    let client = args.admin.client()?;
     let name = &args.subscription;
-    let (path, body) = match &args.file {
-        Some(file) => match std::fs::read(file) {
-            Ok(bytes) => (format!("/subscriptions/{name}/handler"), bytes),
-            Err(e) => {
-                eprintln!("{}: cannot read the handler: {e}", file.display());
-                return EXIT_CONFIG;
-            }
-        },
-        None => (format!("/subscriptions/{name}/rollback"), Vec::new()),
+    // Without a file it is a rollback (the arguments allow nothing else).
+    let component = match &args.file {
+        Some(file) => Some(std::fs::read(file).map_err(|source| CliError::ReadHandler {
+            file: file.clone(),
+            source,
+        })?),
+        None => None,
     };
-    let method = if args.rollback {
-        Method::POST
+    let versions = super::block_on(async {
+        Ok(match component {
+            Some(bytes) => client.deploy(name, bytes).await?,
+            None => client.rollback(name).await?,
+        })
+    })?;
+    let (old, new) = (versions.old, versions.new);
+    if old == new {
+        println!("subscription `{name}`: already runs {new}; nothing swapped");
     } else {
-        Method::PUT
-    };
-    super::block_on(async {
-        let answer = match client.send(method, &path, body).await {
-            Ok(a) => a,
-            Err(e) => {
-                eprintln!("{e}");
-                return EXIT_RUNTIME;
-            }
-        };
-        if !answer.status.is_success() {
-            eprintln!("deploy refused: {}", refused(&answer));
-            return EXIT_RUNTIME;
-        }
-        let versions: serde_json::Value = serde_json::from_slice(&answer.body).unwrap_or_default();
-        let old = versions["old"].as_str().unwrap_or("?");
-        let new = versions["new"].as_str().unwrap_or("?");
-        if old == new {
-            println!("subscription `{name}`: already runs {new}; nothing swapped");
-        } else {
-            println!("subscription `{name}`: handler swapped; shards switch at their next batch");
-            println!("  old {old}");
-            println!("  new {new}");
-        }
-        0
-    })
+        println!("subscription `{name}`: handler swapped; shards switch at their next batch");
+        println!("  old {old}");
+        println!("  new {new}");
+    }
+    Ok(())
 }

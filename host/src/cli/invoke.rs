@@ -6,14 +6,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
-use shardhost::config::{Limits, WasiGrants};
-use shardhost::feed;
-use shardhost::handler::{CallContext, Handler, HandlerFactory, outcomes_per_record};
-use shardhost::record::{BatchInfo, Outcome, Record};
-use shardhost::source::memory::{MemoryStreams, shard_id};
-use shardhost::wasm::Runtime;
 
-use super::{EXIT_CONFIG, EXIT_RUNTIME};
+use super::CliError;
+use crate::config::{Limits, WasiGrants};
+use crate::feed::{self, FeedRecord};
+use crate::handler::{CallContext, Handler, HandlerFactory, outcomes_per_record};
+use crate::record::{BatchInfo, Outcome, Record};
+use crate::source::memory::{MemoryStreams, shard_id};
+use crate::wasm::Runtime;
 
 #[derive(Args, Debug)]
 pub struct InvokeArgs {
@@ -32,36 +32,26 @@ pub struct InvokeArgs {
 
 const STREAM: &str = "invoke";
 
-pub fn invoke(args: &InvokeArgs) -> u8 {
+pub fn invoke(args: &InvokeArgs) -> Result<(), CliError> {
     super::block_on(invoke_async(args))
 }
 
-async fn invoke_async(args: &InvokeArgs) -> u8 {
-    let input = match feed::load(&args.records) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("{e}");
-            return EXIT_CONFIG;
-        }
-    };
-    let runtime = match Runtime::new(Runtime::default_cache_dir(), false) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("{e}");
-            return EXIT_RUNTIME;
-        }
-    };
-    let component = match runtime
+async fn invoke_async(args: &InvokeArgs) -> Result<(), CliError> {
+    let input = feed::load(&args.records)?;
+    let runtime = Runtime::new(Runtime::default_cache_dir(), false).map_err(CliError::Engine)?;
+    let component = runtime
         .load_file(&args.handler, Limits::default(), &WasiGrants::default())
         .await
-    {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return EXIT_CONFIG;
-        }
-    };
-    // One shard, so records keep their file order.
+        .map_err(CliError::Handler)?;
+    let records = in_file_order(input);
+    match call_in_batches(args, component.as_ref(), &records).await? {
+        0 => Ok(()),
+        failed => Err(CliError::CallsFailed(failed)),
+    }
+}
+
+/// The records as the embedded stream numbers them: one shard, so they keep their file order.
+fn in_file_order(input: Vec<FeedRecord>) -> Vec<Record> {
     let streams = MemoryStreams::new();
     streams.create(STREAM, 1);
     for r in input {
@@ -69,9 +59,19 @@ async fn invoke_async(args: &InvokeArgs) -> u8 {
             .put_now(STREAM, &r.partition_key, r.data)
             .expect("the stream was just created");
     }
-    let records = streams
+    streams
         .records(STREAM, &shard_id(0))
-        .expect("the stream was just created");
+        .expect("the stream was just created")
+}
+
+/// Calls the handler with `--batch` records at a time, printing each record's outcome (a
+/// failed call retries its records); answers how many calls failed. A failed call's instance
+/// is dropped and the next batch gets a fresh one.
+async fn call_in_batches(
+    args: &InvokeArgs,
+    component: &dyn HandlerFactory,
+    records: &[Record],
+) -> Result<usize, CliError> {
     let ctx = CallContext {
         subscription: Arc::from("invoke"),
         stream: Arc::from(STREAM),
@@ -92,13 +92,10 @@ async fn invoke_async(args: &InvokeArgs) -> u8 {
     for batch in records.chunks(args.batch as usize) {
         let mut handler = match instance.take() {
             Some(h) => h,
-            None => match component.instantiate(&ctx).await {
-                Ok(h) => h,
-                Err(e) => {
-                    eprintln!("{e}");
-                    return EXIT_RUNTIME;
-                }
-            },
+            None => component
+                .instantiate(&ctx)
+                .await
+                .map_err(CliError::Instantiate)?,
         };
         let result = handler
             .handle(&info, batch)
@@ -115,18 +112,28 @@ async fn invoke_async(args: &InvokeArgs) -> u8 {
                 (vec![Outcome::Retry; batch.len()], Some(e.to_string()))
             }
         };
-        for (record, outcome) in batch.iter().zip(outcomes) {
-            let line = if args.json {
-                json_line(record, outcome, error.as_deref())
-            } else {
-                text_line(record, outcome, error.as_deref())
-            };
-            if writeln!(out, "{line}").is_err() {
-                return EXIT_RUNTIME;
-            }
-        }
+        print_outcomes(&mut out, args.json, batch, outcomes, error.as_deref())?;
     }
-    if failed_calls > 0 { EXIT_RUNTIME } else { 0 }
+    Ok(failed_calls)
+}
+
+/// A line per record of the batch.
+fn print_outcomes(
+    out: &mut impl Write,
+    json: bool,
+    batch: &[Record],
+    outcomes: Vec<Outcome>,
+    error: Option<&str>,
+) -> Result<(), CliError> {
+    for (record, outcome) in batch.iter().zip(outcomes) {
+        let line = if json {
+            json_line(record, outcome, error)
+        } else {
+            text_line(record, outcome, error)
+        };
+        writeln!(out, "{line}").map_err(CliError::Output)?;
+    }
+    Ok(())
 }
 
 fn json_line(record: &Record, outcome: Outcome, error: Option<&str>) -> String {

@@ -1,29 +1,31 @@
-//! The command line: one file per subcommand.
+//! The command line: one file per subcommand, each returning a [`CliError`]; `main.rs` parses
+//! the arguments, runs the command and reports its error.
 
+pub mod admin_client;
 mod check;
 mod dead_letters;
 mod deploy;
+mod error;
 mod invoke;
 mod run;
 mod status;
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tracing_subscriber::EnvFilter;
 
-/// Exit codes: 0 ok, 1 runtime failure, 2 usage or config error.
-pub const EXIT_RUNTIME: u8 = 1;
-pub const EXIT_CONFIG: u8 = 2;
+use admin_client::AdminClient;
+pub use error::{Chain, CheckProblem, CliError, EXIT_CONFIG, EXIT_RUNTIME};
 
+/// The command line.
 #[derive(Parser, Debug)]
 #[command(
     name = "shardhost",
     version,
     about = "Reads Kinesis shards and calls WebAssembly handlers"
 )]
-struct Cli {
+pub struct Cli {
     /// More log output: -v shows every record's outcome and every checkpoint, -vv everything.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
@@ -36,12 +38,14 @@ struct Cli {
     command: Command,
 }
 
+/// How log lines look.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 enum LogFormat {
     Text,
     Json,
 }
 
+/// The subcommands.
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the host until SIGINT or SIGTERM.
@@ -78,41 +82,40 @@ struct AdminArgs {
 }
 
 impl AdminArgs {
-    /// A client for the admin API, or the exit code of a bad `--admin` URL (after saying why).
-    fn client(&self) -> Result<shardhost::admin::client::AdminClient, u8> {
-        shardhost::admin::client::AdminClient::new(&self.admin, self.token.clone()).map_err(|e| {
-            eprintln!("{e}");
-            EXIT_CONFIG
-        })
+    /// A client for the admin API.
+    fn client(&self) -> Result<AdminClient, CliError> {
+        Ok(AdminClient::new(&self.admin, self.token.clone())?)
     }
 }
 
-pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    init_logging(cli.verbose, cli.log_format);
-    let code = match cli.command {
-        Command::Run { config } => run::run(&config),
-        Command::Check { config } => check::check(&config),
-        Command::Invoke(args) => invoke::invoke(&args),
-        Command::Deploy(args) => deploy::deploy(&args),
-        Command::Status(args) => status::status(&args),
-        Command::DeadLetters(args) => dead_letters::dead_letters(&args),
-    };
-    ExitCode::from(code)
+impl Cli {
+    /// Runs the subcommand.
+    pub fn run(self) -> Result<(), CliError> {
+        match self.command {
+            Command::Run { config } => run::run(&config),
+            Command::Check { config } => check::check(&config),
+            Command::Invoke(args) => invoke::invoke(&args),
+            Command::Deploy(args) => deploy::deploy(&args),
+            Command::Status(args) => status::status(&args),
+            Command::DeadLetters(args) => dead_letters::dead_letters(&args),
+        }
+    }
+
+    /// Logs to stderr at the level `-v` asks for (or `SHARDHOST_LOG` / `RUST_LOG`).
+    pub fn init_logging(&self) {
+        init_logging(self.verbose, self.log_format)
+    }
 }
 
 /// Runs a subcommand's async body on a single-threaded runtime.
-fn block_on(body: impl std::future::Future<Output = u8>) -> u8 {
-    match tokio::runtime::Builder::new_current_thread()
+fn block_on<T>(
+    body: impl std::future::Future<Output = Result<T, CliError>>,
+) -> Result<T, CliError> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt.block_on(body),
-        Err(e) => {
-            eprintln!("cannot start the async runtime: {e}");
-            EXIT_RUNTIME
-        }
-    }
+        .map_err(CliError::AsyncRuntime)?
+        .block_on(body)
 }
 
 fn init_logging(verbose: u8, format: LogFormat) {

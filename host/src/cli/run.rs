@@ -2,48 +2,30 @@
 
 use std::path::Path;
 
-use shardhost::config::Config;
-use shardhost::supervisor::Host;
 use tokio_util::sync::CancellationToken;
 
-use super::{EXIT_CONFIG, EXIT_RUNTIME};
+use crate::config::Config;
+use crate::supervisor::Host;
 
-pub fn run(path: &Path) -> u8 {
-    let config = match Config::load(path) {
-        Ok(c) => c,
-        Err(e) => {
-            eprint!("{e}");
-            return EXIT_CONFIG;
-        }
-    };
-    shardhost::allocator::release_large_buffers();
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+use super::CliError;
+
+pub fn run(path: &Path) -> Result<(), CliError> {
+    let config = Config::load(path)?;
+    crate::allocator::release_large_buffers();
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("cannot start the async runtime: {e}");
-            return EXIT_RUNTIME;
-        }
-    };
+        .map_err(CliError::AsyncRuntime)?;
     rt.block_on(async {
-        let host = match Host::prepare(config).await {
-            Ok(h) => h,
-            Err(e) => {
-                eprintln!("{}: {e}", path.display());
-                return EXIT_CONFIG;
-            }
-        };
+        let host = Host::prepare(config)
+            .await
+            .map_err(|source| CliError::Start {
+                path: path.to_owned(),
+                source: Box::new(source),
+            })?;
         let stop = CancellationToken::new();
         tokio::spawn(stop_on_signal(stop.clone()));
-        match host.run(stop).await {
-            Ok(()) => 0,
-            Err(e) => {
-                tracing::error!("{e}");
-                EXIT_RUNTIME
-            }
-        }
+        host.run(stop).await.map_err(CliError::Stopped)
     })
 }
 

@@ -1,11 +1,9 @@
 //! `shardhost status [--admin URL] [--json]`
 
 use clap::Args;
-use hyper::Method;
-use shardhost::status::Report;
 
-use super::{AdminArgs, EXIT_RUNTIME};
-use shardhost::admin::client::refused;
+use super::{AdminArgs, CliError};
+use crate::status::Report;
 
 #[derive(Args, Debug)]
 pub struct StatusArgs {
@@ -17,40 +15,18 @@ pub struct StatusArgs {
     json: bool,
 }
 
-pub fn status(args: &StatusArgs) -> u8 {
-    let client = match args.admin.client() {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    super::block_on(async {
-        let answer = match client.send(Method::GET, "/status", Vec::new()).await {
-            Ok(a) => a,
-            Err(e) => {
-                eprintln!("{e}");
-                return EXIT_RUNTIME;
-            }
-        };
-        if !answer.status.is_success() {
-            eprintln!("status refused: {}", refused(&answer));
-            return EXIT_RUNTIME;
-        }
-        let report: Report = match serde_json::from_slice(&answer.body) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("the admin API answered something that is not a status report: {e}");
-                return EXIT_RUNTIME;
-            }
-        };
-        if args.json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&report).expect("a report serializes")
-            );
-        } else {
-            print!("{}", render(&report));
-        }
-        0
-    })
+pub fn status(args: &StatusArgs) -> Result<(), CliError> {
+    let client = args.admin.client()?;
+    let report = super::block_on(async { Ok(client.status().await?) })?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("a report serializes")
+        );
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(())
 }
 
 /// The report as a table per subscription.

@@ -17,12 +17,12 @@ use async_trait::async_trait;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_sdk_kinesis::Client;
-use aws_sdk_kinesis::error::{DisplayErrorContext, SdkError};
+use aws_sdk_kinesis::error::SdkError;
 use aws_sdk_kinesis::primitives::{Blob, DateTime};
 use aws_sdk_kinesis::types::{ShardIteratorType, StreamStatus};
 
 use super::kpl;
-use super::{ReadBatch, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource};
+use super::{Call, ReadBatch, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource};
 use crate::config::{KinesisConfig, KinesisEndpoint};
 use crate::record::{Position, Record};
 
@@ -35,12 +35,16 @@ pub struct KinesisStreams {
     client: Client,
 }
 
-fn sdk_error<E, R>(what: &str, e: SdkError<E, R>) -> SourceError
+/// A failed SDK call, with the SDK's error (and so all its causes) as the source.
+fn sdk_error<E, R>(call: Call, e: SdkError<E, R>) -> SourceError
 where
-    E: std::error::Error + 'static,
-    R: std::fmt::Debug,
+    E: std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
 {
-    SourceError::Other(format!("{what}: {}", DisplayErrorContext(&e)))
+    SourceError::Service {
+        call,
+        source: Box::new(e),
+    }
 }
 
 impl KinesisStreams {
@@ -91,7 +95,12 @@ impl KinesisStreams {
             {
                 Ok(None)
             }
-            Err(e) => Err(sdk_error(&format!("describe stream `{stream}`"), e)),
+            Err(e) => Err(sdk_error(
+                Call::DescribeStream {
+                    stream: stream.to_owned(),
+                },
+                e,
+            )),
         }
     }
 }
@@ -117,7 +126,12 @@ impl StreamSource for KinesisStreams {
                     .as_service_error()
                     .is_some_and(|s| s.is_resource_in_use_exception())
             {
-                return Err(sdk_error(&format!("create stream `{stream}`"), e));
+                return Err(sdk_error(
+                    Call::CreateStream {
+                        stream: stream.to_owned(),
+                    },
+                    e,
+                ));
             }
             status = self.status(stream).await?;
         }
@@ -127,9 +141,11 @@ impl StreamSource for KinesisStreams {
                 Some(StreamStatus::Active) | Some(StreamStatus::Updating) => return Ok(()),
                 None => return Err(SourceError::NoSuchStream(stream.to_owned())),
                 Some(other) if tokio::time::Instant::now() >= deadline => {
-                    return Err(SourceError::Other(format!(
-                        "stream `{stream}` is still {other:?} after {ACTIVE_WAIT:?}"
-                    )));
+                    return Err(SourceError::NotActive {
+                        stream: stream.to_owned(),
+                        status: format!("{other:?}"),
+                        waited: ACTIVE_WAIT,
+                    });
                 }
                 Some(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }
@@ -152,7 +168,12 @@ impl StreamSource for KinesisStreams {
                 {
                     SourceError::NoSuchStream(stream.to_owned())
                 } else {
-                    sdk_error(&format!("list shards of `{stream}`"), e)
+                    sdk_error(
+                        Call::ListShards {
+                            stream: stream.to_owned(),
+                        },
+                        e,
+                    )
                 }
             })?;
             for s in out.shards() {
@@ -208,7 +229,14 @@ impl StreamSource for KinesisStreams {
             .data(Blob::new(data))
             .send()
             .await
-            .map_err(|e| sdk_error(&format!("put a record into `{stream}`"), e))?;
+            .map_err(|e| {
+                sdk_error(
+                    Call::Put {
+                        stream: stream.to_owned(),
+                    },
+                    e,
+                )
+            })?;
         Ok(out.sequence_number().to_owned())
     }
 }
@@ -236,6 +264,14 @@ enum Skip {
 }
 
 impl KinesisReader {
+    /// This reader's GetRecords call, for errors.
+    fn call(&self) -> Call {
+        Call::ReadShard {
+            stream: self.stream.clone(),
+            shard: self.shard_id.clone(),
+        }
+    }
+
     async fn open_iterator(&mut self) -> Result<String, SourceError> {
         self.skip = match &self.start {
             StartPosition::After(p) => Some(Skip::Through(p.clone())),
@@ -263,13 +299,19 @@ impl KinesisReader {
         };
         let out = request.send().await.map_err(|e| {
             sdk_error(
-                &format!("open shard `{}` of `{}`", self.shard_id, self.stream),
+                Call::OpenShard {
+                    stream: self.stream.clone(),
+                    shard: self.shard_id.clone(),
+                },
                 e,
             )
         })?;
         out.shard_iterator()
             .map(str::to_owned)
-            .ok_or_else(|| SourceError::Other(format!("no iterator for shard `{}`", self.shard_id)))
+            .ok_or_else(|| SourceError::NoIterator {
+                stream: self.stream.clone(),
+                shard: self.shard_id.clone(),
+            })
     }
 }
 
@@ -319,15 +361,9 @@ impl ShardReader for KinesisReader {
                         s.is_provisioned_throughput_exceeded_exception()
                             || s.is_kms_throttling_exception()
                     }) {
-                        return Err(SourceError::Throttled(format!(
-                            "read shard `{}` of `{}`: throttled",
-                            self.shard_id, self.stream
-                        )));
+                        return Err(SourceError::Throttled(self.call()));
                     }
-                    return Err(sdk_error(
-                        &format!("read shard `{}` of `{}`", self.shard_id, self.stream),
-                        e,
-                    ));
+                    return Err(sdk_error(self.call(), e));
                 }
             }
         };

@@ -9,9 +9,11 @@ pub mod kinesis;
 pub mod kpl;
 pub mod memory;
 
+use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use aws_sdk_kinesis::error::DisplayErrorContext;
 
 use crate::record::{Position, Record};
 
@@ -50,6 +52,33 @@ pub struct ReadBatch {
     pub end_of_shard: bool,
 }
 
+/// A failure of the stream service, as the SDK reports it (kept whole: its causes and details).
+pub type ServiceError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Which call to the stream service failed, on which stream and shard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Call {
+    DescribeStream { stream: String },
+    CreateStream { stream: String },
+    ListShards { stream: String },
+    Put { stream: String },
+    OpenShard { stream: String, shard: String },
+    ReadShard { stream: String, shard: String },
+}
+
+impl fmt::Display for Call {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Call::DescribeStream { stream } => write!(f, "describe stream `{stream}`"),
+            Call::CreateStream { stream } => write!(f, "create stream `{stream}`"),
+            Call::ListShards { stream } => write!(f, "list shards of `{stream}`"),
+            Call::Put { stream } => write!(f, "put a record into `{stream}`"),
+            Call::OpenShard { stream, shard } => write!(f, "open shard `{shard}` of `{stream}`"),
+            Call::ReadShard { stream, shard } => write!(f, "read shard `{shard}` of `{stream}`"),
+        }
+    }
+}
+
 /// Why the source failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
@@ -62,10 +91,25 @@ pub enum SourceError {
     NoSuchShard { stream: String, shard: String },
     /// The shard's read limit is spent (Kinesis: 5 reads per second per shard, shared by every
     /// consumer of the stream); read again later.
-    #[error("{0}")]
-    Throttled(String),
-    #[error("{0}")]
-    Other(String),
+    #[error("{0}: throttled")]
+    Throttled(Call),
+    /// A call failed (after the SDK's retries, where it retries). Shown with every cause of
+    /// the service's error and its details, as the SDK's `DisplayErrorContext` writes them.
+    #[error("{call}: {}", DisplayErrorContext(&**.source))]
+    Service {
+        call: Call,
+        #[source]
+        source: ServiceError,
+    },
+    #[error("stream `{stream}` is still {status} after {waited:?}")]
+    NotActive {
+        stream: String,
+        /// The stream's status as the service names it (`Creating`, say).
+        status: String,
+        waited: Duration,
+    },
+    #[error("no iterator for shard `{shard}`")]
+    NoIterator { stream: String, shard: String },
 }
 
 /// The most records one GetRecords call answers.

@@ -207,9 +207,9 @@ impl Running {
     }
 
     /// A client for this host's admin API, sending `token`.
-    pub fn admin(&self, token: Option<&str>) -> shardhost::admin::client::AdminClient {
+    pub fn admin(&self, token: Option<&str>) -> shardhost::cli::admin_client::AdminClient {
         let addr = self.admin.expect("the config turns the admin API on");
-        shardhost::admin::client::AdminClient::new(
+        shardhost::cli::admin_client::AdminClient::new(
             &format!("http://{addr}"),
             token.map(str::to_owned),
         )

@@ -1,0 +1,53 @@
+//! The JSON bodies of the admin API's answers, defined once for the server (`admin`) and the
+//! command line's client (`cli::admin_client`), so the two cannot drift. `GET /status` answers a
+//! [`Report`](crate::status::Report).
+
+use serde::{Deserialize, Serialize};
+
+use crate::handler::Swapped;
+
+/// 200 to `PUT /subscriptions/{name}/handler` and `POST /subscriptions/{name}/rollback`: the
+/// version that served before and the one serving now (equal when the upload already ran).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwapReply {
+    // `new` first: the order of the keys on the wire since the first release.
+    pub new: String,
+    pub old: String,
+}
+
+impl From<Swapped> for SwapReply {
+    fn from(s: Swapped) -> Self {
+        SwapReply {
+            new: s.new,
+            old: s.old,
+        }
+    }
+}
+
+/// The body of every JSON refusal (4xx, 5xx): why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    pub error: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wire_form_is_the_documented_one() {
+        let swap = SwapReply {
+            old: "a".into(),
+            new: "b".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&swap).unwrap(),
+            r#"{"new":"b","old":"a"}"#
+        );
+        let refusal = ErrorReply { error: "no".into() };
+        assert_eq!(
+            serde_json::to_string(&refusal).unwrap(),
+            r#"{"error":"no"}"#
+        );
+    }
+}

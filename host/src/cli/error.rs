@@ -1,0 +1,202 @@
+//! The command line's one failure type: what every subcommand returns, and the exit code it
+//! ends the process with.
+
+use std::error::Error;
+use std::fmt;
+use std::path::PathBuf;
+
+use super::admin_client::{AdminError, UrlError};
+use crate::config::{ConfigError, Location, Problem};
+use crate::feed::FeedError;
+use crate::handler::CallError;
+use crate::source::SourceError;
+use crate::supervisor::StartError;
+use crate::wasm::LoadError;
+
+/// Exit codes: 0 ok, 1 runtime failure, 2 usage or config error.
+pub const EXIT_RUNTIME: u8 = 1;
+pub const EXIT_CONFIG: u8 = 2;
+
+/// Why a subcommand failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The config does not load (`run`, `dead-letters`).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// `check`: every problem found, one a line, then how many.
+    #[error("{}", problem_list(.path, .problems))]
+    Check {
+        path: PathBuf,
+        problems: Vec<CheckProblem>,
+    },
+    /// What the config names cannot be set up (`run`, `dead-letters`).
+    #[error("{}: {source}", .path.display())]
+    Start {
+        path: PathBuf,
+        source: Box<StartError>,
+    },
+    #[error(transparent)]
+    AdminUrl(#[from] UrlError),
+    #[error("{}: cannot read the handler: {source}", .file.display())]
+    ReadHandler {
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    /// `invoke`: the record file.
+    #[error(transparent)]
+    Records(#[from] FeedError),
+    /// `invoke`: the handler does not load.
+    #[error(transparent)]
+    Handler(LoadError),
+    #[error(
+        "{}: [kinesis] endpoint = \"memory\": the embedded stream lives inside the running \
+         host, so its dead letters cannot be read from outside",
+        .0.display()
+    )]
+    EmbeddedDeadLetters(PathBuf),
+
+    #[error("cannot start the async runtime: {0}")]
+    AsyncRuntime(#[source] std::io::Error),
+    /// The wasm engine does not start.
+    #[error(transparent)]
+    Engine(LoadError),
+    /// `invoke`: the handler loaded but does not instantiate.
+    #[error(transparent)]
+    Instantiate(CallError),
+    #[error("cannot write the output: {0}")]
+    Output(#[source] std::io::Error),
+    /// `invoke`: calls failed (each is shown in the output and logged).
+    #[error("{0} handler call(s) failed")]
+    CallsFailed(usize),
+    #[error(transparent)]
+    Admin(#[from] AdminError),
+    /// `dead-letters`: the stream cannot be read.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error(
+        "replaying dead letter {letter} into `{stream}` failed after {replayed} replayed: {source}"
+    )]
+    Replay {
+        letter: String,
+        stream: String,
+        replayed: usize,
+        source: Box<SourceError>,
+    },
+    /// `dead-letters --replay`: letters left out (each named above).
+    #[error("{0} dead letter(s) not replayed")]
+    NotReplayed(usize),
+    /// `run`: the host stopped because a task failed.
+    #[error(transparent)]
+    Stopped(StartError),
+}
+
+/// One problem `check` found.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckProblem {
+    #[error("{0}")]
+    Config(Problem),
+    #[error("{at}: {source}")]
+    Handler { at: Location, source: LoadError },
+    #[error("subscription `{subscription}`: feed {source}")]
+    Feed {
+        subscription: String,
+        source: FeedError,
+    },
+}
+
+fn problem_list(path: &std::path::Path, problems: &[CheckProblem]) -> String {
+    let mut text = String::new();
+    for p in problems {
+        text += &format!("{p}\n");
+    }
+    text + &format!("{}: {} problem(s)", path.display(), problems.len())
+}
+
+impl CliError {
+    /// The process's exit code.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Config(_)
+            | CliError::Check { .. }
+            | CliError::Start { .. }
+            | CliError::AdminUrl(_)
+            | CliError::ReadHandler { .. }
+            | CliError::Records(_)
+            | CliError::Handler(_)
+            | CliError::EmbeddedDeadLetters(_) => EXIT_CONFIG,
+            CliError::AsyncRuntime(_)
+            | CliError::Engine(_)
+            | CliError::Instantiate(_)
+            | CliError::Output(_)
+            | CliError::CallsFailed(_)
+            | CliError::Admin(_)
+            | CliError::Source(_)
+            | CliError::Replay { .. }
+            | CliError::NotReplayed(_)
+            | CliError::Stopped(_) => EXIT_RUNTIME,
+        }
+    }
+
+    /// Whether it goes to the log (a running host's failure) rather than plain to stderr.
+    pub fn logged(&self) -> bool {
+        matches!(self, CliError::Stopped(_))
+    }
+}
+
+/// An error and each cause below it that its message does not show already, `: `-separated on
+/// one line (a trailing newline dropped).
+pub struct Chain<'a>(pub &'a (dyn Error + 'static));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut shown = self.0.to_string().trim_end().to_owned();
+        let mut cause = self.0.source();
+        while let Some(c) = cause {
+            let text = c.to_string();
+            let text = text.trim_end();
+            if !shown.contains(text) {
+                shown += ": ";
+                shown += text;
+            }
+            cause = c.source();
+        }
+        f.write_str(&shown)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer: {0}")]
+    struct Inline(#[source] std::io::Error);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("terse")]
+    struct Terse(#[source] Inline);
+
+    #[test]
+    fn each_cause_shows_once() {
+        let io = || std::io::Error::other("disk gone");
+        assert_eq!(Chain(&Inline(io())).to_string(), "outer: disk gone");
+        assert_eq!(
+            Chain(&Terse(Inline(io()))).to_string(),
+            "terse: outer: disk gone"
+        );
+    }
+
+    #[test]
+    fn config_errors_exit_2_and_runtime_failures_1() {
+        let stdout = || std::io::Error::other("closed");
+        assert_eq!(
+            CliError::ReadHandler {
+                file: "x.wasm".into(),
+                source: stdout()
+            }
+            .exit_code(),
+            EXIT_CONFIG
+        );
+        assert_eq!(CliError::Output(stdout()).exit_code(), EXIT_RUNTIME);
+    }
+}
