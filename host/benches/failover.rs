@@ -17,7 +17,9 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
 };
 use shardhost::config::Config;
-use shardhost::lease::{Checkpoint, DynamoLeaseStore, Lease, LeaseError, LeaseKey, LeaseStore};
+use shardhost::lease::{
+    Checkpoint, DynamoLeaseStore, DynamoOptions, Lease, LeaseError, LeaseKey, LeaseStore,
+};
 use shardhost::supervisor::Host;
 use tokio_util::sync::CancellationToken;
 
@@ -233,13 +235,10 @@ batch = 100
         let producer = self.produce(&stream, stop.clone());
         let config = self.config(&stream, &table, "w", checkpoint_every);
         let mut host = rt.block_on(Host::prepare(config)).unwrap();
-        let dynamo = rt.block_on(DynamoLeaseStore::connect(
+        let dynamo = rt.block_on(DynamoLeaseStore::connect(DynamoOptions::local(
             &table,
-            Some(&self.dynamo),
-            None,
-            true,
-            None,
-        ));
+            &self.dynamo,
+        )));
         let counting = Arc::new(Counting {
             inner: Arc::new(dynamo),
             writes: AtomicU64::new(0),

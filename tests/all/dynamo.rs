@@ -10,7 +10,9 @@ use std::time::Duration;
 use crate::support::dynamo::{Dynamo, KeySpec, Row, n, s};
 use crate::support::{dynamodb_endpoint, unique};
 use aws_sdk_dynamodb::types::{AttributeValue, KeyType, ScalarAttributeType};
-use shardhost::lease::{Checkpoint, DynamoLeaseStore, LeaseError, LeaseKey, LeaseStore, now_ms};
+use shardhost::lease::{
+    Checkpoint, DynamoLeaseStore, DynamoOptions, LeaseError, LeaseKey, LeaseStore, now_ms,
+};
 use shardhost::record::Position;
 
 const TTL: Duration = Duration::from_secs(60);
@@ -25,7 +27,11 @@ async fn table(endpoint: &str, tag: &str) -> (Dynamo, String) {
 }
 
 async fn store(endpoint: &str, table: &str, legacy_stream: Option<&str>) -> DynamoLeaseStore {
-    DynamoLeaseStore::connect(table, Some(endpoint), None, true, legacy_stream).await
+    let options = DynamoOptions {
+        legacy_stream: legacy_stream.map(str::to_owned),
+        ..DynamoOptions::local(table, endpoint)
+    };
+    DynamoLeaseStore::connect(options).await
 }
 
 fn at(seq: &str, sub: u32) -> Checkpoint {

@@ -81,22 +81,40 @@ const UNASKED: &str = "lease_owner = :me AND lease_counter = :seen \
 /// The condition of renew, checkpoint and release: the row is as the caller last saw it.
 const HELD: &str = "lease_owner = :me AND lease_counter = :seen";
 
+/// Where a DynamoDB lease table is and how to reach it (`[leases]` of the config).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DynamoOptions {
+    pub table: String,
+    /// An `http(s)://` endpoint; `None`: the AWS chain.
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    /// Static dummy credentials, for a local stack.
+    pub test_credentials: bool,
+    /// The stream that earlier-version rows (keyed by the bare shard id) belong to.
+    pub legacy_stream: Option<String>,
+}
+
+impl DynamoOptions {
+    /// A table on a local stack (an emulator at `endpoint`, dummy credentials).
+    pub fn local(table: &str, endpoint: &str) -> DynamoOptions {
+        DynamoOptions {
+            table: table.to_owned(),
+            endpoint: Some(endpoint.to_owned()),
+            test_credentials: true,
+            ..DynamoOptions::default()
+        }
+    }
+}
+
 impl DynamoLeaseStore {
-    /// A store on `table`, with a client from `[leases]`: the endpoint (else the AWS chain, which
-    /// honours `AWS_ENDPOINT_URL_DYNAMODB`), the region, and static dummy credentials when
-    /// `test_credentials` is set. `legacy_stream` names the stream that earlier-version rows
-    /// (keyed by the bare shard id) belong to. Nothing is sent until the first call.
-    pub async fn connect(
-        table: &str,
-        endpoint: Option<&str>,
-        region: Option<&str>,
-        test_credentials: bool,
-        legacy_stream: Option<&str>,
-    ) -> DynamoLeaseStore {
+    /// A store on the table `options` name, with a client for its endpoint (else the AWS
+    /// chain, which honours `AWS_ENDPOINT_URL_DYNAMODB`), region and credentials. Nothing is
+    /// sent until the first call.
+    pub async fn connect(options: DynamoOptions) -> DynamoLeaseStore {
         let endpoint_spec = crate::aws::Endpoint {
-            url: endpoint,
-            region,
-            test_credentials,
+            url: options.endpoint.as_deref(),
+            region: options.region.as_deref(),
+            test_credentials: options.test_credentials,
         };
         let sdk = crate::aws::sdk_config(
             &endpoint_spec,
@@ -114,9 +132,9 @@ impl DynamoLeaseStore {
         .await;
         DynamoLeaseStore {
             client: Client::new(&sdk),
-            table: table.to_owned(),
-            endpoint: endpoint.map(str::to_owned),
-            legacy_stream: legacy_stream.map(str::to_owned),
+            table: options.table,
+            endpoint: options.endpoint,
+            legacy_stream: options.legacy_stream,
             bare_rows: Mutex::default(),
             checkpointed: Mutex::default(),
         }

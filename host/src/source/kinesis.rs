@@ -18,6 +18,7 @@ use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::error::SdkError;
+use aws_sdk_kinesis::operation::get_records::GetRecordsOutput;
 use aws_sdk_kinesis::primitives::{Blob, DateTime};
 use aws_sdk_kinesis::types::{ShardIteratorType, StreamStatus};
 
@@ -315,17 +316,12 @@ impl KinesisReader {
     }
 }
 
-#[async_trait]
-impl ShardReader for KinesisReader {
-    async fn read(&mut self, limit: usize) -> Result<ReadBatch, SourceError> {
-        if self.ended {
-            return Ok(ReadBatch {
-                end_of_shard: true,
-                ..ReadBatch::default()
-            });
-        }
+impl KinesisReader {
+    /// One GetRecords on the shard's iterator (opened first if there is none); an expired
+    /// iterator is reopened once, after the last delivered record.
+    async fn get_records(&mut self, limit: usize) -> Result<GetRecordsOutput, SourceError> {
         let mut reopened = false;
-        let out = loop {
+        loop {
             let iterator = match self.iterator.take() {
                 Some(it) => it,
                 None => self.open_iterator().await?,
@@ -345,13 +341,15 @@ impl ShardReader for KinesisReader {
                 .send()
                 .await;
             match sent {
-                Ok(out) => break out,
+                Ok(out) => return Ok(out),
                 Err(e)
                     if !reopened
                         && e.as_service_error()
                             .is_some_and(|s| s.is_expired_iterator_exception()) =>
                 {
-                    tracing::debug!(stream = %self.stream, shard = %self.shard_id, "shard iterator expired; reopening after the last delivered record");
+                    tracing::debug!(
+                        "shard iterator expired; reopening after the last delivered record"
+                    );
                     reopened = true;
                 }
                 Err(e) => {
@@ -366,32 +364,49 @@ impl ShardReader for KinesisReader {
                     return Err(sdk_error(self.call(), e));
                 }
             }
-        };
+        }
+    }
+}
+
+/// The user records of a read: KPL aggregates taken apart (a corrupt one delivered whole, and
+/// logged).
+fn user_records(records: Vec<aws_sdk_kinesis::types::Record>) -> Vec<Record> {
+    let raw: Vec<Record> = records
+        .into_iter()
+        .map(|r| Record {
+            partition_key: r.partition_key.unwrap_or_default().into(),
+            approximate_arrival_timestamp: r
+                .approximate_arrival_timestamp
+                .and_then(|t| t.to_millis().ok())
+                .unwrap_or(0)
+                .max(0) as u64,
+            sequence_number: r.sequence_number,
+            sub_sequence_number: 0,
+            data: r.data.into_inner(),
+        })
+        .collect();
+    kpl::deaggregate_all(raw, |record, reason| {
+        tracing::warn!(
+            sequence_number = %record.sequence_number,
+            "corrupt KPL aggregate delivered as one plain record: {reason}"
+        );
+    })
+}
+
+#[async_trait]
+impl ShardReader for KinesisReader {
+    async fn read(&mut self, limit: usize) -> Result<ReadBatch, SourceError> {
+        if self.ended {
+            return Ok(ReadBatch {
+                end_of_shard: true,
+                ..ReadBatch::default()
+            });
+        }
+        let out = self.get_records(limit).await?;
         let millis_behind_latest = out.millis_behind_latest().map(|m| m.max(0) as u64);
         self.iterator = out.next_shard_iterator().map(str::to_owned);
         self.ended = self.iterator.is_none();
-        let raw: Vec<Record> = out
-            .records
-            .into_iter()
-            .map(|r| Record {
-                partition_key: r.partition_key.unwrap_or_default().into(),
-                approximate_arrival_timestamp: r
-                    .approximate_arrival_timestamp
-                    .and_then(|t| t.to_millis().ok())
-                    .unwrap_or(0)
-                    .max(0) as u64,
-                sequence_number: r.sequence_number,
-                sub_sequence_number: 0,
-                data: r.data.into_inner(),
-            })
-            .collect();
-        let mut records = kpl::deaggregate_all(raw, |record, reason| {
-            tracing::warn!(
-                stream = %self.stream, shard = %self.shard_id,
-                sequence_number = %record.sequence_number,
-                "corrupt KPL aggregate delivered as one plain record: {reason}"
-            );
-        });
+        let mut records = user_records(out.records);
         match &self.skip {
             Some(Skip::Through(p)) => records.retain(|r| r.position() > *p),
             Some(Skip::Before(p)) => records.retain(|r| r.position() >= *p),

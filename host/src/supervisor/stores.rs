@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::StartError;
 use crate::config::{Config, LeaseStoreKind};
 use crate::envelope::EnvelopeKey;
-use crate::lease::{DynamoLeaseStore, LeaseStore, MemoryLeaseStore};
+use crate::lease::{DynamoLeaseStore, DynamoOptions, LeaseStore, MemoryLeaseStore};
 use crate::wasm::Runtime;
 
 /// The owner id of this process: the configured one, else hostname + a random suffix.
@@ -44,13 +44,13 @@ pub(super) async fn lease_store(
             region,
             test_credentials,
         } => {
-            let store = DynamoLeaseStore::connect(
-                table,
-                endpoint.as_deref(),
-                region.as_deref(),
-                *test_credentials,
-                config.leases.legacy_stream.as_deref(),
-            )
+            let store = DynamoLeaseStore::connect(DynamoOptions {
+                table: table.clone(),
+                endpoint: endpoint.clone(),
+                region: region.clone(),
+                test_credentials: *test_credentials,
+                legacy_stream: config.leases.legacy_stream.clone(),
+            })
             .await;
             store.check_table().await.map_err(StartError::Leases)?;
             let key = envelope_key(config, cache, Some(&store)).await?;
