@@ -89,13 +89,10 @@ impl HostToml {
 impl fmt::Display for HostToml {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut doc = self.sections.clone();
-        let subscriptions = self.subscriptions.iter().map(|s| {
-            let mut table = s.keys.clone();
-            if !s.limits.is_empty() {
-                table.insert("limits".into(), Value::Table(s.limits.clone()));
-            }
-            Value::Table(table)
-        });
+        let subscriptions = self
+            .subscriptions
+            .iter()
+            .map(|s| Value::Table(s.keys.clone()));
         doc.insert("subscription".into(), Value::Array(subscriptions.collect()));
         write!(f, "{doc}")
     }
@@ -105,20 +102,16 @@ impl fmt::Display for HostToml {
 #[derive(Clone, Debug)]
 pub struct Subscription {
     keys: Table,
-    limits: Table,
 }
 
 impl Subscription {
     /// A subscription `name` reading `stream` with the component at `handler` (relative to the
     /// config file, or absolute).
     pub fn new(name: &str, stream: &str, handler: impl AsRef<Path>) -> Subscription {
-        Subscription {
-            keys: Table::new(),
-            limits: Table::new(),
-        }
-        .set("name", name)
-        .set("stream", stream)
-        .set("handler", handler.as_ref().display().to_string())
+        Subscription { keys: Table::new() }
+            .set("name", name)
+            .set("stream", stream)
+            .set("handler", handler.as_ref().display().to_string())
     }
 
     /// Records put into the embedded stream at start, from an NDJSON file.
@@ -169,8 +162,23 @@ impl Subscription {
     }
 
     /// One `[subscription.limits]` key (`timeout`, `memory`, `fuel`, ...).
-    pub fn limit(mut self, key: &str, value: impl Into<Value>) -> Subscription {
-        self.limits.insert(key.to_owned(), value.into());
+    pub fn limit(self, key: &str, value: impl Into<Value>) -> Subscription {
+        self.nested("limits", key, value)
+    }
+
+    /// One `[subscription.wasi]` grant (`env`, ...).
+    pub fn wasi(self, key: &str, value: impl Into<Value>) -> Subscription {
+        self.nested("wasi", key, value)
+    }
+
+    fn nested(mut self, table: &str, key: &str, value: impl Into<Value>) -> Subscription {
+        let table = self
+            .keys
+            .entry(table)
+            .or_insert_with(|| Value::Table(Table::new()));
+        if let Value::Table(table) = table {
+            table.insert(key.to_owned(), value.into());
+        }
         self
     }
 
@@ -192,7 +200,9 @@ mod tests {
             .subscription(
                 Subscription::new("a", "s", "a.wasm")
                     .batch(10)
-                    .limit("timeout", "300ms"),
+                    .limit("timeout", "300ms")
+                    .limit("memory", "16MiB")
+                    .wasi("env", vec!["PATH"]),
             )
             .subscription(Subscription::new("b", "s", "/abs/b.wasm").trim_horizon())
             .subscription(
@@ -205,6 +215,8 @@ mod tests {
         let subs = doc["subscription"].as_array().unwrap();
         assert_eq!(subs[0]["batch"].as_integer(), Some(10));
         assert_eq!(subs[0]["limits"]["timeout"].as_str(), Some("300ms"));
+        assert_eq!(subs[0]["limits"]["memory"].as_str(), Some("16MiB"));
+        assert_eq!(subs[0]["wasi"]["env"][0].as_str(), Some("PATH"));
         assert_eq!(subs[1]["handler"].as_str(), Some("/abs/b.wasm"));
         assert_eq!(subs[1]["start_at"].as_str(), Some("trim_horizon"));
         assert_eq!(

@@ -8,7 +8,7 @@ mod wait;
 
 pub use config::{HostToml, Subscription};
 pub use guests::{guest, guest_target, root};
-pub use wait::{wait_until, wait_until_else};
+pub use wait::{wait_until, wait_until_async, wait_until_else};
 
 /// The median of some samples (the upper one of an even count).
 pub fn median(mut v: Vec<f64>) -> f64 {

@@ -26,3 +26,21 @@ pub fn wait_until_else(
         pause = (pause * 2).min(Duration::from_millis(50));
     }
 }
+
+/// As [`wait_until`], for async code: awaits `condition` and sleeps on the tokio timer between
+/// polls.
+pub async fn wait_until_async(
+    what: &str,
+    timeout: Duration,
+    mut condition: impl AsyncFnMut() -> bool,
+) {
+    let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_millis(5);
+    while !condition().await {
+        if Instant::now() >= deadline {
+            panic!("timed out ({timeout:?}) waiting for {what}");
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
