@@ -78,16 +78,6 @@ impl Instance {
             .collect()
     }
 
-    /// When the first log line with this message was written.
-    pub fn first_time_of(&self, message: &str) -> Option<std::time::SystemTime> {
-        self.lines()
-            .into_iter()
-            .find(|v| v["fields"]["message"] == message)
-            .and_then(|v| {
-                humantime::parse_rfc3339_weak(v["timestamp"].as_str()?.trim_end_matches('Z')).ok()
-            })
-    }
-
     pub fn logged(&self, needle: &str) -> bool {
         self.text().contains(needle)
     }
