@@ -4,7 +4,6 @@
 //! `cargo bench -p shardhost --bench dispatch` (builds the example guest first). Prints medians;
 //! paste them into BENCHMARKS.md.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,9 +17,8 @@ use shardhost::record::{BatchInfo, BatchOutcome, Outcome, Record};
 use shardhost::source::memory::MemoryStreams;
 use shardhost::status::StatusBoard;
 use shardhost::wasm::Runtime;
+use shardhost_test_support::{guest, median};
 use tokio_util::sync::CancellationToken;
-
-mod common;
 
 const CARRIERS: [&str; 2] = ["dhl", "ups"];
 
@@ -153,6 +151,7 @@ fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize, call_batch: u
     let stop = CancellationToken::new();
     let started = Instant::now();
     let task = rt.spawn(coordinator.run(stop.clone()));
+    // Polled every 200 µs: the drain time is what is measured.
     while status.totals("bench").delivered < n as u64 {
         std::thread::sleep(Duration::from_micros(200));
     }
@@ -163,11 +162,10 @@ fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize, call_batch: u
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     // SHARDHOST_BENCH_GUEST=path.wasm measures another guest against the same native handler.
     let wasm_path = match std::env::var_os("SHARDHOST_BENCH_GUEST") {
         Some(p) => p.into(),
-        None => common::build_examples(root).join("ship.wasm"),
+        None => guest("ship"),
     };
     let runtime = Runtime::new(None, false).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -206,7 +204,7 @@ fn main() {
             if only.as_deref().is_some_and(|o| o != name) {
                 return f64::NAN;
             }
-            common::median(
+            median(
                 (0..runs)
                     .map(|_| drain(f.clone(), n, batch, call_batch))
                     .collect(),

@@ -7,7 +7,7 @@
 //!
 //! `tests/stack cargo bench -p shardhost --bench failover`
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -21,9 +21,8 @@ use shardhost::lease::{
     Checkpoint, DynamoLeaseStore, DynamoOptions, Lease, LeaseError, LeaseKey, LeaseStore,
 };
 use shardhost::supervisor::Host;
+use shardhost_test_support::{HostToml, Subscription, guest, median, wait_until};
 use tokio_util::sync::CancellationToken;
-
-mod common;
 
 fn main() {
     let (Ok(kinesis), Ok(dynamo)) = (
@@ -33,12 +32,11 @@ fn main() {
         eprintln!("run under tests/stack: the emulator endpoints are not set");
         std::process::exit(2);
     };
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let pick = common::build_examples(root).join("pick.wasm");
+    let pick = guest("pick");
     let env = Env {
         kinesis,
         dynamo,
-        pick: pick.display().to_string(),
+        pick,
     };
     let runs: Vec<f64> = (0..3).map(|run| env.failover(run)).collect();
     for (i, r) in runs.iter().enumerate() {
@@ -46,7 +44,7 @@ fn main() {
     }
     println!(
         "failover median of 3: {:.2} s (target <= 12 s)",
-        common::median(runs)
+        median(runs)
     );
     for (label, every) in [
         ("coalesced (checkpoint_every = 1s)", "1s"),
@@ -60,32 +58,22 @@ fn main() {
 struct Env {
     kinesis: String,
     dynamo: String,
-    pick: String,
+    pick: PathBuf,
 }
 
 impl Env {
     fn config(&self, stream: &str, table: &str, owner: &str, checkpoint_every: &str) -> Config {
-        let text = format!(
-            r#"[host]
-owner_id = "{owner}"
-[kinesis]
-endpoint = "{}"
-test_credentials = true
-[leases]
-store = "dynamodb"
-table = "{table}"
-endpoint = "{}"
-balance = false
-checkpoint_every = "{checkpoint_every}"
-[[subscription]]
-name = "pick"
-stream = "{stream}"
-handler = "{}"
-start_at = "trim_horizon"
-batch = 100
-"#,
-            self.kinesis, self.dynamo, self.pick
-        );
+        let text = HostToml::kinesis(&self.kinesis)
+            .owner(owner)
+            .dynamodb_leases(table, &self.dynamo)
+            .leases("balance", false)
+            .leases("checkpoint_every", checkpoint_every)
+            .subscription(
+                Subscription::new("pick", stream, &self.pick)
+                    .trim_horizon()
+                    .batch(100),
+            )
+            .render();
         Config::parse(Path::new("bench.toml"), &text).unwrap()
     }
 
@@ -138,6 +126,7 @@ batch = 100
                 .send()
                 .await
                 .unwrap();
+            // Set-up (not measured): the stream and the table are ready to use.
             tokio::time::sleep(Duration::from_millis(300)).await;
         });
         (stream, table)
@@ -173,6 +162,7 @@ batch = 100
                         .send(),
                 );
                 i += 1;
+                // Paces the producer: a record every 20 ms.
                 std::thread::sleep(Duration::from_millis(20));
             }
         })
@@ -190,9 +180,9 @@ batch = 100
             .unwrap();
         let status_a = host_a.status();
         rt_a.spawn(host_a.run(CancellationToken::new()));
-        while status_a.totals("pick").settled < 20 {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until("a to settle 20 records", Duration::from_secs(60), || {
+            status_a.totals("pick").settled >= 20
+        });
         let rt_b = tokio::runtime::Runtime::new().unwrap();
         let mut host_b = rt_b
             .block_on(Host::prepare(self.config(&stream, &table, "b", "1s")))
@@ -204,6 +194,7 @@ batch = 100
         }));
         let stop_b = CancellationToken::new();
         let b = rt_b.spawn(host_b.run(stop_b.clone()));
+        // The scenario: b runs 3 s next to a, and handles nothing.
         std::thread::sleep(Duration::from_secs(3));
         assert!(
             first.lock().unwrap().is_none(),
@@ -211,10 +202,10 @@ batch = 100
         );
         let died = Instant::now();
         rt_a.shutdown_background();
-        while first.lock().unwrap().is_none() {
-            assert!(died.elapsed() < Duration::from_secs(60), "no failover");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        // (The tap notes when the first record came: how often this polls does not matter.)
+        wait_until("a failover", Duration::from_secs(60), || {
+            first.lock().unwrap().is_some()
+        });
         let took = first
             .lock()
             .unwrap()
@@ -246,7 +237,8 @@ batch = 100
         host.use_lease_store(counting.clone());
         let stop_host = CancellationToken::new();
         let task = rt.spawn(host.run(stop_host.clone()));
-        std::thread::sleep(Duration::from_secs(3)); // warm up
+        // The scenario: 3 s of warm-up, then 20 s of steady state counted.
+        std::thread::sleep(Duration::from_secs(3));
         let (start_writes, started) = (counting.writes.load(Ordering::Relaxed), Instant::now());
         std::thread::sleep(Duration::from_secs(20));
         let writes = counting.writes.load(Ordering::Relaxed) - start_writes;

@@ -16,9 +16,8 @@ use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::PutRecordsRequestEntry;
 use shardhost::config::Config;
 use shardhost::supervisor::Host;
+use shardhost_test_support::{HostToml, Subscription, guest, median};
 use tokio_util::sync::CancellationToken;
-
-mod common;
 
 const RECORDS: usize = 20_000;
 const SHARDS: i32 = 4;
@@ -36,79 +35,94 @@ fn main() {
         eprintln!("KINESIS_TEST_ENDPOINT is not set: run under tests/stack");
         std::process::exit(2);
     };
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let pick = common::build_examples(root).join("pick.wasm");
+    let pick = guest("pick");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = client(&endpoint);
     let dir = std::env::temp_dir().join(format!("shardhost-drain-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let (mut rates, mut cpus, mut rsss) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut idles, mut emulators) = (Vec::new(), Vec::new());
-    for run in 0..RUNS {
-        let stream = format!("drain-{}-{run}", std::process::id());
-        rt.block_on(fill(&client, &stream));
-        let config = dir.join("shardhost.toml");
-        std::fs::write(
-            &config,
-            format!(
-                r#"[kinesis]
-endpoint = "{endpoint}"
-test_credentials = true
-
-[[subscription]]
-name = "pick"
-stream = "{stream}"
-handler = "{}"
-start_at = "trim_horizon"
-"#,
-                pick.display()
-            ),
-        )
-        .unwrap();
-        // SHARDHOST_BENCH_WRAP="perf record -g -o F" (or "heaptrack -o F") profiles the child.
-        let wrap = std::env::var("SHARDHOST_BENCH_WRAP").unwrap_or_default();
-        let out = Command::new("/usr/bin/time")
-            .arg("-v")
-            .args(wrap.split_whitespace())
-            .arg(std::env::current_exe().unwrap())
-            .arg("--host-mode")
-            .arg(&config)
-            .arg(RECORDS.to_string())
-            .output()
-            .expect("/usr/bin/time runs");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "host run failed:\n{stdout}\n{stderr}");
-        let drain: f64 = field(&stdout, "drained in").expect("drain time");
-        let reads = field(&stdout, "reads:").unwrap_or(f64::NAN);
-        let idle = field(&stdout, "idle cpu:").unwrap_or(f64::NAN);
-        let emulator = field(&stdout, "emulator cpu:").unwrap_or(f64::NAN);
-        // The whole process's CPU from its start to the last record (start-up included).
-        let cpu = field(&stdout, "cpu at drain:").expect("cpu at drain");
-        let rss_mib = field(&stderr, "Maximum resident set size (kbytes):").unwrap() / 1024.0;
-        println!(
-            "run {run}: {RECORDS} records in {drain:.2} s = {:.0} rec/s; host CPU {cpu:.2} s ({:.3} s per 10 000); peak RSS {rss_mib:.1} MiB; {:.1} reads per shard; idle CPU {:.1} ms/s; kinesis-mock CPU {emulator:.2} s",
-            RECORDS as f64 / drain,
-            cpu * 10_000.0 / RECORDS as f64,
-            reads / SHARDS as f64,
-            idle * 1000.0 / IDLE.as_secs_f64()
-        );
-        rates.push(RECORDS as f64 / drain);
-        cpus.push(cpu);
-        rsss.push(rss_mib);
-        idles.push(idle * 1000.0 / IDLE.as_secs_f64());
-        emulators.push(emulator);
-    }
+    let samples: Vec<Sample> = (0..RUNS)
+        .map(|run| {
+            let stream = format!("drain-{}-{run}", std::process::id());
+            rt.block_on(fill(&client, &stream));
+            let config = HostToml::kinesis(&endpoint)
+                .subscription(Subscription::new("pick", &stream, &pick).trim_horizon());
+            let path = dir.join("shardhost.toml");
+            std::fs::write(&path, config.render()).unwrap();
+            let sample = drain_in_a_child(&path);
+            sample.print(run);
+            sample
+        })
+        .collect();
     let _ = std::fs::remove_dir_all(&dir);
+    let of = |f: fn(&Sample) -> f64| median(samples.iter().map(f).collect());
+    let cpu = of(|s| s.cpu);
     println!(
-        "median of {RUNS}: {:.0} rec/s, host CPU {:.2} s ({:.3} s per 10 000 records), peak RSS {:.1} MiB, idle CPU {:.1} ms/s, kinesis-mock CPU {:.2} s ({RECORDS} records, {SHARDS} shards, default config)",
-        common::median(rates),
-        common::median(cpus.clone()),
-        common::median(cpus) * 10_000.0 / RECORDS as f64,
-        common::median(rsss),
-        common::median(idles),
-        common::median(emulators)
+        "median of {RUNS}: {:.0} rec/s, host CPU {cpu:.2} s ({:.3} s per 10 000 records), peak RSS {:.1} MiB, idle CPU {:.1} ms/s, kinesis-mock CPU {:.2} s ({RECORDS} records, {SHARDS} shards, default config)",
+        of(|s| s.rate),
+        cpu * 10_000.0 / RECORDS as f64,
+        of(|s| s.rss_mib),
+        of(|s| s.idle),
+        of(|s| s.emulator)
     );
+}
+
+/// What one run measured.
+struct Sample {
+    /// Records per second.
+    rate: f64,
+    /// The host process's CPU seconds from its start to the last record (start-up included).
+    cpu: f64,
+    rss_mib: f64,
+    /// CPU milliseconds per second while caught up.
+    idle: f64,
+    /// kinesis-mock's CPU seconds.
+    emulator: f64,
+    reads: f64,
+}
+
+impl Sample {
+    fn print(&self, run: usize) {
+        println!(
+            "run {run}: {RECORDS} records in {:.2} s = {:.0} rec/s; host CPU {:.2} s ({:.3} s per 10 000); peak RSS {:.1} MiB; {:.1} reads per shard; idle CPU {:.1} ms/s; kinesis-mock CPU {:.2} s",
+            RECORDS as f64 / self.rate,
+            self.rate,
+            self.cpu,
+            self.cpu * 10_000.0 / RECORDS as f64,
+            self.rss_mib,
+            self.reads / SHARDS as f64,
+            self.idle,
+            self.emulator
+        );
+    }
+}
+
+/// Runs the host on `config` in a child process under `/usr/bin/time -v` until every record is
+/// settled; answers what it measured.
+fn drain_in_a_child(config: &Path) -> Sample {
+    // SHARDHOST_BENCH_WRAP="perf record -g -o F" (or "heaptrack -o F") profiles the child.
+    let wrap = std::env::var("SHARDHOST_BENCH_WRAP").unwrap_or_default();
+    let out = Command::new("/usr/bin/time")
+        .arg("-v")
+        .args(wrap.split_whitespace())
+        .arg(std::env::current_exe().unwrap())
+        .arg("--host-mode")
+        .arg(config)
+        .arg(RECORDS.to_string())
+        .output()
+        .expect("/usr/bin/time runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "host run failed:\n{stdout}\n{stderr}");
+    let drain: f64 = field(&stdout, "drained in").expect("drain time");
+    let idle = field(&stdout, "idle cpu:").unwrap_or(f64::NAN);
+    Sample {
+        rate: RECORDS as f64 / drain,
+        cpu: field(&stdout, "cpu at drain:").expect("cpu at drain"),
+        rss_mib: field(&stderr, "Maximum resident set size (kbytes):").unwrap() / 1024.0,
+        idle: idle * 1000.0 / IDLE.as_secs_f64(),
+        emulator: field(&stdout, "emulator cpu:").unwrap_or(f64::NAN),
+        reads: field(&stdout, "reads:").unwrap_or(f64::NAN),
+    }
 }
 
 fn field(text: &str, label: &str) -> Option<f64> {
@@ -156,6 +170,7 @@ async fn fill(client: &Client, stream: &str) {
         {
             break;
         }
+        // Polled: the stream becomes ACTIVE (set-up, not measured).
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     for chunk in (0..RECORDS).collect::<Vec<_>>().chunks(500) {
@@ -206,6 +221,7 @@ fn host_mode(config: &Path, n: u64) {
         let stop = CancellationToken::new();
         let started = Instant::now();
         let run = tokio::spawn(host.run(stop.clone()));
+        // Polled every 5 ms: the drain time is what is measured.
         while status.totals("pick").delivered < n {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -226,6 +242,7 @@ fn host_mode(config: &Path, n: u64) {
         }
         // Then caught up: what the host costs while its shards stay empty.
         let before = cpu_seconds();
+        // The scenario: the host stays up, caught up, for IDLE.
         tokio::time::sleep(IDLE).await;
         println!("idle cpu: {:.4}", cpu_seconds() - before);
         stop.cancel();

@@ -4,8 +4,6 @@
 //!
 //! `cargo bench --bench lanes`
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,28 +11,20 @@ use std::time::{Duration, Instant};
 
 use shardhost::config::Config;
 use shardhost::supervisor::Host;
+use shardhost_test_support::{HostToml, Subscription, guest, median};
 use tokio_util::sync::CancellationToken;
 
 const RECORDS: usize = 2_000;
 
 fn run(dir: &Path, wasm: &Path, lanes: u32) -> f64 {
-    let config = format!(
-        r#"
-[kinesis]
-endpoint = "memory"
-
-[[subscription]]
-name = "slow"
-stream = "s"
-handler = "{}"
-feed = "feed.ndjson"
-batch = 100
-lanes = {lanes}
-poll_interval = "5ms"
-"#,
-        wasm.display()
+    let config = HostToml::memory().subscription(
+        Subscription::new("slow", "s", wasm)
+            .feed("feed.ndjson")
+            .batch(100)
+            .lanes(lanes)
+            .poll_interval("5ms"),
     );
-    std::fs::write(dir.join("shardhost.toml"), config).unwrap();
+    std::fs::write(dir.join("shardhost.toml"), config.render()).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let config = Config::load(&dir.join("shardhost.toml")).unwrap();
     let mut host = rt.block_on(Host::prepare(config)).unwrap();
@@ -48,6 +38,7 @@ poll_interval = "5ms"
     let stop = CancellationToken::new();
     let started = Instant::now();
     let running = rt.spawn(host.run(stop.clone()));
+    // Polled every millisecond: the drain time is what is measured.
     while done.load(Ordering::Relaxed) < RECORDS {
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -58,8 +49,7 @@ poll_interval = "5ms"
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let wasm = common::build_guests(root, "tests/guests/Cargo.toml").join("scripted.wasm");
+    let wasm = guest("scripted");
     let dir = std::env::temp_dir().join(format!("shardhost-lanes-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let feed: Vec<String> = (0..RECORDS)
@@ -69,7 +59,7 @@ fn main() {
     let mut base = None;
     for lanes in [1, 2, 4] {
         let runs: Vec<f64> = (0..3).map(|_| run(&dir, &wasm, lanes)).collect();
-        let median = common::median(runs.clone());
+        let median = median(runs.clone());
         let speedup = median / *base.get_or_insert(median);
         println!(
             "lanes = {lanes}: {median:>7.0} rec/s (runs {:.0}, {:.0}, {:.0}), {speedup:.2}x lanes = 1",

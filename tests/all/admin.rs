@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{Outcomes, Running, Scratch, guest};
+use crate::support::{
+    HostToml, Outcomes, Running, Scratch, Subscription, guest, wait_until, wait_until_else,
+};
 use hyper::{Method, StatusCode};
 use shardhost::cli::admin_client::Answer;
 use shardhost::record::Outcome;
@@ -11,42 +13,31 @@ use shardhost::status::Report;
 
 const TOKEN: &str = "s3cret";
 
-/// A host on the embedded stream with the admin API on a free port, running `always_ack`,
-/// copied into the scratch dir (so a test can rewrite it).
-fn config(extra_admin: &str, extra_sub: &str) -> String {
-    format!(
-        r#"
-[kinesis]
-endpoint = "memory"
+/// Subscription `tagged` of the embedded stream (2 shards), running `handler.wasm`.
+fn tagged() -> Subscription {
+    Subscription::new("tagged", "s", "handler.wasm")
+        .create_if_missing(2)
+        .trim_horizon()
+        .batch(10)
+        .poll_interval("10ms")
+}
 
-[admin]
-listen = "127.0.0.1:0"
-token = "{TOKEN}"
-{extra_admin}
-
-[[subscription]]
-name = "tagged"
-stream = "s"
-handler = "handler.wasm"
-create_if_missing = 2
-start_at = "trim_horizon"
-batch = 10
-poll_interval = "10ms"
-{extra_sub}
-"#
-    )
+/// A host on the embedded stream with the admin API on a free port (and the token), running
+/// `sub`.
+fn config(sub: Subscription) -> HostToml {
+    HostToml::memory().admin_with_token(TOKEN).subscription(sub)
 }
 
 fn wasm(name: &str) -> Vec<u8> {
     std::fs::read(guest(name)).unwrap()
 }
 
-fn start(dir: &Scratch, extra_admin: &str, extra_sub: &str) -> (Running, Outcomes) {
+/// Starts a host on `config` with `always_ack` copied into the scratch dir (so a test can
+/// rewrite it).
+fn start(dir: &Scratch, config: HostToml) -> (Running, Outcomes) {
     dir.write("handler.wasm", wasm("always_ack"));
     let seen = Outcomes::default();
-    let host = Running::start_with(dir, &config(extra_admin, extra_sub), |h| {
-        h.on_outcome(seen.tap())
-    });
+    let host = Running::start_with(dir, config, |h| h.on_outcome(seen.tap()));
     (host, seen)
 }
 
@@ -82,11 +73,11 @@ fn put_and_handle(host: &Running, seen: &Outcomes, tag: &str, n: usize) -> Vec<O
     for i in 0..n {
         host.put("s", &format!("{tag}-{i}"), tag.as_bytes().to_vec());
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while seen.len() < before + n {
-        assert!(Instant::now() < deadline, "records of `{tag}` not handled");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(
+        &format!("the records of `{tag}` handled"),
+        Duration::from_secs(30),
+        || seen.len() >= before + n,
+    );
     seen.all()[before..]
         .iter()
         .filter(|s| s.data == tag)
@@ -97,7 +88,7 @@ fn put_and_handle(host: &Running, seen: &Outcomes, tag: &str, n: usize) -> Vec<O
 #[test]
 fn a_deploy_swaps_the_handler_and_new_records_run_on_it() {
     let dir = Scratch::new("admin-deploy");
-    let (host, seen) = start(&dir, "", "");
+    let (host, seen) = start(&dir, config(tagged()));
     assert!(
         put_and_handle(&host, &seen, "before", 20)
             .iter()
@@ -127,7 +118,7 @@ fn a_deploy_swaps_the_handler_and_new_records_run_on_it() {
 #[test]
 fn a_broken_component_is_refused_with_422_and_the_old_one_keeps_serving() {
     let dir = Scratch::new("admin-refuse");
-    let (host, seen) = start(&dir, "", "");
+    let (host, seen) = start(&dir, config(tagged()));
     for (bytes, reason) in [
         (b"not wasm at all".to_vec(), "not a WebAssembly file"),
         (wasm("wrongworld"), "does not implement the world"),
@@ -174,7 +165,7 @@ fn a_broken_component_is_refused_with_422_and_the_old_one_keeps_serving() {
 #[test]
 fn rollback_restores_the_previous_version() {
     let dir = Scratch::new("admin-rollback");
-    let (host, seen) = start(&dir, "", "");
+    let (host, seen) = start(&dir, config(tagged()));
     let rollback = |host: &Running| {
         send(
             host,
@@ -213,7 +204,7 @@ fn rollback_restores_the_previous_version() {
 #[test]
 fn watch_reloads_the_handler_when_its_file_changes() {
     let dir = Scratch::new("admin-watch");
-    let (host, seen) = start(&dir, "", "watch = true");
+    let (host, seen) = start(&dir, config(tagged().set("watch", true)));
     assert!(
         put_and_handle(&host, &seen, "one", 10)
             .iter()
@@ -241,25 +232,20 @@ fn watch_reloads_the_handler_when_its_file_changes() {
     host.stop();
 }
 
+/// Waits until the host's `/status` report satisfies `pred`.
 fn wait(host: &Running, what: &str, pred: impl Fn(&Report) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let r = report(host);
-        if pred(&r) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}: {r:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until_else(
+        what,
+        Duration::from_secs(30),
+        || pred(&report(host)),
+        || format!("{:#?}", report(host)),
+    );
 }
 
 #[test]
 fn requests_without_the_token_get_401() {
     let dir = Scratch::new("admin-token");
-    let (host, _) = start(&dir, "", "");
+    let (host, _) = start(&dir, config(tagged()));
     for (method, path) in [
         (Method::GET, "/status"),
         (Method::GET, "/metrics"),
@@ -288,7 +274,7 @@ fn requests_without_the_token_get_401() {
 #[test]
 fn an_upload_past_max_upload_gets_413() {
     let dir = Scratch::new("admin-413");
-    let (host, _) = start(&dir, "max_upload = \"64KiB\"", "");
+    let (host, _) = start(&dir, config(tagged()).set("admin", "max_upload", "64KiB"));
     let big = vec![0u8; 65 << 10];
     assert_eq!(deploy(&host, big).status, StatusCode::PAYLOAD_TOO_LARGE);
     let small_but_broken = vec![0u8; 1 << 10];
@@ -303,7 +289,7 @@ fn an_upload_past_max_upload_gets_413() {
 #[test]
 fn metrics_count_records_by_outcome_and_name_the_handler_version() {
     let dir = Scratch::new("admin-metrics");
-    let (host, seen) = start(&dir, "", "");
+    let (host, seen) = start(&dir, config(tagged()));
     put_and_handle(&host, &seen, "m", 30);
     deploy(&host, wasm("always_drop"));
     put_and_handle(&host, &seen, "n", 12);
@@ -346,8 +332,7 @@ fn metrics_count_records_by_outcome_and_name_the_handler_version() {
 /// A host with the admin API on loopback and no token (the default a newcomer runs).
 fn start_open(dir: &Scratch) -> Running {
     dir.write("handler.wasm", wasm("always_ack"));
-    let config = config("", "").replace(&format!("token = \"{TOKEN}\""), "");
-    Running::start(dir, &config)
+    Running::start(dir, HostToml::memory().admin().subscription(tagged()))
 }
 
 /// Sends raw request text on a fresh connection; answers the status code of the reply.
@@ -411,7 +396,7 @@ fn a_request_for_another_host_name_is_refused() {
 #[test]
 fn the_bearer_scheme_is_accepted_in_any_case() {
     let dir = Scratch::new("admin-bearer");
-    let (host, _) = start(&dir, "", "");
+    let (host, _) = start(&dir, config(tagged()));
     let addr = host.admin.unwrap();
     for scheme in ["Bearer", "bearer", "BEARER"] {
         let request = format!(

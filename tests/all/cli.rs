@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{Scratch, guest, root};
+use crate::support::{HostToml, Scratch, Subscription, guest, root};
 
 fn shardhost() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_shardhost"));
@@ -129,6 +129,8 @@ fn config_in(dir: &Scratch, body: &str) -> std::path::PathBuf {
     dir.write("shardhost.toml", body)
 }
 
+/// The shipping example's config, as literal text: the tests that change it check the line
+/// numbers of its keys.
 fn good_config(handler: &Path) -> String {
     format!(
         r#"[kinesis]
@@ -353,22 +355,10 @@ fn run_shows_outcomes_and_checkpoints_then_stops_cleanly_on_sigint() {
 /// URL (read from its log), with the rest of its log drained in the background.
 fn run_with_admin(dir: &Scratch, token: &str) -> (Killed, String) {
     std::fs::copy(guest("always_ack"), dir.0.join("handler.wasm")).unwrap();
-    let config = format!(
-        r#"
-[kinesis]
-endpoint = "memory"
-
-[admin]
-listen = "127.0.0.1:0"
-token = "{token}"
-
-[[subscription]]
-name = "tagged"
-stream = "s"
-handler = "handler.wasm"
-"#
-    );
-    let path = config_in(dir, &config);
+    let config = HostToml::memory()
+        .admin_with_token(token)
+        .subscription(Subscription::new("tagged", "s", "handler.wasm"));
+    let path = config_in(dir, &config.render());
     let mut child = shardhost()
         .arg("run")
         .arg(&path)

@@ -6,31 +6,26 @@
 use crate::support;
 use shardhost::status::ShardState;
 
-use crate::support::{Outcomes, Running, Scratch, guest, key_on_shard, text_record};
+use crate::support::{
+    HostToml, Outcomes, Running, Scratch, Subscription, guest, key_on_shard, text_record,
+};
 use shardhost::record::Outcome;
 use shardhost::status::{ShardStatus, StatusBoard};
 
-fn config_with(handler: &str, batch: usize, limits: &str) -> String {
-    format!(
-        r#"
-[kinesis]
-endpoint = "memory"
+/// Subscription `test` of the embedded stream (`shards` shards, fed from `feed.ndjson`) running
+/// `scripted`, read in batches of `batch`, under a 300 ms timeout and 16 MiB.
+fn contained(shards: u32, batch: u32) -> Subscription {
+    Subscription::new("test", "s", guest("scripted"))
+        .feed("feed.ndjson")
+        .create_if_missing(shards)
+        .batch(batch)
+        .poll_interval("20ms")
+        .limit("timeout", "300ms")
+        .limit("memory", "16MiB")
+}
 
-[[subscription]]
-name = "test"
-stream = "s"
-handler = "{handler}"
-feed = "feed.ndjson"
-create_if_missing = 2
-batch = {batch}
-poll_interval = "20ms"
-
-[subscription.limits]
-timeout = "300ms"
-memory = "16MiB"
-{limits}
-"#
-    )
+fn config(sub: Subscription) -> HostToml {
+    HostToml::memory().subscription(sub)
 }
 
 fn status(board: &StatusBoard, shard: usize) -> ShardStatus {
@@ -46,10 +41,13 @@ fn status(board: &StatusBoard, shard: usize) -> ShardStatus {
 /// Feeds `bad` as the 2nd of 4 records on shard 0 and 4 good records on shard 1; answers both
 /// shards' status once all 8 are delivered.
 fn run_with_bad_record(bad: &str) -> (ShardStatus, ShardStatus) {
-    run_with_bad_record_under(bad, "")
+    run_with_bad_record_under(bad, |s| s)
 }
 
-fn run_with_bad_record_under(bad: &str, limits: &str) -> (ShardStatus, ShardStatus) {
+fn run_with_bad_record_under(
+    bad: &str,
+    limits: impl FnOnce(Subscription) -> Subscription,
+) -> (ShardStatus, ShardStatus) {
     let dir = Scratch::new("contain");
     let a = key_on_shard(0, 2, "a");
     let b = key_on_shard(1, 2, "b");
@@ -61,10 +59,7 @@ fn run_with_bad_record_under(bad: &str, limits: &str) -> (ShardStatus, ShardStat
     ];
     lines.extend((0..4).map(|_| text_record(&b, "ack")));
     dir.write("feed.ndjson", lines.join("\n"));
-    let host = Running::start(
-        &dir,
-        &config_with(guest("scripted").to_str().unwrap(), 1, limits),
-    );
+    let host = Running::start(&dir, config(limits(contained(2, 1))));
     host.wait_for("every delivery", |b| b.totals("test").delivered == 8);
     let board = host.stop();
     (status(&board, 0), status(&board, 1))
@@ -114,24 +109,22 @@ fn a_guest_past_its_memory_limit_is_a_trap() {
 fn a_call_that_burns_its_fuel_is_a_trap() {
     // 10 M units: the spinning record burns them in milliseconds, long before the timeout.
     assert_contained(
-        run_with_bad_record_under("spin", "fuel = 10_000_000"),
+        run_with_bad_record_under("spin", |s| s.limit("fuel", 10_000_000)),
         "burned all its fuel (10000000 units per call)",
     );
 }
 
 /// Feeds `records` (texts) to one shard read in batches of `batch`; answers the shard's status
 /// and every outcome the host settled, once all are delivered.
-fn run_batch(records: &[&str], batch: usize) -> (ShardStatus, Vec<support::Seen>) {
+fn run_batch(records: &[&str], batch: u32) -> (ShardStatus, Vec<support::Seen>) {
     let dir = Scratch::new("bisect");
     let k = key_on_shard(0, 2, "k");
     let lines: Vec<_> = records.iter().map(|t| text_record(&k, t)).collect();
     dir.write("feed.ndjson", lines.join("\n"));
     let seen = Outcomes::default();
-    let host = Running::start_with(
-        &dir,
-        &config_with(guest("scripted").to_str().unwrap(), batch, ""),
-        |h| h.on_outcome(seen.tap()),
-    );
+    let host = Running::start_with(&dir, config(contained(2, batch)), |h| {
+        h.on_outcome(seen.tap())
+    });
     let n = records.len();
     host.wait_for("every record settled or held", |_| seen.len() == n);
     let board = host.stop();
@@ -210,9 +203,8 @@ fn a_handler_that_traps_on_every_record_holds_them_all_and_the_host_goes_on() {
 // ---- limits the host enforces itself (issue 11) ----
 
 /// The scripted guest on a one-shard embedded stream, read in batches of `batch`.
-fn one_shard_config(batch: usize) -> String {
-    config_with(guest("scripted").to_str().unwrap(), batch, "")
-        .replace("create_if_missing = 2", "create_if_missing = 1")
+fn one_shard_config(batch: u32) -> HostToml {
+    config(contained(1, batch))
 }
 
 #[test]
@@ -229,9 +221,9 @@ fn a_stop_ends_a_call_in_flight_and_leaves_its_record_unsettled() {
     let lines = [text_record(&a, "ack"), text_record(&a, "sleep:600000")];
     dir.write("feed.ndjson", lines.join("\n"));
     // A call may take ten minutes; a stop waits for it only its grace period (5 s).
-    let config = one_shard_config(1).replace("timeout = \"300ms\"", "timeout = \"10m\"");
+    let config = config(contained(1, 1).limit("timeout", "10m"));
     let seen = Outcomes::default();
-    let host = Running::start_with(&dir, &config, |h| h.on_outcome(seen.tap()));
+    let host = Running::start_with(&dir, config, |h| h.on_outcome(seen.tap()));
     host.wait_for("the first record settled", |_| seen.len() == 1);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -259,7 +251,7 @@ fn a_handler_slow_on_every_record_costs_a_bounded_number_of_timeouts_per_batch()
     dir.write("feed.ndjson", lines.join("\n"));
     let config = one_shard_config(64);
     let seen = Outcomes::default();
-    let host = Running::start_with(&dir, &config, |h| h.on_outcome(seen.tap()));
+    let host = Running::start_with(&dir, config, |h| h.on_outcome(seen.tap()));
     host.wait_for("every record answered", |_| seen.len() == 64);
     let metrics = host.metrics();
     host.stop();
@@ -389,7 +381,7 @@ fn a_seek_to_a_place_this_reader_never_delivered_is_refused() {
     ];
     dir.write("feed.ndjson", lines.join("\n"));
     let config = one_shard_config(10);
-    let host = Running::start(&dir, &config);
+    let host = Running::start(&dir, config);
     host.wait_for("both seeks refused and held", |b| {
         let t = b.totals("test");
         t.held == 2 && t.settled == 1
@@ -412,7 +404,7 @@ fn a_handler_that_seeks_again_and_again_is_backed_off() {
     let a = key_on_shard(0, 1, "a");
     dir.write("feed.ndjson", text_record(&a, "seek-self"));
     let config = one_shard_config(10);
-    let host = Running::start(&dir, &config);
+    let host = Running::start(&dir, config);
     let backoffs = |host: &Running| {
         support::metric(
             &host.metrics(),
@@ -448,7 +440,7 @@ fn guest_log_lines_are_cut_escaped_and_rate_limited() {
     ];
     dir.write("feed.ndjson", lines.join("\n"));
     let config = one_shard_config(10);
-    let host = support::fleet::Instance::start(&dir, "host", &config);
+    let host = support::fleet::Instance::start(&dir, "host", config);
     host.wait_for(
         "every record handled",
         std::time::Duration::from_secs(60),

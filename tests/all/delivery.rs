@@ -10,28 +10,14 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::support::dynamo::{Dynamo, n, s};
-use crate::support::fleet::{HostConfig, Instance, Stack, stack, wait_until};
+use crate::support::fleet::{Instance, stack};
 use crate::support::kinesis::Kinesis;
 use crate::support::proxy::DelayProxy;
-use crate::support::{Scratch, dynamodb_endpoint, guest, kinesis_endpoint, unique};
+use crate::support::{
+    HostToml, Scratch, Subscription, dynamodb_endpoint, guest, kinesis_endpoint, unique, wait_until,
+};
 
 const SHARD_0: &str = "shardId-000000000000";
-
-impl Stack {
-    fn config(&self, owner: &str, handler: &str, leases: &str, subscription: &str) -> String {
-        HostConfig {
-            owner,
-            kinesis: &self.kinesis,
-            dynamodb: &self.dynamodb,
-            table: &self.table,
-            stream: &self.stream,
-            handler: guest(handler),
-            leases,
-            subscription,
-        }
-        .render()
-    }
-}
 
 fn keys(outcomes: &[(String, String)], outcome: &str) -> BTreeSet<String> {
     outcomes
@@ -45,16 +31,21 @@ fn keys(outcomes: &[(String, String)], outcome: &str) -> BTreeSet<String> {
 fn a_shard_read_but_never_checkpointed_is_read_again_from_where_it_was_first_opened() {
     let Some(st) = stack(1) else { return };
     let dir = Scratch::new("opened");
-    let leases = "list_every = \"1s\"\ncheckpoint_every = \"200ms\"";
+    let config = |handler| {
+        st.config("a", handler)
+            .leases("list_every", "1s")
+            .leases("checkpoint_every", "200ms")
+    };
     // start_at = latest (the default); the first record this reader sees is held.
-    let mut a = Instance::start(&dir, "a", &st.config("a", "scripted", leases, ""));
-    a.wait_for("a to open the shard", Duration::from_secs(60), |i| {
-        i.logged("reading shard")
+    let mut a = Instance::start(&dir, "a", config("scripted"));
+    wait_until("a to open the shard", Duration::from_secs(60), || {
+        st.row(SHARD_0).is_some_and(|r| r.contains_key("opened_at"))
     });
     let mut n = 0;
     wait_until("a to hold a record", Duration::from_secs(30), || {
         st.k.put(&st.stream, &format!("held-{n}"), "retry");
         n += 1;
+        // Paces the probes: one record every 300 ms until one is held.
         std::thread::sleep(Duration::from_millis(300));
         !keys(&a.outcomes(), "retry").is_empty()
     });
@@ -79,7 +70,7 @@ fn a_shard_read_but_never_checkpointed_is_read_again_from_where_it_was_first_ope
     assert_eq!(a.interrupt(), Some(0), "a stops cleanly");
 
     // A release that acks everything.
-    let b = Instance::start(&dir, "b", &st.config("a", "always_ack", leases, ""));
+    let b = Instance::start(&dir, "b", config("always_ack"));
     let expected: BTreeSet<String> = held
         .iter()
         .chain(&behind)
@@ -102,13 +93,16 @@ fn a_host_killed_before_its_first_checkpoint_delivers_what_arrived_while_it_was_
     let Some(st) = stack(1) else { return };
     let dir = Scratch::new("down");
     // No checkpoint is written for an hour: the host dies before its first one.
-    let leases = "list_every = \"1s\"\ncheckpoint_every = \"1h\"";
-    let config = st.config("a", "scripted", leases, "");
+    let config = st
+        .config("a", "scripted")
+        .leases("list_every", "1s")
+        .leases("checkpoint_every", "1h");
     let mut a = Instance::start(&dir, "a", &config);
     let mut n = 0;
     wait_until("a to read", Duration::from_secs(60), || {
         st.k.put(&st.stream, &format!("probe-{n}"), format!("log:probe-{n}"));
         n += 1;
+        // Paces the probes: one record every 300 ms until one is handled.
         std::thread::sleep(Duration::from_millis(300));
         !a.handled().is_empty()
     });
@@ -133,18 +127,27 @@ fn a_third_instance_never_takes_a_shard_another_asked_for() {
     let Some(st) = stack(2) else { return };
     let dir = Scratch::new("third");
     // Idle shards: a holder learns of a request at its next renewal, up to 4 s later.
-    let leases = "ttl = \"20s\"\nrenew_every = \"4s\"\nlist_every = \"500ms\"";
+    let config = |owner| {
+        st.config(owner, "scripted")
+            .leases("ttl", "20s")
+            .leases("renew_every", "4s")
+            .leases("list_every", "500ms")
+    };
     let shards = [SHARD_0, "shardId-000000000001"];
-    let a = Instance::start(&dir, "a", &st.config("a", "scripted", leases, ""));
+    let a = Instance::start(&dir, "a", config("a"));
     wait_until("a to hold both shards", Duration::from_secs(60), || {
         shards.iter().all(|s| st.owner(s).as_deref() == Some("a"))
     });
-    let b = Instance::start(&dir, "b", &st.config("b", "scripted", leases, ""));
-    b.wait_for("b to ask for a shard", Duration::from_secs(30), |i| {
-        i.logged("asked for the shard")
+    let _b = Instance::start(&dir, "b", config("b")); // runs until the test ends
+    wait_until("b to ask for a shard", Duration::from_secs(30), || {
+        shards.iter().any(|s| {
+            let row = st.row(s).unwrap_or_default();
+            let is_b =
+                |attribute| row.get(attribute).and_then(|v| v.as_s().ok()) == Some(&"b".to_owned());
+            is_b("handoff_to") || is_b("lease_owner")
+        })
     });
-    let third = leases.to_owned() + "\nbalance = false";
-    let c = Instance::start(&dir, "c", &st.config("c", "scripted", &third, ""));
+    let c = Instance::start(&dir, "c", config("c").leases("balance", false));
     c.wait_for("c to run", Duration::from_secs(30), |i| {
         i.logged("host running")
     });
@@ -154,7 +157,7 @@ fn a_third_instance_never_takes_a_shard_another_asked_for() {
         owners_seen.extend(owners.iter().flatten().cloned());
         owners.contains(&Some("b".to_owned())) && owners.contains(&Some("a".to_owned()))
     });
-    // Two more listing periods of c.
+    // Proving something does not happen: watches the owners over two more listing periods of c.
     let until = std::time::Instant::now() + Duration::from_secs(2);
     while std::time::Instant::now() < until {
         owners_seen.extend(shards.iter().filter_map(|s| st.owner(s)));
@@ -190,29 +193,21 @@ fn renewals_go_on_while_a_slow_lease_store_holds_up_the_listing() {
         ));
     }
     let proxy = DelayProxy::start(&st.dynamodb);
-    let leases = "ttl = \"6s\"\nrenew_every = \"1s\"\nlist_every = \"1s\"\nbalance = false";
-    let slow = HostConfig {
-        owner: "b",
-        kinesis: &st.kinesis,
-        dynamodb: &proxy.url(),
-        table: &st.table,
-        stream: &st.stream,
-        handler: guest("scripted"),
-        leases,
-        subscription: "start_at = \"trim_horizon\"",
+    let config = |host: HostToml| {
+        host.leases("ttl", "6s")
+            .leases("renew_every", "1s")
+            .leases("list_every", "1s")
+            .leases("balance", false)
+            .subscription(st.subscription("scripted").trim_horizon())
     };
-    let b = Instance::start(&dir, "b", &slow.render());
+    let b = Instance::start(&dir, "b", config(st.host_on("b", &proxy.url())));
     wait_until("b to hold shard 0", Duration::from_secs(60), || {
         st.owner(SHARD_0).as_deref() == Some("b")
     });
     // From now on every call of b to the table takes about 0.7 s: a listing (two calls per
     // foreign shard) takes longer than the ttl.
     proxy.set_delay(Duration::from_millis(700));
-    let c = Instance::start(
-        &dir,
-        "c",
-        &st.config("c", "scripted", leases, "start_at = \"trim_horizon\""),
-    );
+    let c = Instance::start(&dir, "c", config(st.host("c")));
     c.wait_for("c to run", Duration::from_secs(30), |i| {
         i.logged("host running")
     });
@@ -224,6 +219,7 @@ fn renewals_go_on_while_a_slow_lease_store_holds_up_the_listing() {
             "b's lease was renewed on time and nobody took it\nb's log:\n{}",
             b.text()
         );
+        // Proving something does not happen: samples the owner every 100 ms for 15 s.
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(!b.logged("lease renewal failed"), "{}", b.text());
@@ -305,27 +301,11 @@ fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
 fn a_failed_shard_worker_makes_the_host_unhealthy_releases_its_lease_and_stops_with_an_error() {
     let dir = Scratch::new("panic");
     dir.write("feed.ndjson", support::text_record("k", "ack"));
-    let path = dir.write(
-        "shardhost.toml",
-        format!(
-            r#"[kinesis]
-endpoint = "memory"
-
-[leases]
-checkpoint_every = "1ms"
-
-[admin]
-listen = "127.0.0.1:0"
-
-[[subscription]]
-name = "fragile"
-stream = "s"
-handler = "{}"
-feed = "feed.ndjson"
-"#,
-            guest("scripted").display()
-        ),
-    );
+    let config = HostToml::memory()
+        .leases("checkpoint_every", "1ms")
+        .admin()
+        .subscription(Subscription::new("fragile", "s", guest("scripted")).feed("feed.ndjson"));
+    let path = dir.write("shardhost.toml", config.render());
     let config = shardhost::config::Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut host = rt
@@ -399,27 +379,11 @@ fn a_lease_row_with_absurd_values_refuses_that_shard_only() {
         ],
     ));
     let dir = Scratch::new("absurd");
-    let running = support::Running::start(
-        &dir,
-        &format!(
-            r#"[kinesis]
-endpoint = "memory"
-
-[leases]
-store = "dynamodb"
-table = "{table}"
-endpoint = "{endpoint}"
-list_every = "200ms"
-
-[[subscription]]
-name = "sub"
-stream = "{stream}"
-handler = "{}"
-create_if_missing = 3
-"#,
-            guest("scripted").display()
-        ),
-    );
+    let config = HostToml::memory()
+        .dynamodb_leases(&table, &endpoint)
+        .leases("list_every", "200ms")
+        .subscription(Subscription::new("sub", &stream, guest("scripted")).create_if_missing(3));
+    let running = support::Running::start(&dir, config);
     running.wait_for("the sound shard to be read", |board| {
         board.shard("sub", "shardId-000000000002").get().state == ShardState::Reading
     });
@@ -462,32 +426,21 @@ fn a_handoff_during_a_closed_shards_last_batch_delivers_its_unanswered_records_a
     }
     let dir = Scratch::new("lastbatch");
     let seen = support::Outcomes::default();
-    let config = format!(
-        r#"[kinesis]
-endpoint = "{endpoint}"
-test_credentials = true
-
-[leases]
-ttl = "2s"
-renew_every = "300ms"
-list_every = "200ms"
-checkpoint_every = "100ms"
-
-[[subscription]]
-name = "test"
-stream = "{stream}"
-handler = "{}"
-start_at = "trim_horizon"
-poll_interval = "100ms"
-max_attempts = 3
-dead_letter = "{stream}.dead"
-create_if_missing = 1
-{}
-"#,
-        guest("scripted").display(),
-        retry_key_line()
-    );
-    let host = support::Running::start_with(&dir, &config, |h| h.on_outcome(seen.tap()));
+    let config = HostToml::kinesis(&endpoint)
+        .set("host", "retry_key", RETRY_KEY)
+        .leases("ttl", "2s")
+        .leases("renew_every", "300ms")
+        .leases("list_every", "200ms")
+        .leases("checkpoint_every", "100ms")
+        .subscription(
+            Subscription::new("test", &stream, guest("scripted"))
+                .trim_horizon()
+                .poll_interval("100ms")
+                .max_attempts(3)
+                .dead_letter(&format!("{stream}.dead"))
+                .create_if_missing(1),
+        );
+    let host = support::Running::start_with(&dir, config, |h| h.on_outcome(seen.tap()));
     host.wait_for("the parent to be read", |board| {
         board.shard("test", SHARD_0).get().state == ShardState::Reading
     });
@@ -537,11 +490,6 @@ fn retry_copy(subscription: &str, stream: &str, data: &str) -> Vec<u8> {
 }
 
 const RETRY_KEY: &str = "delivery-test-secret";
-
-/// The config line that gives the fleet its envelope key.
-fn retry_key_line() -> String {
-    format!("\n[host]\nretry_key = \"{RETRY_KEY}\"\n")
-}
 
 /// Asks the holder of `row` to hand it over to an instance named `elsewhere`.
 async fn request_handoff(

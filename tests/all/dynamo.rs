@@ -81,6 +81,7 @@ async fn a_held_lease_cannot_be_taken_until_it_expires() {
     assert_eq!(a.counter, 1);
     assert!(store.acquire(&key, "b", TTL).await.unwrap().is_none());
 
+    // The scenario: time passes until a's lease has expired.
     let wait = a.expiry_ms.saturating_sub(now_ms()) + 100;
     tokio::time::sleep(Duration::from_millis(wait)).await;
     let b = store

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::support::dynamo::Dynamo;
-use crate::support::fleet::{HostConfig, Instance, Paused, wait_until};
+use crate::support::fleet::{Instance, Paused, Stack, stack_on};
 use crate::support::kinesis::Kinesis;
 use crate::support::{
-    Scratch, dynamodb_fault_endpoint, guest, kinesis_endpoint, kinesis_fault_endpoint, unique,
+    HostToml, Scratch, Subscription, dynamodb_fault_endpoint, guest, kinesis_endpoint,
+    kinesis_fault_endpoint, unique, wait_until,
 };
 
 const OUTAGE: Duration = Duration::from_secs(30);
@@ -38,6 +38,7 @@ impl Producer {
                     format!("log:{text}"),
                 );
                 put.push(text);
+                // Paces the producer: a record every 50 ms.
                 std::thread::sleep(Duration::from_millis(50));
             }
             put
@@ -72,88 +73,24 @@ fn an_unresponsive_lease_table_stops_the_readers_and_loses_nothing() {
         return;
     };
     let dir = Scratch::new("tabledown");
-    let (stream, table) = (unique("tabledown"), unique("tabledown"));
-    let k = Kinesis::new(&kinesis);
-    k.create(&stream, 2);
-    let d = Dynamo::new(&dynamodb);
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(d.create_lease_table(&table));
-    let config = HostConfig {
-        owner: "a",
-        kinesis: &kinesis,
-        dynamodb: &dynamodb,
-        table: &table,
-        stream: &stream,
-        handler: guest("scripted"),
-        // A 10 s lease renewed every 5 s: when the table stops answering, a lease may expire
-        // as soon as 5 s later, and at the latest 10 s later.
-        leases: "ttl = \"10s\"\nrenew_every = \"5s\"\nlist_every = \"1s\"\ncheckpoint_every = \"200ms\"",
-        subscription: "start_at = \"trim_horizon\"",
-    };
-    let mut a = Instance::start(&dir, "a", &config.render());
-    let producer = Producer::start(&kinesis, &stream);
+    let st = stack_on(kinesis, dynamodb, 2);
+    // A 10 s lease renewed every 5 s: when the table stops answering, a lease may expire as soon
+    // as 5 s later, and at the latest 10 s later.
+    let config = st
+        .host("a")
+        .leases("ttl", "10s")
+        .leases("renew_every", "5s")
+        .leases("list_every", "1s")
+        .leases("checkpoint_every", "200ms")
+        .subscription(st.subscription("scripted").trim_horizon());
+    let mut a = Instance::start(&dir, "a", config);
+    let producer = Producer::start(&st.kinesis, &st.stream);
     a.wait_for("records to flow", Duration::from_secs(60), |i| {
         i.handled().len() >= 20
     });
-    // Everything handled so far is under a checkpoint once each shard's checkpoint has moved
-    // twice more: none of it may be delivered again.
-    let settled: BTreeSet<String> = a.handled().into_iter().map(|(_, t)| t).collect();
-    let checkpoint = |shard: &str| {
-        rt.block_on(d.row(&table, &format!("{stream}:{shard}")))
-            .and_then(|row| row.get("checkpoint").and_then(|v| v.as_s().ok()).cloned())
-    };
-    for shard in SHARDS {
-        let mut seen = vec![checkpoint(shard)];
-        wait_until(
-            "the checkpoint to move twice",
-            Duration::from_secs(30),
-            || {
-                let now = checkpoint(shard);
-                if seen.last() != Some(&now) {
-                    seen.push(now);
-                }
-                seen.len() >= 3
-            },
-        );
-    }
-
-    let outage = Instant::now();
-    let paused = Paused::new(dynalite_pid);
-    // The readers stop before their leases could have expired (a ttl after the last renewal
-    // that got through), and stay stopped: the count of handled records holds still.
-    let mut stopped_at = a.handled().len();
-    let mut still_since = Instant::now();
-    wait_until("the readers to stop", Duration::from_secs(20), || {
-        std::thread::sleep(Duration::from_millis(200));
-        let now = a.handled().len();
-        if std::mem::replace(&mut stopped_at, now) != now {
-            still_since = Instant::now();
-        }
-        still_since.elapsed() >= Duration::from_secs(3)
-    });
-    let stopped_after = still_since.duration_since(outage);
-    assert!(
-        stopped_after < Duration::from_secs(10),
-        "the readers stopped before their leases could have expired (ttl 10 s): {stopped_after:?}"
-    );
-    std::thread::sleep(OUTAGE.saturating_sub(outage.elapsed()));
-    assert_eq!(
-        a.handled().len(),
-        stopped_at,
-        "no record is handled while the readers hold no lease"
-    );
-    drop(paused);
-
-    std::thread::sleep(Duration::from_secs(3));
-    let put = producer.finish();
-    a.wait_for(
-        "every record to be handled once the table answers again",
-        Duration::from_secs(90),
-        |i| {
-            let seen = counts(&i.handled());
-            put.iter().all(|t| seen.contains_key(t))
-        },
-    );
+    let settled = settle_under_checkpoints(&st, &a);
+    pause_the_table(dynalite_pid, &a);
+    let put = resume_and_finish(producer, &a, "the table");
     let seen = counts(&a.handled());
     let again: Vec<&String> = seen
         .iter()
@@ -172,6 +109,75 @@ fn an_unresponsive_lease_table_stops_the_readers_and_loses_nothing() {
     );
 }
 
+/// Waits until everything `a` handled so far is under a checkpoint (each shard's checkpoint has
+/// moved twice more: none of it may be delivered again); answers those records.
+fn settle_under_checkpoints(st: &Stack, a: &Instance) -> BTreeSet<String> {
+    let settled: BTreeSet<String> = a.handled().into_iter().map(|(_, t)| t).collect();
+    for shard in SHARDS {
+        let mut seen = vec![st.checkpoint(shard)];
+        wait_until(
+            "the checkpoint to move twice",
+            Duration::from_secs(30),
+            || {
+                let now = st.checkpoint(shard);
+                if seen.last() != Some(&now) {
+                    seen.push(now);
+                }
+                seen.len() >= 3
+            },
+        );
+    }
+    settled
+}
+
+/// Pauses the lease table for the whole outage; checks the readers stopped before their leases
+/// could have expired (a ttl after the last renewal that got through) and stayed stopped.
+fn pause_the_table(dynalite_pid: u32, a: &Instance) {
+    let outage = Instant::now();
+    let _paused = Paused::new(dynalite_pid);
+    // The readers stay stopped: the count of handled records holds still for 3 s.
+    let mut stopped_at = a.handled().len();
+    let mut still_since = Instant::now();
+    wait_until("the readers to stop", Duration::from_secs(20), || {
+        // Samples the count every 200 ms (each sample reads the whole log).
+        std::thread::sleep(Duration::from_millis(200));
+        let now = a.handled().len();
+        if std::mem::replace(&mut stopped_at, now) != now {
+            still_since = Instant::now();
+        }
+        still_since.elapsed() >= Duration::from_secs(3)
+    });
+    let stopped_after = still_since.duration_since(outage);
+    assert!(
+        stopped_after < Duration::from_secs(10),
+        "the readers stopped before their leases could have expired (ttl 10 s): {stopped_after:?}"
+    );
+    // The scenario: the table stays down for the whole outage.
+    std::thread::sleep(OUTAGE.saturating_sub(outage.elapsed()));
+    assert_eq!(
+        a.handled().len(),
+        stopped_at,
+        "no record is handled while the readers hold no lease"
+    );
+}
+
+/// After an outage: lets the producer run 3 s more, stops it, and waits until `a` has handled
+/// every record put; answers them.
+fn resume_and_finish(producer: Producer, a: &Instance, service: &str) -> Vec<String> {
+    // The scenario: records keep arriving for 3 s after the service answers again.
+    std::thread::sleep(Duration::from_secs(3));
+    let put = producer.finish();
+    a.wait_for(
+        &format!("every record to be handled once {service} answers again"),
+        Duration::from_secs(90),
+        |i| {
+            let seen = counts(&i.handled());
+            put.iter().all(|t| seen.contains_key(t))
+        },
+    );
+    put
+}
+
 #[test]
 fn an_unresponsive_stream_service_is_waited_out_without_a_tight_loop_or_a_loss() {
     let Some((kinesis, kinesis_pid)) = kinesis_fault_endpoint() else {
@@ -181,34 +187,23 @@ fn an_unresponsive_stream_service_is_waited_out_without_a_tight_loop_or_a_loss()
     let stream = unique("streamdown");
     let k = Kinesis::new(&kinesis);
     k.create(&stream, 2);
-    let config = format!(
-        r#"[host]
-owner_id = "a"
-
-[kinesis]
-endpoint = "{kinesis}"
-test_credentials = true
-
-[leases]
-list_every = "1s"
-checkpoint_every = "200ms"
-
-[[subscription]]
-name = "test"
-stream = "{stream}"
-handler = "{}"
-start_at = "trim_horizon"
-poll_interval = "100ms"
-"#,
-        guest("scripted").display()
-    );
-    let mut a = Instance::start(&dir, "a", &config);
+    let config = HostToml::kinesis(&kinesis)
+        .owner("a")
+        .leases("list_every", "1s")
+        .leases("checkpoint_every", "200ms")
+        .subscription(
+            Subscription::new("test", &stream, guest("scripted"))
+                .trim_horizon()
+                .poll_interval("100ms"),
+        );
+    let mut a = Instance::start(&dir, "a", config);
     let producer = Producer::start(&kinesis, &stream);
     a.wait_for("records to flow", Duration::from_secs(60), |i| {
         i.handled().len() >= 20
     });
     let lines_before = a.text().lines().count();
     let paused = Paused::new(kinesis_pid);
+    // The scenario: the stream service stays down for the whole outage.
     std::thread::sleep(OUTAGE);
     assert!(a.alive(), "the host lives through the outage");
     let logged = a.text().lines().count() - lines_before;
@@ -218,16 +213,7 @@ poll_interval = "100ms"
         "a 30 s outage is logged in a bounded number of lines, not a tight loop: {logged}\n{}",
         a.text()
     );
-    std::thread::sleep(Duration::from_secs(3));
-    let put = producer.finish();
-    a.wait_for(
-        "every record to be handled once the stream answers again",
-        Duration::from_secs(90),
-        |i| {
-            let seen = counts(&i.handled());
-            put.iter().all(|t| seen.contains_key(t))
-        },
-    );
+    resume_and_finish(producer, &a, "the stream");
     let seen = counts(&a.handled());
     let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
     assert!(

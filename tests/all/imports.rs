@@ -2,30 +2,21 @@
 //! refused), and `seek` to read its shard again from a record (a held record comes back without
 //! a restart).
 
-use crate::support::{Outcomes, Running, Scratch, guest, text_record};
+use crate::support::{HostToml, Outcomes, Running, Scratch, Subscription, guest, text_record};
 use shardhost::record::Outcome;
 
-fn start(dir: &Scratch, records: &[&str], batch: usize) -> (Running, Outcomes) {
+fn start(dir: &Scratch, records: &[&str], batch: u32) -> (Running, Outcomes) {
     let lines: Vec<_> = records.iter().map(|t| text_record("k", t)).collect();
     dir.write("feed.ndjson", lines.join("\n"));
-    let config = format!(
-        r#"
-[kinesis]
-endpoint = "memory"
-
-[[subscription]]
-name = "calls"
-stream = "s"
-handler = "{}"
-feed = "feed.ndjson"
-batch = {batch}
-poll_interval = "20ms"
-publish_to = ["out"]
-"#,
-        guest("scripted").display()
+    let config = HostToml::memory().subscription(
+        Subscription::new("calls", "s", guest("scripted"))
+            .feed("feed.ndjson")
+            .batch(batch)
+            .poll_interval("20ms")
+            .set("publish_to", vec!["out"]),
     );
     let seen = Outcomes::default();
-    let host = Running::start_with(dir, &config, |h| h.on_outcome(seen.tap()));
+    let host = Running::start_with(dir, config, |h| h.on_outcome(seen.tap()));
     (host, seen)
 }
 

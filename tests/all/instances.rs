@@ -5,59 +5,70 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use crate::support::dynamo::{n, s};
 use crate::support::fleet::{Instance, Stack, stack};
-use crate::support::{Scratch, guest};
+use crate::support::{HostToml, Scratch, wait_until, wait_until_else};
+
+const SHARDS: [&str; 2] = ["shardId-000000000000", "shardId-000000000001"];
 
 impl Stack {
     /// A host config for instance `owner`, with lease `ttl`.
-    fn instance_config(&self, owner: &str, ttl: &str) -> String {
-        format!(
-            r#"[host]
-owner_id = "{owner}"
-
-[kinesis]
-endpoint = "{}"
-test_credentials = true
-
-[leases]
-store = "dynamodb"
-table = "{}"
-endpoint = "{}"
-ttl = "{ttl}"
-renew_every = "1s"
-list_every = "1s"
-checkpoint_every = "200ms"
-
-[[subscription]]
-name = "test"
-stream = "{}"
-handler = "{}"
-start_at = "trim_horizon"
-batch = 10
-poll_interval = "100ms"
-"#,
-            self.kinesis,
-            self.table,
-            self.dynamodb,
-            self.stream,
-            guest("scripted").display()
-        )
+    fn instance_config(&self, owner: &str, ttl: &str) -> HostToml {
+        self.host(owner)
+            .leases("ttl", ttl)
+            .leases("renew_every", "1s")
+            .leases("list_every", "1s")
+            .leases("checkpoint_every", "200ms")
+            .subscription(self.subscription("scripted").trim_horizon().batch(10))
     }
 
-    /// Puts `count` records `log:{tag}-{i}` over many partition keys.
+    /// Puts `count` records `log:{tag}-{i}` over many partition keys; answers their texts.
     fn put(&self, tag: &str, count: usize) -> Vec<String> {
-        (0..count)
+        self.put_noting_the_last(tag, count).0
+    }
+
+    /// As `put`, also answering the sequence number of the last record put on each shard.
+    fn put_noting_the_last(
+        &self,
+        tag: &str,
+        count: usize,
+    ) -> (Vec<String>, BTreeMap<String, String>) {
+        let mut last = BTreeMap::new();
+        let texts = (0..count)
             .map(|i| {
                 let text = format!("{tag}-{i}");
-                self.k
-                    .put(&self.stream, &format!("key-{i}"), format!("log:{text}"));
+                let (shard, sequence) =
+                    self.k
+                        .put(&self.stream, &format!("key-{i}"), format!("log:{text}"));
+                last.insert(shard, sequence);
                 text
             })
-            .collect()
+            .collect();
+        (texts, last)
     }
+
+    /// Waits until each shard's checkpoint is at the last record put on it.
+    fn wait_checkpointed(&self, last: &BTreeMap<String, String>) {
+        wait_until(
+            "the checkpoints at the last records",
+            Duration::from_secs(30),
+            || {
+                last.iter().all(|(shard, sequence)| {
+                    self.checkpoint(shard)
+                        .is_some_and(|c| c.split('/').next() == Some(sequence.as_str()))
+                })
+            },
+        );
+    }
+}
+
+/// Waits until the instance runs (its leases listed, nothing taken yet).
+fn wait_running(instance: &Instance) {
+    instance.wait_for("the instance to run", Duration::from_secs(30), |i| {
+        i.logged("host running")
+    });
 }
 
 fn texts(handled: &[(String, String)]) -> BTreeSet<String> {
@@ -68,29 +79,30 @@ fn texts(handled: &[(String, String)]) -> BTreeSet<String> {
 fn kill_9_fails_over_after_expiry_and_resumes_after_the_last_checkpoint() {
     let Some(st) = stack(2) else { return };
     let dir = Scratch::new("failover");
-    let first = st.put("r", 20);
+    let (first, last) = st.put_noting_the_last("r", 20);
     // First lister takes all (no balancing), so b holds nothing until a dies.
-    let config = |owner: &str| {
-        st.instance_config(owner, "3s")
-            .replace("checkpoint_every", "balance = false\ncheckpoint_every")
-    };
-    let mut a = Instance::start(&dir, "a", &config("a"));
+    let config = |owner: &str| st.instance_config(owner, "3s").leases("balance", false);
+    let mut a = Instance::start(&dir, "a", config("a"));
     a.wait_for(
         "a to handle the first records",
         Duration::from_secs(60),
         |i| texts(&i.handled()).len() == 20,
     );
-    std::thread::sleep(Duration::from_millis(800)); // the checkpoints are written
-    let b = Instance::start(&dir, "b", &config("b"));
-    std::thread::sleep(Duration::from_secs(1));
+    st.wait_checkpointed(&last);
+    let b = Instance::start(&dir, "b", config("b"));
+    wait_running(&b);
     a.kill9();
-    let killed = SystemTime::now();
+    let killed = Instant::now();
     let at_kill: BTreeMap<String, Option<String>> =
         ["shardId-000000000000", "shardId-000000000001"]
             .iter()
             .map(|s| (s.to_string(), st.checkpoint(s)))
             .collect();
     let later = st.put("t", 20);
+    wait_until("b to take a lease", Duration::from_secs(60), || {
+        SHARDS.iter().any(|s| st.owner(s).as_deref() == Some("b"))
+    });
+    let waited = killed.elapsed();
     b.wait_for(
         "b to take over and handle the new records",
         Duration::from_secs(60),
@@ -99,8 +111,6 @@ fn kill_9_fails_over_after_expiry_and_resumes_after_the_last_checkpoint() {
             later.iter().all(|t| seen.contains(t))
         },
     );
-    let taken = b.first_time_of("lease taken").expect("b took a lease");
-    let waited = taken.duration_since(killed).unwrap_or_default();
     assert!(
         waited >= Duration::from_secs(1),
         "b waited for the dead lease to expire (3 s ttl, renewed every 1 s): {waited:?}"
@@ -119,14 +129,17 @@ fn a_clean_stop_hands_the_shards_over_without_waiting_for_expiry() {
     let Some(st) = stack(2) else { return };
     let dir = Scratch::new("handover");
     let first = st.put("r", 10);
-    let mut a = Instance::start(&dir, "a", &st.instance_config("a", "30s"));
+    let mut a = Instance::start(&dir, "a", st.instance_config("a", "30s"));
     a.wait_for("a to handle the records", Duration::from_secs(60), |i| {
         texts(&i.handled()).len() == 10
     });
-    let b = Instance::start(&dir, "b", &st.instance_config("b", "30s"));
-    std::thread::sleep(Duration::from_secs(1));
+    let b = Instance::start(&dir, "b", st.instance_config("b", "30s"));
+    wait_running(&b);
     assert_eq!(a.interrupt(), Some(0), "a clean stop exits 0");
-    assert!(a.logged("lease released"));
+    assert!(
+        SHARDS.iter().all(|s| st.owner(s).as_deref() != Some("a")),
+        "a released its leases as it stopped"
+    );
     let stopped = Instant::now();
     let later = st.put("t", 10);
     b.wait_for("b to take over", Duration::from_secs(20), |i| {
@@ -150,13 +163,13 @@ fn a_restart_under_the_same_owner_id_regains_its_leases_at_once() {
     let Some(st) = stack(1) else { return };
     let dir = Scratch::new("sameowner");
     st.put("r", 5);
-    let mut a = Instance::start(&dir, "a", &st.instance_config("pod-a", "30s"));
+    let mut a = Instance::start(&dir, "a", st.instance_config("pod-a", "30s"));
     a.wait_for("the first records", Duration::from_secs(60), |i| {
         i.handled().len() == 5
     });
     a.kill9();
     let restarted = Instant::now();
-    let again = Instance::start(&dir, "a2", &st.instance_config("pod-a", "30s"));
+    let again = Instance::start(&dir, "a2", st.instance_config("pod-a", "30s"));
     let later = st.put("t", 5);
     again.wait_for(
         "the restarted instance to read",
@@ -176,12 +189,12 @@ fn a_restart_under_the_same_owner_id_regains_its_leases_at_once() {
 fn a_stolen_lease_stops_the_old_reader_at_once_and_it_writes_no_checkpoint_after() {
     let Some(st) = stack(1) else { return };
     let dir = Scratch::new("stolen");
-    st.put("r", 5);
-    let a = Instance::start(&dir, "a", &st.instance_config("a", "30s"));
+    let (_, last) = st.put_noting_the_last("r", 5);
+    let a = Instance::start(&dir, "a", st.instance_config("a", "30s"));
     a.wait_for("the first records", Duration::from_secs(60), |i| {
         i.handled().len() == 5
     });
-    std::thread::sleep(Duration::from_millis(500));
+    st.wait_checkpointed(&last);
     let shard = "shardId-000000000000";
     let key = format!("{}:{shard}", st.stream);
     st.rt
@@ -193,6 +206,7 @@ fn a_stolen_lease_stops_the_old_reader_at_once_and_it_writes_no_checkpoint_after
         i.logged("lease lost") || i.logged("renewal failed")
     });
     let after = st.put("t", 5);
+    // Proving something does not happen: a would have read these within 2 s.
     std::thread::sleep(Duration::from_secs(2));
     let seen = texts(&a.handled());
     assert!(
@@ -213,8 +227,8 @@ fn a_missing_lease_table_stops_the_start_with_the_command_that_creates_it() {
     let dir = Scratch::new("notable");
     let config = st
         .instance_config("a", "10s")
-        .replace(&st.table, "no-such-table");
-    let path = dir.write("a.toml", &config);
+        .leases("table", "no-such-table");
+    let path = dir.write("a.toml", config.render());
     let out = Command::new(env!("CARGO_BIN_EXE_shardhost"))
         .arg("run")
         .arg(&path)
@@ -235,11 +249,11 @@ fn two_instances_split_four_shards_two_and_two_and_a_handoff_rereads_nothing() {
     let Some(st) = stack(4) else { return };
     let dir = Scratch::new("balance");
     let first = st.put("r", 40);
-    let a = Instance::start(&dir, "a", &st.instance_config("a", "10s"));
+    let a = Instance::start(&dir, "a", st.instance_config("a", "10s"));
     a.wait_for("a to handle every record", Duration::from_secs(60), |i| {
         texts(&i.handled()).len() == 40
     });
-    let b = Instance::start(&dir, "b", &st.instance_config("b", "10s"));
+    let b = Instance::start(&dir, "b", st.instance_config("b", "10s"));
     let shards: Vec<String> = (0..4).map(|i| format!("shardId-{i:012}")).collect();
     let owners = || -> Vec<Option<String>> { shards.iter().map(|s| st.owner(s)).collect() };
     let started = Instant::now();
@@ -248,15 +262,9 @@ fn two_instances_split_four_shards_two_and_two_and_a_handoff_rereads_nothing() {
         o.iter().filter(|x| x.as_deref() == Some("a")).count() == 2
             && o.iter().filter(|x| x.as_deref() == Some("b")).count() == 2
     };
-    while !even() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no even split: {:?}\nb's log:\n{}",
-            owners(),
-            std::fs::read_to_string(&b.log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until_else("an even split", Duration::from_secs(30), even, || {
+        format!("owners {:?}\nb's log:\n{}", owners(), b.text())
+    });
     let converged = started.elapsed();
     let later = st.put("t", 40);
     let all: BTreeSet<String> = first.iter().chain(&later).cloned().collect();
@@ -268,7 +276,7 @@ fn two_instances_split_four_shards_two_and_two_and_a_handoff_rereads_nothing() {
     a.wait_for("every record handled", Duration::from_secs(60), |_| {
         both() == all
     });
-    // No flapping: the split holds over more listing periods.
+    // Proving something does not happen: no flapping, the split holds over more listing periods.
     std::thread::sleep(Duration::from_secs(3));
     assert!(even(), "the split held: {:?}", owners());
     let (by_a, by_b) = (a.handled(), b.handled());

@@ -11,39 +11,37 @@ use std::time::{Duration, SystemTime};
 
 use crate::support::kinesis::{Kinesis, aggregate};
 use crate::support::{
-    Outcomes, Running, Scratch, guest, kinesis_clock_endpoint, kinesis_endpoint, unique,
+    HostToml, Outcomes, Running, Scratch, Subscription, guest, kinesis_clock_endpoint,
+    kinesis_endpoint, unique, wait_until_else,
 };
 use shardhost::lease::{LeaseStore, MemoryLeaseStore};
 use shardhost::record::Outcome;
 
-fn config(endpoint: &str, stream: &str, start_at: &str, extra: &str) -> String {
-    format!(
-        r#"
-[kinesis]
-endpoint = "{endpoint}"
-test_credentials = true
+/// A host on kinesis-mock reading `stream` with `scripted`; `start` says where it starts (and
+/// anything else of the subscription).
+fn config(
+    endpoint: &str,
+    stream: &str,
+    start: impl FnOnce(Subscription) -> Subscription,
+) -> HostToml {
+    HostToml::kinesis(endpoint)
+        .leases("renew_every", "1s")
+        .leases("list_every", "300ms")
+        .subscription(start(
+            Subscription::new("test", stream, guest("scripted"))
+                .batch(50)
+                .poll_interval("50ms"),
+        ))
+}
 
-[leases]
-renew_every = "1s"
-list_every = "300ms"
-
-[[subscription]]
-name = "test"
-stream = "{stream}"
-handler = "{handler}"
-start_at = {start_at}
-batch = 50
-poll_interval = "50ms"
-{extra}
-"#,
-        handler = guest("scripted").display()
-    )
+fn latest(s: Subscription) -> Subscription {
+    s.start_at("latest")
 }
 
 /// Runs a host until `n` outcomes are seen; answers them.
 fn run_until(
     dir: &Scratch,
-    config: &str,
+    config: HostToml,
     n: usize,
     store: Option<Arc<dyn LeaseStore>>,
 ) -> Vec<support::Seen> {
@@ -55,7 +53,7 @@ fn run_until(
         }
     });
     host.wait_for(&format!("{n} outcomes"), |_| seen.len() >= n);
-    // A moment more: nothing else may arrive.
+    // Proving something does not happen: a moment more, nothing else may arrive.
     std::thread::sleep(Duration::from_millis(300));
     host.stop();
     seen.all()
@@ -74,6 +72,7 @@ fn reads_from_trim_horizon_a_timestamp_and_latest() {
     for i in 0..3 {
         k.put(&stream, "k", format!("early-{i}"));
     }
+    // The scenario: arrival times on both sides of `between`, more than a second apart.
     std::thread::sleep(Duration::from_millis(1100));
     let between = SystemTime::now();
     std::thread::sleep(Duration::from_millis(1100));
@@ -82,7 +81,12 @@ fn reads_from_trim_horizon_a_timestamp_and_latest() {
     }
     let dir = Scratch::new("positions");
 
-    let all = run_until(&dir, &config(&ep, &stream, "\"trim_horizon\"", ""), 6, None);
+    let all = run_until(
+        &dir,
+        config(&ep, &stream, Subscription::trim_horizon),
+        6,
+        None,
+    );
     assert_eq!(
         data(&all),
         [
@@ -93,7 +97,7 @@ fn reads_from_trim_horizon_a_timestamp_and_latest() {
     let ts = humantime::format_rfc3339_millis(between);
     let late = run_until(
         &dir,
-        &config(&ep, &stream, &format!("{{ timestamp = \"{ts}\" }}"), ""),
+        config(&ep, &stream, |s| s.start_at_timestamp(&ts.to_string())),
         3,
         None,
     );
@@ -101,15 +105,15 @@ fn reads_from_trim_horizon_a_timestamp_and_latest() {
 
     // latest: only what is put after the reader opened.
     let seen = Outcomes::default();
-    let host = Running::start_with(&dir, &config(&ep, &stream, "\"latest\"", ""), |h| {
+    let host = Running::start_with(&dir, config(&ep, &stream, latest), |h| {
         h.on_outcome(seen.tap())
     });
+    // Reading: its iterator at the tip is open.
     host.wait_for("the shard reading", |b| {
         b.snapshot()
             .iter()
             .any(|(_, _, s)| s.state == ShardState::Reading)
     });
-    std::thread::sleep(Duration::from_millis(300));
     k.put(&stream, "k", "new-0");
     host.wait_for("the new record", |_| seen.len() == 1);
     host.stop();
@@ -129,19 +133,14 @@ fn a_restarted_host_resumes_after_the_last_checkpoint() {
     let store: Arc<dyn LeaseStore> = Arc::new(MemoryLeaseStore::new());
     let first = run_until(
         &dir,
-        &config(&ep, &stream, "\"trim_horizon\"", ""),
+        config(&ep, &stream, Subscription::trim_horizon),
         4,
         Some(store.clone()),
     );
     assert_eq!(first[2].outcome, Outcome::Retry);
     k.put(&stream, "k", "b1");
     // start_at no longer matters: the checkpoint (in front of the held record) does.
-    let second = run_until(
-        &dir,
-        &config(&ep, &stream, "\"latest\"", ""),
-        3,
-        Some(store),
-    );
+    let second = run_until(&dir, config(&ep, &stream, latest), 3, Some(store));
     assert_eq!(
         data(&second),
         ["retry", "a3", "b1"],
@@ -157,9 +156,11 @@ fn splits_and_merges_while_records_flow_keep_every_record_and_each_keys_order() 
     k.create(&stream, 2);
     let dir = Scratch::new("reshard");
     let seen = Outcomes::default();
-    let host = Running::start_with(&dir, &config(&ep, &stream, "\"trim_horizon\"", ""), |h| {
-        h.on_outcome(seen.tap())
-    });
+    let host = Running::start_with(
+        &dir,
+        config(&ep, &stream, Subscription::trim_horizon),
+        |h| h.on_outcome(seen.tap()),
+    );
 
     let keys: Vec<String> = (0..16).map(|i| format!("key-{i}")).collect();
     let per_key = 30;
@@ -170,11 +171,12 @@ fn splits_and_merges_while_records_flow_keep_every_record_and_each_keys_order() 
                 for key in &keys {
                     k.put(&stream, key, format!("{key}:{n}"));
                 }
+                // Paces the writer: a round of keys every 40 ms or so.
                 std::thread::sleep(Duration::from_millis(40));
             }
         })
     };
-    std::thread::sleep(Duration::from_millis(500));
+    host.wait_for("records to flow", |_| seen.len() >= keys.len());
     k.split(&stream, "shardId-000000000000");
     let shards = k.shards(&stream);
     // The split's upper child and the untouched shard 1 are adjacent: merge them.
@@ -185,11 +187,14 @@ fn splits_and_merges_while_records_flow_keep_every_record_and_each_keys_order() 
         .unwrap()
         .id
         .clone();
-    std::thread::sleep(Duration::from_millis(500));
+    host.wait_for("records to flow on the upper child", |_| {
+        seen.all().iter().any(|s| s.shard_id == upper)
+    });
     k.merge(&stream, &upper, "shardId-000000000001");
     writer.join().unwrap();
     let total = keys.len() * per_key;
     host.wait_for("every record", |_| seen.len() >= total);
+    // Proving something does not happen: no record comes twice in the next 300 ms.
     std::thread::sleep(Duration::from_millis(300));
     host.stop();
 
@@ -222,9 +227,10 @@ fn under_latest_a_closed_shard_nobody_read_is_skipped_and_its_children_open_at_t
     k.put(&stream, "k", "old-child");
     let dir = Scratch::new("latestclosed");
     let seen = Outcomes::default();
-    let host = Running::start_with(&dir, &config(&ep, &stream, "\"latest\"", ""), |h| {
+    let host = Running::start_with(&dir, config(&ep, &stream, latest), |h| {
         h.on_outcome(seen.tap())
     });
+    // Reading: their iterators at the tip are open.
     host.wait_for("both children reading", |b| {
         b.snapshot()
             .iter()
@@ -232,9 +238,9 @@ fn under_latest_a_closed_shard_nobody_read_is_skipped_and_its_children_open_at_t
             .count()
             == 2
     });
-    std::thread::sleep(Duration::from_millis(300));
     k.put(&stream, "k", "new");
     host.wait_for("the new record", |_| seen.len() >= 1);
+    // Proving something does not happen: no old record comes in the next 300 ms.
     std::thread::sleep(Duration::from_millis(300));
     host.stop();
     assert_eq!(data(&seen.all()), ["new"]);
@@ -251,9 +257,11 @@ fn a_held_record_in_a_closed_parent_keeps_its_children_waiting() {
     }
     let dir = Scratch::new("heldparent");
     let seen = Outcomes::default();
-    let host = Running::start_with(&dir, &config(&ep, &stream, "\"trim_horizon\"", ""), |h| {
-        h.on_outcome(seen.tap())
-    });
+    let host = Running::start_with(
+        &dir,
+        config(&ep, &stream, Subscription::trim_horizon),
+        |h| h.on_outcome(seen.tap()),
+    );
     host.wait_for("the parent's records", |_| seen.len() == 3);
     k.split(&stream, "shardId-000000000000");
     for i in 0..10 {
@@ -264,6 +272,7 @@ fn a_held_record_in_a_closed_parent_keeps_its_children_waiting() {
             shard == "shardId-000000000000" && s.state == ShardState::HeldAtEnd
         })
     });
+    // Proving something does not happen: the children stay unread for 2 s.
     std::thread::sleep(Duration::from_secs(2));
     let board = host.stop();
     assert_eq!(
@@ -296,7 +305,12 @@ fn kpl_aggregates_arrive_as_their_user_records() {
     corrupt[last] ^= 0xff; // breaks the digest
     k.put(&stream, "outer", corrupt.clone());
     let dir = Scratch::new("kpl");
-    let seen = run_until(&dir, &config(&ep, &stream, "\"trim_horizon\"", ""), 4, None);
+    let seen = run_until(
+        &dir,
+        config(&ep, &stream, Subscription::trim_horizon),
+        4,
+        None,
+    );
     let users: Vec<_> = seen[..3]
         .iter()
         .map(|s| {
@@ -334,13 +348,13 @@ fn a_checkpoint_can_stand_between_the_user_records_of_an_aggregate() {
     let store: Arc<dyn LeaseStore> = Arc::new(MemoryLeaseStore::new());
     run_until(
         &dir,
-        &config(&ep, &stream, "\"trim_horizon\"", ""),
+        config(&ep, &stream, Subscription::trim_horizon),
         3,
         Some(store.clone()),
     );
     let again = run_until(
         &dir,
-        &config(&ep, &stream, "\"trim_horizon\"", ""),
+        config(&ep, &stream, Subscription::trim_horizon),
         2,
         Some(store),
     );
@@ -360,7 +374,7 @@ fn a_missing_stream_is_an_error_naming_it_unless_create_if_missing() {
     let Some(ep) = kinesis_endpoint() else { return };
     let stream = unique("missing");
     let dir = Scratch::new("missing");
-    let path = dir.write("shardhost.toml", config(&ep, &stream, "\"latest\"", ""));
+    let path = dir.write("shardhost.toml", config(&ep, &stream, latest).render());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let cfg = shardhost::config::Config::load(&path).unwrap();
     let err = rt
@@ -377,7 +391,7 @@ fn a_missing_stream_is_an_error_naming_it_unless_create_if_missing() {
 
     let path = dir.write(
         "shardhost.toml",
-        config(&ep, &stream, "\"latest\"", "create_if_missing = 3"),
+        config(&ep, &stream, |s| latest(s).create_if_missing(3)).render(),
     );
     let cfg = shardhost::config::Config::load(&path).unwrap();
     rt.block_on(shardhost::supervisor::Host::prepare(cfg))
@@ -398,9 +412,11 @@ fn an_expired_iterator_is_reopened_after_the_last_delivered_record() {
     }
     let dir = Scratch::new("expiry");
     let seen = Outcomes::default();
-    let host = Running::start_with(&dir, &config(&ep, &stream, "\"trim_horizon\"", ""), |h| {
-        h.on_outcome(seen.tap())
-    });
+    let host = Running::start_with(
+        &dir,
+        config(&ep, &stream, Subscription::trim_horizon),
+        |h| h.on_outcome(seen.tap()),
+    );
     host.wait_for("the first records", |_| seen.len() == 5);
     // Every iterator the reader holds is now past its 300 s.
     let jumped = std::process::Command::new("kill")
@@ -412,6 +428,7 @@ fn an_expired_iterator_is_reopened_after_the_last_delivered_record() {
         k.put(&stream, "k", format!("r{i}"));
     }
     host.wait_for("the records after the expiry", |_| seen.len() >= 10);
+    // Proving something does not happen: nothing is repeated in the next 300 ms.
     std::thread::sleep(Duration::from_millis(300));
     host.stop();
     let expected: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
@@ -446,11 +463,13 @@ fn a_kpl_aggregate_bomb_is_delivered_whole_and_peak_memory_stays_under_100_mib()
     let (_, after_seq) = k.put(&stream, "after", b"ack".to_vec());
 
     let dir = Scratch::new("kplbomb");
-    let config = format!(
-        "[host]\ncache_dir = \"{}\"\n{}",
-        dir.0.join("cache").display(),
-        config(&ep, &stream, "\"trim_horizon\"", "")
-    );
+    let config = config(&ep, &stream, Subscription::trim_horizon)
+        .set(
+            "host",
+            "cache_dir",
+            dir.0.join("cache").display().to_string(),
+        )
+        .render();
     let path = dir.write("shardhost.toml", &config);
     // Compile the handler into the cache first: a compile's own peak is not what is measured.
     let checked = std::process::Command::new(env!("CARGO_BIN_EXE_shardhost"))
@@ -462,32 +481,32 @@ fn a_kpl_aggregate_bomb_is_delivered_whole_and_peak_memory_stays_under_100_mib()
     let host = support::fleet::Instance::start(&dir, "host", &config);
     let pid = host.child.id();
     let limit = 100 << 20;
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let peak = peak_rss(pid).unwrap_or(0);
-        assert!(
-            peak < limit,
-            "peak RSS {} MiB while reading the aggregate",
-            peak >> 20
-        );
-        let outcomes = host.outcomes();
-        if outcomes.iter().any(|(key, _)| key == "after") {
-            assert_eq!(
-                outcomes,
-                [
-                    ("outer".to_owned(), "ack".to_owned()),
-                    ("after".to_owned(), "ack".to_owned())
-                ],
-                "the bomb arrives whole (one corrupt aggregate), then the next record"
+    wait_until_else(
+        "the record after the bomb",
+        Duration::from_secs(60),
+        || {
+            let peak = peak_rss(pid).unwrap_or(0);
+            assert!(
+                peak < limit,
+                "peak RSS {} MiB while reading the aggregate",
+                peak >> 20
             );
-            eprintln!("peak RSS {} MiB", peak_rss(pid).unwrap_or(0) >> 20);
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no outcome for {bomb_seq} / {after_seq}; log:\n{}",
-            host.text()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+            host.outcomes().iter().any(|(key, _)| key == "after")
+        },
+        || {
+            format!(
+                "no outcome for {bomb_seq} / {after_seq}; log:\n{}",
+                host.text()
+            )
+        },
+    );
+    assert_eq!(
+        host.outcomes(),
+        [
+            ("outer".to_owned(), "ack".to_owned()),
+            ("after".to_owned(), "ack".to_owned())
+        ],
+        "the bomb arrives whole (one corrupt aggregate), then the next record"
+    );
+    eprintln!("peak RSS {} MiB", peak_rss(pid).unwrap_or(0) >> 20);
 }

@@ -2,7 +2,7 @@
 //! partition key. One key's records keep their order, and the checkpoint still covers only a
 //! contiguous settled run of the shard.
 
-use crate::support::{Outcomes, Running, Scratch, guest, text_record};
+use crate::support::{HostToml, Outcomes, Running, Scratch, Subscription, guest, text_record};
 use shardhost::record::Outcome;
 
 /// Every record of a stream of the host's embedded source: (partition key, text).
@@ -38,25 +38,16 @@ fn lanes_keep_each_keys_order_and_the_checkpoint_never_passes_an_unsettled_recor
     // One record that is held (no retry cap), in the middle.
     lines[77] = text_record("key-13", "retry");
     dir.write("feed.ndjson", lines.join("\n"));
-    let config = format!(
-        r#"
-[kinesis]
-endpoint = "memory"
-
-[[subscription]]
-name = "laned"
-stream = "s"
-handler = "{}"
-feed = "feed.ndjson"
-batch = 40
-lanes = 4
-poll_interval = "20ms"
-publish_to = ["order"]
-"#,
-        guest("scripted").display()
+    let config = HostToml::memory().subscription(
+        Subscription::new("laned", "s", guest("scripted"))
+            .feed("feed.ndjson")
+            .batch(40)
+            .lanes(4)
+            .poll_interval("20ms")
+            .set("publish_to", vec!["order"]),
     );
     let seen = Outcomes::default();
-    let host = Running::start_with(&dir, &config, |h| h.on_outcome(seen.tap()));
+    let host = Running::start_with(&dir, config, |h| h.on_outcome(seen.tap()));
     host.wait_for("every record answered", |_| seen.len() == 160);
     let order = read_stream(&host, "order");
     let board = host.stop();

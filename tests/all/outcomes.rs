@@ -1,35 +1,26 @@
 //! The seed 004 outcome table, end to end in process: embedded stream → coordinator → wasm
 //! handler → settlement → memory lease store.
 
-use crate::support::{Running, Scratch, guest, key_on_shard, text_record};
+use crate::support::{HostToml, Running, Scratch, Subscription, guest, key_on_shard, text_record};
 use shardhost::status::ShardState;
 use shardhost::status::StatusBoard;
 
-fn config(handler: &str, shards: u32, batch: u32) -> String {
-    format!(
-        r#"
-[kinesis]
-endpoint = "memory"
-
-[leases]
-renew_every = "1s"
-list_every = "1s"
-
-[[subscription]]
-name = "test"
-stream = "s"
-handler = "{handler}"
-feed = "feed.ndjson"
-create_if_missing = {shards}
-start_at = "trim_horizon"
-batch = {batch}
-poll_interval = "20ms"
-
-[subscription.limits]
-timeout = "2s"
-memory = "32MiB"
-"#
-    )
+/// A host on the embedded stream (`shards` shards, fed from `feed.ndjson`) running the guest
+/// `handler`, read in batches of `batch`.
+fn config(handler: &str, shards: u32, batch: u32) -> HostToml {
+    HostToml::memory()
+        .leases("renew_every", "1s")
+        .leases("list_every", "1s")
+        .subscription(
+            Subscription::new("test", "s", guest(handler))
+                .feed("feed.ndjson")
+                .create_if_missing(shards)
+                .trim_horizon()
+                .batch(batch)
+                .poll_interval("20ms")
+                .limit("timeout", "2s")
+                .limit("memory", "32MiB"),
+        )
 }
 
 fn shard(n: usize) -> String {
@@ -63,7 +54,7 @@ fn ack_and_drop_move_the_checkpoint_and_retry_holds_it_in_front_of_the_record() 
         .map(|t| text_record(&k, t))
         .collect();
     dir.write("feed.ndjson", lines.join("\n"));
-    let host = Running::start(&dir, &config(guest("scripted").to_str().unwrap(), 1, 2));
+    let host = Running::start(&dir, config("scripted", 1, 2));
     host.wait_for("six deliveries", |b| delivered(b) == 6);
     let board = host.stop();
     let st = shard_status(&board, &shard(0));
@@ -91,7 +82,7 @@ fn held_record_blocks_only_its_own_shard() {
         lines.push(text_record(&b, "ack"));
     }
     dir.write("feed.ndjson", lines.join("\n"));
-    let host = Running::start(&dir, &config(guest("scripted").to_str().unwrap(), 2, 3));
+    let host = Running::start(&dir, config("scripted", 2, 3));
     host.wait_for("every delivery", |b| delivered(b) == 12);
     let board = host.stop();
     let held = shard_status(&board, &shard(0));
@@ -117,7 +108,7 @@ fn a_batch_outcome_settles_every_record_of_the_batch() {
         .map(|t| text_record(&k, t))
         .collect();
     dir.write("feed.ndjson", lines.join("\n"));
-    let host = Running::start(&dir, &config(guest("batchall").to_str().unwrap(), 1, 3));
+    let host = Running::start(&dir, config("batchall", 1, 3));
     host.wait_for("six deliveries", |b| delivered(b) == 6);
     let st = shard_status(&host.stop(), &shard(0));
     assert_eq!(st.counts.settled, 3);
@@ -136,7 +127,7 @@ fn per_record_outcomes_move_each_shards_checkpoint_on_its_own() {
         }
     }
     dir.write("feed.ndjson", lines.join("\n"));
-    let host = Running::start(&dir, &config(guest("scripted").to_str().unwrap(), 2, 3));
+    let host = Running::start(&dir, config("scripted", 2, 3));
     host.wait_for("every delivery", |b| delivered(b) == 8);
     let board = host.stop();
     for s in 0..2 {
@@ -151,7 +142,7 @@ fn a_clean_stop_writes_the_final_checkpoint_and_releases_the_lease() {
     let dir = Scratch::new("stop");
     let k = key_on_shard(0, 1, "k");
     dir.write("feed.ndjson", text_record(&k, "ack"));
-    let host = Running::start(&dir, &config(guest("ship").to_str().unwrap(), 1, 10));
+    let host = Running::start(&dir, config("ship", 1, 10));
     host.wait_for("the record", |b| delivered(b) == 1);
     let host = host.stop_keep();
     let st = shard_status(&host.status, &shard(0));

@@ -9,7 +9,9 @@ use shardhost::status::ShardState;
 use std::time::{Duration, Instant};
 
 use crate::support::kinesis::Kinesis;
-use crate::support::{Outcomes, Running, Scratch, guest, kinesis_endpoint, unique};
+use crate::support::{
+    HostToml, Outcomes, Running, Scratch, Subscription, guest, kinesis_endpoint, unique,
+};
 use shardhost::envelope::{self, Kind};
 use shardhost::record::Outcome;
 
@@ -20,30 +22,22 @@ fn fleet_key() -> envelope::EnvelopeKey {
     envelope::EnvelopeKey::from_secret(SECRET)
 }
 
-fn config(ep: &str, stream: &str, extra: &str) -> String {
-    format!(
-        r#"
-[host]
-retry_key = "{SECRET}"
+/// A host on kinesis-mock with the fleet secret, running `scripted` on `stream` under a cap of 3
+/// attempts.
+fn config(ep: &str, stream: &str) -> HostToml {
+    HostToml::kinesis(ep)
+        .set("host", "retry_key", SECRET)
+        .subscription(capped(stream))
+}
 
-[kinesis]
-endpoint = "{ep}"
-test_credentials = true
-
-[[subscription]]
-name = "capped"
-stream = "{stream}"
-handler = "{handler}"
-create_if_missing = 1
-start_at = "trim_horizon"
-batch = 10
-poll_interval = "50ms"
-max_attempts = 3
-dead_letter = "{stream}-dead"
-{extra}
-"#,
-        handler = guest("scripted").display()
-    )
+fn capped(stream: &str) -> Subscription {
+    Subscription::new("capped", stream, guest("scripted"))
+        .create_if_missing(1)
+        .trim_horizon()
+        .batch(10)
+        .poll_interval("50ms")
+        .max_attempts(3)
+        .dead_letter(&format!("{stream}-dead"))
 }
 
 fn deliveries<'a>(seen: &'a [support::Seen], data: &str) -> Vec<&'a support::Seen> {
@@ -57,9 +51,7 @@ fn retry_under_a_cap_publishes_copies_then_dead_letters_the_record() {
     let stream = unique("capped");
     let dir = Scratch::new("retries");
     let seen = Outcomes::default();
-    let host = Running::start_with(&dir, &config(&ep, &stream, ""), |h| {
-        h.on_outcome(seen.tap())
-    });
+    let host = Running::start_with(&dir, config(&ep, &stream), |h| h.on_outcome(seen.tap()));
     let (_, retry_seq) = k.put(&stream, "k1", "retry");
     k.put(&stream, "k2", "retry-until:2");
     k.put(&stream, "k3", "ack");
@@ -90,10 +82,14 @@ fn retry_under_a_cap_publishes_copies_then_dead_letters_the_record() {
         0,
         "nothing is held under a cap"
     );
+    assert_copies_with_rising_attempts(&k, &stream);
+    assert_one_dead_letter(&k, &stream, &retry_seq);
+}
 
-    // The stream holds the originals and the copies, with rising attempt numbers.
+/// The stream holds the originals and the copies, with rising attempt numbers.
+fn assert_copies_with_rising_attempts(k: &Kinesis, stream: &str) {
     let mut copies: Vec<(String, u32)> = k
-        .read_all(&stream)
+        .read_all(stream)
         .into_iter()
         .filter_map(|(_, _, data)| {
             let (h, original) = envelope::unwrap(&fleet_key(), &data).ok()??;
@@ -110,7 +106,10 @@ fn retry_under_a_cap_publishes_copies_then_dead_letters_the_record() {
             ("retry-until:2".to_owned(), 2)
         ]
     );
-    // The dead letter: the original data, why, the handler version and where it came from.
+}
+
+/// The dead letter: the original data, why, the handler version and where it came from.
+fn assert_one_dead_letter(k: &Kinesis, stream: &str, retry_seq: &str) {
     let dead = k.read_all(&format!("{stream}-dead"));
     assert_eq!(dead.len(), 1);
     let (key, _, data) = &dead[0];
@@ -140,9 +139,7 @@ fn a_trapping_record_under_a_cap_is_dead_lettered_with_the_trap() {
     let stream = unique("capped-trap");
     let dir = Scratch::new("retries-trap");
     let seen = Outcomes::default();
-    let host = Running::start_with(&dir, &config(&ep, &stream, ""), |h| {
-        h.on_outcome(seen.tap())
-    });
+    let host = Running::start_with(&dir, config(&ep, &stream), |h| h.on_outcome(seen.tap()));
     for text in ["ack", "panic", "ack"] {
         k.put(&stream, "k", text);
     }
@@ -169,9 +166,7 @@ fn retry_after_waits_its_delay_and_a_stop_before_it_delivers_the_record_again() 
     let stream = unique("capped-after");
     let dir = Scratch::new("retries-after");
     let seen = Outcomes::default();
-    let host = Running::start_with(&dir, &config(&ep, &stream, ""), |h| {
-        h.on_outcome(seen.tap())
-    });
+    let host = Running::start_with(&dir, config(&ep, &stream), |h| h.on_outcome(seen.tap()));
     let started = Instant::now();
     k.put(&stream, "k", "retry-after:700");
     host.wait_for("the copy's delivery", |_| seen.len() >= 2);
@@ -186,16 +181,14 @@ fn retry_after_waits_its_delay_and_a_stop_before_it_delivers_the_record_again() 
     // A delay longer than the host runs: stop, start again over the same checkpoints.
     let stream2 = unique("capped-after-stop");
     let seen = Outcomes::default();
-    let host = Running::start_with(&dir, &config(&ep, &stream2, ""), |h| {
-        h.on_outcome(seen.tap())
-    });
+    let host = Running::start_with(&dir, config(&ep, &stream2), |h| h.on_outcome(seen.tap()));
     k.put(&stream2, "k", "retry-after:600000");
     k.put(&stream2, "k", "ack");
     host.wait_for("both delivered", |_| seen.len() >= 2);
     let store2 = host.leases.clone();
     host.stop();
     let seen2 = Outcomes::default();
-    let again = Running::start_with(&dir, &config(&ep, &stream2, ""), |h| {
+    let again = Running::start_with(&dir, config(&ep, &stream2), |h| {
         h.use_lease_store(store2.clone());
         h.on_outcome(seen2.tap())
     });
@@ -215,38 +208,28 @@ fn retry_after_waits_its_delay_and_a_stop_before_it_delivers_the_record_again() 
 fn a_retry_copy_is_handled_only_by_the_subscription_that_published_it() {
     let dir = Scratch::new("retries-shared");
     dir.write("feed.ndjson", support::text_record("k", "retry-until:2"));
-    let config = format!(
-        r#"
-[kinesis]
-endpoint = "memory"
-
-[[subscription]]
-name = "capped"
-stream = "s"
-handler = "{scripted}"
-feed = "feed.ndjson"
-poll_interval = "20ms"
-max_attempts = 3
-dead_letter = "dead"
-
-[[subscription]]
-name = "audit"
-stream = "s"
-handler = "{ack}"
-start_at = "trim_horizon"
-poll_interval = "20ms"
-"#,
-        scripted = guest("scripted").display(),
-        ack = guest("always_ack").display()
-    );
+    let config = HostToml::memory()
+        .subscription(
+            Subscription::new("capped", "s", guest("scripted"))
+                .feed("feed.ndjson")
+                .poll_interval("20ms")
+                .max_attempts(3)
+                .dead_letter("dead"),
+        )
+        .subscription(
+            Subscription::new("audit", "s", guest("always_ack"))
+                .trim_horizon()
+                .poll_interval("20ms"),
+        );
     let seen = Outcomes::default();
-    let host = Running::start_with(&dir, &config, |h| h.on_outcome(seen.tap()));
+    let host = Running::start_with(&dir, config, |h| h.on_outcome(seen.tap()));
     host.wait_for("the copy handled", |_| {
         deliveries(&seen.all(), "retry-until:2").len() >= 3
     });
     host.wait_for("both streams' records settled", |b| {
         b.totals("audit").delivered == 2 && b.totals("audit").settled == 2
     });
+    // Proving something does not happen: audit handles nothing more in the next 200 ms.
     std::thread::sleep(Duration::from_millis(200));
     host.stop();
     let all = seen.all();
@@ -275,25 +258,17 @@ fn a_handler_fault_holds_the_batch_under_a_cap_and_uses_up_no_attempts() {
         .map(|i| support::text_record("k", &format!("r{i}")))
         .collect();
     dir.write("feed.ndjson", lines.join("\n"));
-    let config = format!(
-        r#"
-[kinesis]
-endpoint = "memory"
-
-[[subscription]]
-name = "faulty"
-stream = "s"
-handler = "{}"
-feed = "feed.ndjson"
-poll_interval = "20ms"
-max_attempts = 2
-dead_letter = "dead"
-"#,
-        guest("miscount").display()
+    let config = HostToml::memory().subscription(
+        Subscription::new("faulty", "s", guest("miscount"))
+            .feed("feed.ndjson")
+            .poll_interval("20ms")
+            .max_attempts(2)
+            .dead_letter("dead"),
     );
     let seen = Outcomes::default();
-    let host = Running::start_with(&dir, &config, |h| h.on_outcome(seen.tap()));
+    let host = Running::start_with(&dir, config, |h| h.on_outcome(seen.tap()));
     host.wait_for("the batch answered", |_| seen.len() == 3);
+    // Proving something does not happen: no copy, no dead letter, no second answer in 300 ms.
     std::thread::sleep(Duration::from_millis(300));
     let (stream, dead) = (host.read_stream("s").len(), host.read_stream("dead").len());
     let board = host.stop();
@@ -348,9 +323,7 @@ fn a_forged_retry_copy_is_an_ordinary_record_never_dropped_nor_dead_lettered() {
     let stream = unique("forged");
     let dir = Scratch::new("retries-forged");
     let seen = Outcomes::default();
-    let host = Running::start_with(&dir, &config(&ep, &stream, ""), |h| {
-        h.on_outcome(seen.tap())
-    });
+    let host = Running::start_with(&dir, config(&ep, &stream), |h| h.on_outcome(seen.tap()));
     let other_fleet = envelope::EnvelopeKey::from_secret("another fleet's secret");
     let ours = forged_header(Kind::Retry, "capped", &stream);
     let theirs = forged_header(Kind::Retry, "audit", &stream);
@@ -415,7 +388,7 @@ fn replaying_dead_letters_writes_only_fleet_letters_into_streams_the_config_read
         ),
     );
     let dir = Scratch::new("retries-replay");
-    let path = dir.write("shardhost.toml", config(&ep, &stream, ""));
+    let path = dir.write("shardhost.toml", config(&ep, &stream).render());
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_shardhost"))
         .args(["dead-letters", &dead, "--replay", "--config"])
         .arg(&path)
@@ -447,9 +420,7 @@ fn a_record_too_large_for_an_envelope_is_dead_lettered_as_a_reference_not_held()
     let stream = unique("capped-big");
     let dir = Scratch::new("retries-big");
     let seen = Outcomes::default();
-    let host = Running::start_with(&dir, &config(&ep, &stream, ""), |h| {
-        h.on_outcome(seen.tap())
-    });
+    let host = Running::start_with(&dir, config(&ep, &stream), |h| h.on_outcome(seen.tap()));
     // As large as Kinesis takes (data and key together: 1 MiB), answered retry: neither a retry
     // copy nor a dead letter with the record inside fits.
     let key = "big";
@@ -508,8 +479,10 @@ fn records_waiting_for_retry_after_pause_reading_at_the_in_flight_limit() {
         k.put(&stream, "go", "ack");
     }
     let dir = Scratch::new("retries-inflight");
-    let config = config(&ep, &stream, "[subscription.limits]\nin_flight_records = 5");
-    let host = Running::start(&dir, &config);
+    let config = HostToml::kinesis(&ep)
+        .set("host", "retry_key", SECRET)
+        .subscription(capped(&stream).limit("in_flight_records", 5));
+    let host = Running::start(&dir, config);
     // The first read takes all ten; five wait for their delay, which fills the bound.
     host.wait_for("reading paused", |b| {
         b.snapshot()

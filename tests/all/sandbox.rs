@@ -3,28 +3,22 @@
 
 use std::process::Command;
 
-use crate::support::{Running, Scratch, guest, key_on_shard, text_record};
+use crate::support::{HostToml, Running, Scratch, Subscription, guest, key_on_shard, text_record};
 
-fn run(dir: &Scratch, records: &[&str], wasi: &str) -> shardhost::settle::Counts {
+fn run(
+    dir: &Scratch,
+    records: &[&str],
+    wasi: impl FnOnce(Subscription) -> Subscription,
+) -> shardhost::settle::Counts {
     let k = key_on_shard(0, 1, "k");
     let lines: Vec<_> = records.iter().map(|t| text_record(&k, t)).collect();
     dir.write("feed.ndjson", lines.join("\n"));
-    let config = format!(
-        r#"
-[kinesis]
-endpoint = "memory"
-
-[[subscription]]
-name = "test"
-stream = "s"
-handler = "{}"
-feed = "feed.ndjson"
-poll_interval = "20ms"
-{wasi}
-"#,
-        guest("scripted").display()
-    );
-    let host = Running::start(dir, &config);
+    let config = HostToml::memory().subscription(wasi(
+        Subscription::new("test", "s", guest("scripted"))
+            .feed("feed.ndjson")
+            .poll_interval("20ms"),
+    ));
+    let host = Running::start(dir, config);
     let n = records.len() as u64;
     host.wait_for("every delivery", |b| b.totals("test").delivered == n);
     host.stop().totals("test")
@@ -44,17 +38,15 @@ fn a_handler_sees_no_environment_or_files_unless_granted() {
             "env:HOME=/root",
             &format!("file:{}", secret.display()),
         ],
-        "",
+        |s| s,
     );
     assert_eq!(
         denied.held, 3,
         "no variable and no file is visible: {denied:?}"
     );
-    let granted = run(
-        &dir,
-        &[&host_var, "env:REGION=eu-west-1"],
-        "[subscription.wasi]\nenv = [\"PATH\", \"REGION=eu-west-1\"]\n",
-    );
+    let granted = run(&dir, &[&host_var, "env:REGION=eu-west-1"], |s| {
+        s.wasi("env", vec!["PATH", "REGION=eu-west-1"])
+    });
     assert_eq!(
         granted.settled, 2,
         "granted variables are visible: {granted:?}"
@@ -85,7 +77,7 @@ fn a_handler_cannot_open_a_socket() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();
-    let denied = run(&dir, &[&format!("connect:{addr}")], "");
+    let denied = run(&dir, &[&format!("connect:{addr}")], |s| s);
     assert_eq!(denied.held, 1, "the connect failed: {denied:?}");
     let accepted = listener.accept();
     assert!(

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::support::{Running, Scratch, guest, metric};
+use crate::support::{HostToml, Running, Scratch, Subscription, guest, metric};
 use async_trait::async_trait;
 use shardhost::source::{
     Call, ReadBatch, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource,
@@ -126,16 +126,19 @@ impl ShardReader for PacedReader {
 }
 
 /// A host on the embedded stream with one subscription (`drain`, 1 shard, the `always_ack`
-/// handler, defaults otherwise plus `extra`), reading through the paced wrapper.
-fn paced_host(dir: &Scratch, extra: &str) -> (Running, Arc<ReadLog>) {
-    let config = format!(
-        "[kinesis]\nendpoint = \"memory\"\n\n[[subscription]]\nname = \"drain\"\nstream = \"s\"\n\
-         handler = \"{}\"\n{extra}\n",
-        guest("always_ack").display()
-    );
+/// handler, defaults otherwise plus what `extra` sets), reading through the paced wrapper.
+fn paced_host(
+    dir: &Scratch,
+    extra: impl FnOnce(Subscription) -> Subscription,
+) -> (Running, Arc<ReadLog>) {
+    let config = HostToml::memory().subscription(extra(Subscription::new(
+        "drain",
+        "s",
+        guest("always_ack"),
+    )));
     let log = Arc::new(ReadLog::default());
     let shared = log.clone();
-    let host = Running::start_with(dir, &config, move |h| {
+    let host = Running::start_with(dir, config, move |h| {
         let inner = h.source();
         h.use_source(Arc::new(Paced { inner, log: shared }));
     });
@@ -151,7 +154,7 @@ fn a_backlog_drains_in_full_reads_within_the_shards_read_limit() {
         .map(|i| support::text_record(&format!("k{}", i % 50), &format!("{i:0>100}")))
         .collect();
     dir.write("feed.ndjson", lines.join("\n"));
-    let (host, log) = paced_host(&dir, "feed = \"feed.ndjson\"");
+    let (host, log) = paced_host(&dir, |s| s.feed("feed.ndjson"));
     host.wait_for("the backlog settled", |b| {
         b.totals("drain").settled == N as u64
     });
@@ -190,7 +193,7 @@ fn a_backlog_drains_in_full_reads_within_the_shards_read_limit() {
 #[test]
 fn an_idle_shard_is_read_once_per_poll_interval_and_less_while_it_stays_empty() {
     let dir = Scratch::new("idle");
-    let (host, log) = paced_host(&dir, "poll_interval = \"250ms\"");
+    let (host, log) = paced_host(&dir, |s| s.poll_interval("250ms"));
     // Empty reads wait 250, 500, then 1000 ms (the most): six reads take 3.75 s.
     host.wait_for("six empty reads", |_| {
         log.reads.load(Ordering::Relaxed) >= 6

@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use super::wait_until_async;
+
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::{
@@ -80,7 +82,7 @@ impl Dynamo {
                 );
         }
         request.send().await.unwrap();
-        for _ in 0..300 {
+        let active = async || {
             let out = self
                 .client
                 .describe_table()
@@ -88,12 +90,14 @@ impl Dynamo {
                 .send()
                 .await
                 .unwrap();
-            if out.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("table {table} did not become ACTIVE");
+            out.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active)
+        };
+        wait_until_async(
+            &format!("table {table} to become ACTIVE"),
+            Duration::from_secs(6),
+            active,
+        )
+        .await;
     }
 
     /// The row keyed `key`, read consistently.

@@ -1,14 +1,18 @@
 //! Real `shardhost` processes on kinesis-mock and dynalite: start, kill -9, interrupt, and read
 //! what each one logged (JSON lines).
 
+use std::fmt::Display;
 use std::fs::File;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::dynamo::{Dynamo, Row};
 use super::kinesis::Kinesis;
-use super::{Scratch, dynamodb_endpoint, kinesis_endpoint, unique};
+use super::{
+    HostToml, Scratch, Subscription, dynamodb_endpoint, guest, kinesis_endpoint, unique,
+    wait_until_else,
+};
 
 /// One host process; its JSON log goes to a file the test reads.
 pub struct Instance {
@@ -18,8 +22,8 @@ pub struct Instance {
 
 impl Instance {
     /// Starts `shardhost run` on `config` with info logs (and every outcome, at debug).
-    pub fn start(dir: &Scratch, name: &str, config: &str) -> Instance {
-        let path = dir.write(&format!("{name}.toml"), config);
+    pub fn start(dir: &Scratch, name: &str, config: impl Display) -> Instance {
+        let path = dir.write(&format!("{name}.toml"), config.to_string());
         let log = dir.0.join(format!("{name}.log"));
         let child = Command::new(env!("CARGO_BIN_EXE_shardhost"))
             .args(["--log-format", "json", "run"])
@@ -74,30 +78,17 @@ impl Instance {
             .collect()
     }
 
-    /// When the first log line with this message was written.
-    pub fn first_time_of(&self, message: &str) -> Option<std::time::SystemTime> {
-        self.lines()
-            .into_iter()
-            .find(|v| v["fields"]["message"] == message)
-            .and_then(|v| {
-                humantime::parse_rfc3339_weak(v["timestamp"].as_str()?.trim_end_matches('Z')).ok()
-            })
-    }
-
     pub fn logged(&self, needle: &str) -> bool {
         self.text().contains(needle)
     }
 
     pub fn wait_for(&self, what: &str, timeout: Duration, pred: impl Fn(&Instance) -> bool) {
-        let deadline = Instant::now() + timeout;
-        while !pred(self) {
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; log:\n{}",
-                self.text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until_else(
+            what,
+            timeout,
+            || pred(self),
+            || format!("log:\n{}", self.text()),
+        );
     }
 
     /// Whether the process is still running.
@@ -148,63 +139,6 @@ impl Drop for Paused {
     }
 }
 
-/// Waits up to `timeout` for `pred`, polling.
-pub fn wait_until(what: &str, timeout: Duration, mut pred: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !pred() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A host config on a kinesis-mock stream and a dynalite lease table; `extra_leases` and
-/// `extra_sub` are appended to `[leases]` and the subscription.
-pub struct HostConfig<'a> {
-    pub owner: &'a str,
-    pub kinesis: &'a str,
-    pub dynamodb: &'a str,
-    pub table: &'a str,
-    pub stream: &'a str,
-    pub handler: PathBuf,
-    pub leases: &'a str,
-    pub subscription: &'a str,
-}
-
-impl HostConfig<'_> {
-    pub fn render(&self) -> String {
-        format!(
-            r#"[host]
-owner_id = "{}"
-
-[kinesis]
-endpoint = "{}"
-test_credentials = true
-
-[leases]
-store = "dynamodb"
-table = "{}"
-endpoint = "{}"
-{}
-
-[[subscription]]
-name = "test"
-stream = "{}"
-handler = "{}"
-poll_interval = "100ms"
-{}
-"#,
-            self.owner,
-            self.kinesis,
-            self.table,
-            self.dynamodb,
-            self.leases,
-            self.stream,
-            self.handler.display(),
-            self.subscription,
-        )
-    }
-}
-
 /// A fresh stream on kinesis-mock and a fresh lease table on dynalite, for one test.
 pub struct Stack {
     pub kinesis: String,
@@ -218,8 +152,11 @@ pub struct Stack {
 
 /// A stack with a stream of `shards` shards; `None` (skipped) without the emulators.
 pub fn stack(shards: i32) -> Option<Stack> {
-    let kinesis = kinesis_endpoint()?;
-    let dynamodb = dynamodb_endpoint()?;
+    Some(stack_on(kinesis_endpoint()?, dynamodb_endpoint()?, shards))
+}
+
+/// A stack with a stream of `shards` shards on these emulators.
+pub fn stack_on(kinesis: String, dynamodb: String, shards: i32) -> Stack {
     let k = Kinesis::new(&kinesis);
     let d = Dynamo::new(&dynamodb);
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -227,7 +164,7 @@ pub fn stack(shards: i32) -> Option<Stack> {
     let table = unique("leases");
     k.create(&stream, shards);
     rt.block_on(d.create_lease_table(&table));
-    Some(Stack {
+    Stack {
         kinesis,
         dynamodb,
         k,
@@ -235,10 +172,33 @@ pub fn stack(shards: i32) -> Option<Stack> {
         rt,
         stream,
         table,
-    })
+    }
 }
 
 impl Stack {
+    /// Instance `owner`'s host: the stack's stream and its lease table at `dynamodb`.
+    pub fn host_on(&self, owner: &str, dynamodb: &str) -> HostToml {
+        HostToml::kinesis(&self.kinesis)
+            .owner(owner)
+            .dynamodb_leases(&self.table, dynamodb)
+    }
+
+    /// Instance `owner`'s host on the stack's stream and lease table.
+    pub fn host(&self, owner: &str) -> HostToml {
+        self.host_on(owner, &self.dynamodb)
+    }
+
+    /// Subscription `test` of the stack's stream, running the guest `handler`, polling every
+    /// 100 ms.
+    pub fn subscription(&self, handler: &str) -> Subscription {
+        Subscription::new("test", &self.stream, guest(handler)).poll_interval("100ms")
+    }
+
+    /// Instance `owner` running the guest `handler`.
+    pub fn config(&self, owner: &str, handler: &str) -> HostToml {
+        self.host(owner).subscription(self.subscription(handler))
+    }
+
     /// The lease row of one shard of the stream.
     pub fn row(&self, shard: &str) -> Option<Row> {
         self.rt

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use super::wait_until;
+
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_kinesis::primitives::Blob;
@@ -59,21 +61,21 @@ impl Kinesis {
     }
 
     pub fn wait_active(&self, stream: &str) {
-        for _ in 0..600 {
-            let out = self
-                .block_on(
-                    self.client
-                        .describe_stream_summary()
-                        .stream_name(stream)
-                        .send(),
-                )
-                .unwrap();
-            if out.stream_description_summary().unwrap().stream_status() == &StreamStatus::Active {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("stream {stream} did not become ACTIVE");
+        wait_until(
+            &format!("stream {stream} to become ACTIVE"),
+            Duration::from_secs(30),
+            || {
+                let out = self
+                    .block_on(
+                        self.client
+                            .describe_stream_summary()
+                            .stream_name(stream)
+                            .send(),
+                    )
+                    .unwrap();
+                out.stream_description_summary().unwrap().stream_status() == &StreamStatus::Active
+            },
+        );
     }
 
     /// Puts one record; answers (shard id, sequence number).

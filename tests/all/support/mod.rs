@@ -7,88 +7,19 @@ pub mod fleet;
 pub mod kinesis;
 pub mod proxy;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::fmt::Display;
+use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use shardhost::config::Config;
 use shardhost::status::StatusBoard;
 use shardhost::supervisor::Host;
 use tokio_util::sync::CancellationToken;
 
-/// The repository root.
-pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
-}
-
-/// Where guest components are built (their own target dir: a nested cargo on the host's target
-/// dir would wait forever on its lock).
-pub fn guest_target() -> PathBuf {
-    root().join("target").join("guest")
-}
-
-fn build_workspace(manifest: &Path) {
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--release",
-            "--target",
-            "wasm32-wasip2",
-            "--target-dir",
-        ])
-        .arg(guest_target())
-        .arg("--manifest-path")
-        .arg(manifest)
-        .env_remove("CARGO_TARGET_DIR")
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .status()
-        .expect("cargo runs");
-    assert!(
-        status.success(),
-        "building the guests in {} failed (is the wasm32-wasip2 target installed? \
-         `rustup target add wasm32-wasip2`)",
-        manifest.display()
-    );
-}
-
-/// Adds the guest target when it is missing (as `scripts/demo` does).
-fn ensure_wasm_target() {
-    let installed = Command::new("rustup")
-        .args(["target", "list", "--installed"])
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .any(|l| l == "wasm32-wasip2")
-        })
-        .unwrap_or(true);
-    if !installed {
-        let _ = Command::new("rustup")
-            .args(["target", "add", "wasm32-wasip2"])
-            .status();
-    }
-}
-
-/// The path of a built guest component: an example (`ship`, `pick`) or a test fixture
-/// (`scripted`, `batchall`, `wrongworld`, `always_ack`, `always_drop`, `miscount`).
-pub fn guest(name: &str) -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        ensure_wasm_target();
-        build_workspace(&root().join("examples/Cargo.toml"));
-        build_workspace(&root().join("tests/guests/Cargo.toml"));
-    });
-    let path = guest_target()
-        .join("wasm32-wasip2/release")
-        .join(format!("{name}.wasm"));
-    assert!(path.exists(), "{} was not built", path.display());
-    path
-}
+pub use shardhost_test_support::{
+    HostToml, Subscription, guest, root, wait_until, wait_until_async, wait_until_else,
+};
 
 /// A scratch directory, removed when dropped.
 pub struct Scratch(pub PathBuf);
@@ -149,14 +80,18 @@ pub struct Running {
 
 impl Running {
     /// Prepares and starts a host from config text written into `dir`.
-    pub fn start(dir: &Scratch, config: &str) -> Running {
+    pub fn start(dir: &Scratch, config: impl Display) -> Running {
         Running::start_with(dir, config, |_| {})
     }
 
     /// As `start`, letting `customize` change the host before it runs.
-    pub fn start_with(dir: &Scratch, config: &str, customize: impl FnOnce(&mut Host)) -> Running {
+    pub fn start_with(
+        dir: &Scratch,
+        config: impl Display,
+        customize: impl FnOnce(&mut Host),
+    ) -> Running {
         init_logs();
-        let path = dir.write("shardhost.toml", config);
+        let path = dir.write("shardhost.toml", config.to_string());
         let config = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -190,15 +125,12 @@ impl Running {
 
     /// Waits (up to 60 s) until `pred` holds for the status board.
     pub fn wait_for(&self, what: &str, pred: impl Fn(&StatusBoard) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !pred(&self.status) {
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}: {:#?}",
-                self.status.snapshot()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until_else(
+            what,
+            Duration::from_secs(60),
+            || pred(&self.status),
+            || format!("{:#?}", self.status.snapshot()),
+        );
     }
 
     /// The host's metrics, as `/metrics` serves them.

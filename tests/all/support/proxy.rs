@@ -75,6 +75,7 @@ async fn pipe(client: TcpStream, server: TcpStream, delay: Arc<AtomicU64>) {
             };
             let ms = delay.load(Ordering::Relaxed);
             if ms > 0 {
+                // The point of the proxy: each request waits `delay` before it goes on.
                 tokio::time::sleep(Duration::from_millis(ms)).await;
             }
             if server_write.write_all(&buf[..n]).await.is_err() {
