@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use shardhost::config::{Limits, StartAt, WasiGrants};
-use shardhost::coordinator::{Coordinator, LeaseSettings};
-use shardhost::dispatch::SubscriptionPlan;
+use shardhost::testing::{Coordinator, LeaseSettings};
+use shardhost::testing::SubscriptionPlan;
 use shardhost::handler::{CallContext, CallError, Handler, HandlerFactory};
 use shardhost::lease::MemoryLeaseStore;
 use shardhost::record::{BatchInfo, BatchOutcome, Outcome, Record};
-use shardhost::source::memory::MemoryStreams;
+use shardhost::testing::MemoryStreams;
 use shardhost::status::StatusBoard;
-use shardhost::wasm::Runtime;
+use shardhost::testing::Runtime;
 use shardhost_test_support::{guest, median};
 use tokio_util::sync::CancellationToken;
 
@@ -129,12 +129,12 @@ fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize, call_batch: u
             poll_interval: Duration::from_millis(1),
             start_at: StartAt::TrimHorizon,
             handler: Arc::new(shardhost::handler::HandlerSlot::new(factory)),
-            metrics: Arc::new(shardhost::metrics::Metrics::new()),
+            metrics: Arc::new(shardhost::Metrics::new()),
             lanes: 1,
             in_flight: Default::default(),
             retry: None,
             publisher: None,
-            envelopes: Arc::new(shardhost::envelope::EnvelopeKey::from_bytes([0; 32])),
+            envelopes: Arc::new(shardhost::testing::envelope::EnvelopeKey::from_bytes([0; 32])),
             tap: None,
         }),
         source: Arc::new(streams),

@@ -20,7 +20,7 @@ use shardhost::config::Config;
 use shardhost::lease::{
     Checkpoint, DynamoLeaseStore, DynamoOptions, Lease, LeaseError, LeaseKey, LeaseStore,
 };
-use shardhost::supervisor::Host;
+use shardhost::Host;
 use shardhost_test_support::{HostToml, Subscription, guest, median, wait_until};
 use tokio_util::sync::CancellationToken;
 
@@ -84,7 +84,7 @@ impl Env {
         let k = aws_sdk_kinesis::Client::from_conf(
             aws_sdk_kinesis::Config::builder()
                 .behavior_version(aws_sdk_kinesis::config::BehaviorVersion::latest())
-                .http_client(shardhost::aws::http_client())
+                .http_client(shardhost::testing::http_client())
                 .endpoint_url(&self.kinesis)
                 .region(aws_sdk_kinesis::config::Region::new("us-east-1"))
                 .credentials_provider(creds.clone())
@@ -93,7 +93,7 @@ impl Env {
         let d = aws_sdk_dynamodb::Client::from_conf(
             aws_sdk_dynamodb::Config::builder()
                 .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
-                .http_client(shardhost::aws::http_client())
+                .http_client(shardhost::testing::http_client())
                 .endpoint_url(&self.dynamo)
                 .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
                 .credentials_provider(creds)
@@ -143,7 +143,7 @@ impl Env {
             let k = aws_sdk_kinesis::Client::from_conf(
                 aws_sdk_kinesis::Config::builder()
                     .behavior_version(aws_sdk_kinesis::config::BehaviorVersion::latest())
-                    .http_client(shardhost::aws::http_client())
+                    .http_client(shardhost::testing::http_client())
                     .endpoint_url(&endpoint)
                     .region(aws_sdk_kinesis::config::Region::new("us-east-1"))
                     .credentials_provider(aws_sdk_kinesis::config::Credentials::new(

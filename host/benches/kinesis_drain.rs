@@ -15,7 +15,7 @@ use aws_sdk_kinesis::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::PutRecordsRequestEntry;
 use shardhost::config::Config;
-use shardhost::supervisor::Host;
+use shardhost::Host;
 use shardhost_test_support::{HostToml, Subscription, guest, median};
 use tokio_util::sync::CancellationToken;
 
@@ -139,7 +139,7 @@ fn client(endpoint: &str) -> Client {
     Client::from_conf(
         aws_sdk_kinesis::Config::builder()
             .behavior_version(BehaviorVersion::latest())
-            .http_client(shardhost::aws::http_client())
+            .http_client(shardhost::testing::http_client())
             .endpoint_url(endpoint)
             .region(Region::new("us-east-1"))
             .credentials_provider(Credentials::new("test", "test", None, None, "bench"))
@@ -208,7 +208,7 @@ fn host_mode(config: &Path, n: u64) {
         .with_writer(std::io::stderr)
         .try_init();
     // As `shardhost run` does before it starts its runtime.
-    shardhost::allocator::release_large_buffers();
+    shardhost::testing::release_large_buffers();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

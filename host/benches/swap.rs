@@ -14,7 +14,7 @@ use hyper::{Method, StatusCode};
 use shardhost::cli::admin_client::AdminClient;
 use shardhost::config::Config;
 use shardhost::source::StreamSource;
-use shardhost::supervisor::{Host, StartError};
+use shardhost::{Host, StartError};
 use shardhost_test_support::{HostToml, Subscription, guest, median};
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
@@ -67,7 +67,7 @@ fn main() {
         let answer = deploy(bytes);
         let answered = Instant::now();
         assert_eq!(answer.status, StatusCode::OK);
-        swaps.push((started, answered, shardhost::wasm::version_of(bytes)));
+        swaps.push((started, answered, shardhost::testing::version_of(bytes)));
         // The scenario: a swap every 200 ms.
         std::thread::sleep(Duration::from_millis(200));
     }

@@ -1,29 +1,42 @@
 //! shardhost: reads Kinesis shards, keeps shard leases and checkpoints, and calls sandboxed
 //! WebAssembly handler components with batches of records.
 //!
-//! The modules read as the data flows:
-//! [`config`] → [`supervisor`] → [`coordinator`] (leases) + [`source`] (shards) →
-//! [`dispatch`] → [`wasm`] (via the [`handler`] seam) → [`settle`] → [`lease`].
-//! [`cli`] is the command line (the `shardhost` binary is its glue). `ARCHITECTURE.md` at the
-//! repository root is the map.
+//! The modules read as the data flows: `config` → `supervisor` → `coordinator` (leases) +
+//! `source` (shards) → `dispatch` → `wasm` (via the [`handler`] seam) → `settle` → [`lease`].
+//! `ARCHITECTURE.md` at the repository root is the map.
+//!
+//! What an embedder uses: [`Host`] (prepare a [`Config`], run it until a stop token fires), the
+//! [`lease`] store trait and its stores, the [`handler`] seam (plug in a native handler), the
+//! [`source`] trait, and the [`status`] report. The `shardhost` binary is [`cli`].
 
-pub mod admin;
-pub mod allocator;
-pub mod aws;
-pub mod cli;
 pub mod config;
-pub mod coordinator;
-pub mod deploy;
-pub mod dispatch;
-pub mod envelope;
-pub mod feed;
 pub mod handler;
 pub mod lease;
-pub mod metrics;
-pub mod publish;
 pub mod record;
-pub mod settle;
 pub mod source;
 pub mod status;
-pub mod supervisor;
-pub mod wasm;
+
+#[doc(hidden)]
+pub mod cli;
+#[doc(hidden)]
+pub mod testing;
+
+mod admin;
+mod allocator;
+mod aws;
+mod coordinator;
+mod deploy;
+mod dispatch;
+mod envelope;
+mod feed;
+mod metrics;
+mod publish;
+mod settle;
+mod supervisor;
+mod wasm;
+
+pub use config::Config;
+pub use deploy::Deployer;
+pub use dispatch::{OutcomeTap, Settled};
+pub use metrics::Metrics;
+pub use supervisor::{Host, StartError};

@@ -185,7 +185,8 @@ impl Tracker {
     }
 
     /// The checkpoint as it stands: every record up to it is settled.
-    pub fn checkpoint(&self) -> Option<&Checkpoint> {
+    #[cfg(test)]
+    fn checkpoint(&self) -> Option<&Checkpoint> {
         self.checkpoint.as_ref()
     }
 

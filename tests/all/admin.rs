@@ -63,7 +63,7 @@ fn report(host: &Running) -> Report {
 }
 
 fn version(name: &str) -> String {
-    shardhost::wasm::version_of(&wasm(name))
+    shardhost::testing::version_of(&wasm(name))
 }
 
 /// Puts `n` records on the embedded stream through the host's own source and waits until

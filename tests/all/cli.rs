@@ -407,7 +407,7 @@ fn admin_cmd(url: &str, token: Option<&str>, args: &[&str]) -> Output {
 fn deploy_rollback_and_status_drive_a_running_host() {
     let dir = Scratch::new("cli-deploy");
     let (mut child, url) = run_with_admin(&dir, "t0ken");
-    let version = |name: &str| shardhost::wasm::version_of(&std::fs::read(guest(name)).unwrap());
+    let version = |name: &str| shardhost::testing::version_of(&std::fs::read(guest(name)).unwrap());
     let (ack, drop) = (version("always_ack"), version("always_drop"));
     let drop_file = guest("always_drop");
     let drop_file = drop_file.to_str().unwrap();

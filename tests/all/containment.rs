@@ -284,7 +284,7 @@ fn component_around(core: &str) -> Vec<u8> {
 fn load_under_16_mib(bytes: &[u8]) -> Result<(), String> {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let runtime = shardhost::wasm::Runtime::new(None, false).unwrap();
+        let runtime = shardhost::testing::Runtime::new(None, false).unwrap();
         let limits = shardhost::config::Limits {
             memory: 16 << 20,
             ..Default::default()

@@ -309,7 +309,7 @@ fn a_failed_shard_worker_makes_the_host_unhealthy_releases_its_lease_and_stops_w
     let config = shardhost::config::Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut host = rt
-        .block_on(shardhost::supervisor::Host::prepare(config))
+        .block_on(shardhost::Host::prepare(config))
         .unwrap_or_else(|e| panic!("{e}"));
     let release = Arc::new(tokio::sync::Semaphore::new(0));
     let store = Arc::new(Faulty {
@@ -469,7 +469,7 @@ fn a_handoff_during_a_closed_shards_last_batch_delivers_its_unanswered_records_a
 
 /// A retry copy (attempt 2) of `data` for `subscription`, as a host of the fleet makes it.
 fn retry_copy(subscription: &str, stream: &str, data: &str) -> Vec<u8> {
-    use shardhost::envelope::{Header, Kind, Origin};
+    use shardhost::testing::envelope::{Header, Kind, Origin};
     let header = Header {
         kind: Kind::Retry,
         subscription: subscription.to_owned(),
@@ -485,8 +485,8 @@ fn retry_copy(subscription: &str, stream: &str, data: &str) -> Vec<u8> {
         handler_version: None,
         data_omitted: None,
     };
-    let key = shardhost::envelope::EnvelopeKey::from_secret(RETRY_KEY);
-    shardhost::envelope::wrap(&key, &header, data.as_bytes())
+    let key = shardhost::testing::envelope::EnvelopeKey::from_secret(RETRY_KEY);
+    shardhost::testing::envelope::wrap(&key, &header, data.as_bytes())
 }
 
 const RETRY_KEY: &str = "delivery-test-secret";

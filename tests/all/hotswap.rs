@@ -150,7 +150,7 @@ fn assert_each_handled_once(all: &[Seen], n: usize) {
 }
 
 fn assert_answered_by_their_version(all: &[Seen], ack: &[u8], drop: &[u8]) {
-    let version = |b: &[u8]| shardhost::wasm::version_of(b);
+    let version = |b: &[u8]| shardhost::testing::version_of(b);
     let (ack_v, drop_v) = (version(ack), version(drop));
     for s in all {
         let expected = if s.version == ack_v {

@@ -378,7 +378,7 @@ fn a_missing_stream_is_an_error_naming_it_unless_create_if_missing() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let cfg = shardhost::config::Config::load(&path).unwrap();
     let err = rt
-        .block_on(shardhost::supervisor::Host::prepare(cfg))
+        .block_on(shardhost::Host::prepare(cfg))
         .err()
         .expect("refused");
     let msg = err.to_string();
@@ -394,7 +394,7 @@ fn a_missing_stream_is_an_error_naming_it_unless_create_if_missing() {
         config(&ep, &stream, |s| latest(s).create_if_missing(3)).render(),
     );
     let cfg = shardhost::config::Config::load(&path).unwrap();
-    rt.block_on(shardhost::supervisor::Host::prepare(cfg))
+    rt.block_on(shardhost::Host::prepare(cfg))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(Kinesis::new(&ep).shards(&stream).len(), 3);
 }

@@ -12,7 +12,7 @@ use crate::support::kinesis::Kinesis;
 use crate::support::{
     HostToml, Outcomes, Running, Scratch, Subscription, guest, kinesis_endpoint, unique,
 };
-use shardhost::envelope::{self, Kind};
+use shardhost::testing::envelope::{self, Kind};
 use shardhost::record::Outcome;
 
 /// The fleet secret of these tests' hosts.
@@ -123,7 +123,7 @@ fn assert_one_dead_letter(k: &Kinesis, stream: &str, retry_seq: &str) {
     assert_eq!(h.reason.as_deref(), Some("handler answered retry"));
     assert_eq!(
         h.handler_version.as_deref(),
-        Some(shardhost::wasm::version_of(&std::fs::read(guest("scripted")).unwrap()).as_str())
+        Some(shardhost::testing::version_of(&std::fs::read(guest("scripted")).unwrap()).as_str())
     );
     assert_eq!(h.origin.stream, stream);
     assert_eq!(

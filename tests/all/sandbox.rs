@@ -9,7 +9,7 @@ fn run(
     dir: &Scratch,
     records: &[&str],
     wasi: impl FnOnce(Subscription) -> Subscription,
-) -> shardhost::settle::Counts {
+) -> shardhost::status::Counts {
     let k = key_on_shard(0, 1, "k");
     let lines: Vec<_> = records.iter().map(|t| text_record(&k, t)).collect();
     dir.write("feed.ndjson", lines.join("\n"));
@@ -59,7 +59,7 @@ fn compiled_components_are_cached_by_content_hash() {
     let dir = Scratch::new("cache");
     let wasm = guest("scripted");
     invoke_with_cache(&dir, &dir.0);
-    let version = shardhost::wasm::version_of(&std::fs::read(&wasm).unwrap());
+    let version = shardhost::testing::version_of(&std::fs::read(&wasm).unwrap());
     let cached: Vec<_> = std::fs::read_dir(dir.0.join("components"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -15,16 +15,16 @@
 //! What a browser or a slow client can do is bounded ([`guard`]): a request with an `Origin`
 //! header (a web page's) is refused, and so is one whose `Host` is not the listen address or
 //! `localhost` (DNS rebinding); a connection that sends no complete request head within
-//! [`HEADER_READ_TIMEOUT`] is closed; at most [`MAX_CONNECTIONS`] are open at once (more wait in
+//! [`HEADER_READ_TIMEOUT`](guard::HEADER_READ_TIMEOUT) is closed; at most [`MAX_CONNECTIONS`](guard::MAX_CONNECTIONS) are open at once (more wait in
 //! the kernel's backlog, taking no file descriptor); a request takes at most
-//! [`REQUEST_TIMEOUT`], an upload body at most [`UPLOAD_TIMEOUT`]; and a subscription takes
+//! [`REQUEST_TIMEOUT`](guard::REQUEST_TIMEOUT), an upload body at most [`UPLOAD_TIMEOUT`]; and a subscription takes
 //! one upload at a time.
 
 mod guard;
 pub mod reply;
 mod serve;
 
-pub use guard::{HEADER_READ_TIMEOUT, MAX_CONNECTIONS, REQUEST_TIMEOUT, UPLOAD_TIMEOUT};
+use guard::UPLOAD_TIMEOUT;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

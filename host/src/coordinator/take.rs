@@ -154,7 +154,7 @@ impl Coordinator {
             self.status.clone(),
             stop.clone(),
         )
-        .from_trim_horizon(after_parents);
+        .at_trim_horizon(after_parents);
         let run = worker.run(self.source.clone());
         s.start(id, handle, stop, run, self.timings.renew_every);
     }

@@ -125,7 +125,7 @@ pub struct ShardWorker {
     status: ShardCell,
     metrics: ShardMetrics,
     stop: CancellationToken,
-    from_trim_horizon: bool,
+    at_trim_horizon: bool,
 }
 
 impl ShardWorker {
@@ -151,14 +151,14 @@ impl ShardWorker {
             ctx,
             lease,
             stop,
-            from_trim_horizon: false,
+            at_trim_horizon: false,
         }
     }
 
     /// Opens the shard at its beginning when it has no checkpoint (a child whose parents were
     /// read to their end), whatever `start_at` says.
-    pub fn from_trim_horizon(mut self, yes: bool) -> Self {
-        self.from_trim_horizon = yes;
+    pub fn at_trim_horizon(mut self, yes: bool) -> Self {
+        self.at_trim_horizon = yes;
         self
     }
 
@@ -222,7 +222,7 @@ impl ShardWorker {
         Ok(Some(match &lease.checkpoint {
             Some(Checkpoint::ShardEnd) => return Ok(None),
             Some(Checkpoint::At(p)) => StartPosition::After(p.clone()),
-            None if self.from_trim_horizon => StartPosition::TrimHorizon,
+            None if self.at_trim_horizon => StartPosition::TrimHorizon,
             None => match self.plan.start_at {
                 StartAt::Latest => match lease.opened_ms {
                     Some(opened) => {

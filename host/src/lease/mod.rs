@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 
 pub use dynamo::{DynamoLeaseStore, DynamoOptions};
-pub use handle::{KeepAlive, LeaseHandle};
+pub(crate) use handle::{KeepAlive, LeaseHandle};
 pub use memory::MemoryLeaseStore;
 
 use crate::record::Position;

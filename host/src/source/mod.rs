@@ -5,9 +5,9 @@
 //! embedded in-process stream (the demo, `invoke`, fast tests); `kpl` de-aggregates records
 //! written by the Kinesis Producer Library.
 
-pub mod kinesis;
-pub mod kpl;
-pub mod memory;
+pub(crate) mod kinesis;
+pub(crate) mod kpl;
+pub(crate) mod memory;
 
 use std::fmt;
 use std::time::Duration;

@@ -23,7 +23,7 @@ use crate::source::{SourceError, StreamSource};
 use crate::status::{Failure, StatusBoard};
 use crate::wasm::LoadError;
 use prepare::Prepared;
-pub use stores::{fleet_envelope_key, owner_id};
+pub use stores::fleet_envelope_key;
 
 /// Why a host could not start. Nothing has been started when this is returned.
 #[derive(Debug, thiserror::Error)]

@@ -38,7 +38,7 @@ impl Dynamo {
     pub fn new(endpoint: &str) -> Dynamo {
         let config = aws_sdk_dynamodb::Config::builder()
             .behavior_version(BehaviorVersion::latest())
-            .http_client(shardhost::aws::http_client())
+            .http_client(shardhost::testing::http_client())
             .endpoint_url(endpoint)
             .region(Region::new("us-east-1"))
             .credentials_provider(Credentials::new("test", "test", None, None, "test"))

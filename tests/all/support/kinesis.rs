@@ -28,7 +28,7 @@ impl Kinesis {
     pub fn new(endpoint: &str) -> Kinesis {
         let config = aws_sdk_kinesis::Config::builder()
             .behavior_version(BehaviorVersion::latest())
-            .http_client(shardhost::aws::http_client())
+            .http_client(shardhost::testing::http_client())
             .endpoint_url(endpoint)
             .region(Region::new("us-east-1"))
             .credentials_provider(Credentials::new("test", "test", None, None, "test"))

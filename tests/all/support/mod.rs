@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use shardhost::config::Config;
 use shardhost::status::StatusBoard;
-use shardhost::supervisor::Host;
+use shardhost::Host;
 use tokio_util::sync::CancellationToken;
 
 pub use shardhost_test_support::{
@@ -58,7 +58,7 @@ pub fn key_on_shard(shard: usize, shards: usize, tag: &str) -> String {
     (0..)
         .map(|i| format!("{tag}-{i}"))
         .find(|k| {
-            let h = shardhost::source::memory::hash_key(k);
+            let h = shardhost::testing::hash_key(k);
             ((h / width) as usize).min(shards - 1) == shard
         })
         .unwrap()
@@ -70,9 +70,9 @@ pub struct Running {
     pub leases: std::sync::Arc<dyn shardhost::lease::LeaseStore>,
     /// Where the admin API listens, when the config turns it on.
     pub admin: Option<std::net::SocketAddr>,
-    pub deployer: std::sync::Arc<shardhost::deploy::Deployer>,
+    pub deployer: std::sync::Arc<shardhost::Deployer>,
     pub source: std::sync::Arc<dyn shardhost::source::StreamSource>,
-    pub host_metrics: std::sync::Arc<shardhost::metrics::Metrics>,
+    pub host_metrics: std::sync::Arc<shardhost::Metrics>,
     stop: CancellationToken,
     rt: tokio::runtime::Runtime,
     done: Option<tokio::task::JoinHandle<()>>,
@@ -281,9 +281,9 @@ pub struct Seen {
 }
 
 impl Outcomes {
-    pub fn tap(&self) -> shardhost::dispatch::OutcomeTap {
+    pub fn tap(&self) -> shardhost::OutcomeTap {
         let seen = self.0.clone();
-        std::sync::Arc::new(move |s: &shardhost::dispatch::Settled<'_>| {
+        std::sync::Arc::new(move |s: &shardhost::Settled<'_>| {
             seen.lock().unwrap().push(Seen {
                 subscription: s.subscription.to_owned(),
                 shard_id: s.shard_id.to_owned(),

@@ -1,0 +1,14 @@
+//! Hooks for the behaviour tests (`tests/all`) and the benchmarks: internals they build on or
+//! look into, not part of the library's interface.
+
+pub use crate::allocator::release_large_buffers;
+pub use crate::aws::http_client;
+pub use crate::coordinator::{Coordinator, LeaseSettings};
+pub use crate::dispatch::{InFlight, SubscriptionPlan};
+pub use crate::source::memory::{MemoryStreams, hash_key};
+pub use crate::wasm::{Runtime, version_of};
+
+/// Retry copies and dead letters as they are written.
+pub mod envelope {
+    pub use crate::envelope::{EnvelopeKey, Header, Kind, Origin, unwrap, wrap};
+}
