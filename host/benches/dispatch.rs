@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use shardhost::config::{Limits, StartAt, WasiGrants};
-use shardhost::testing::{Coordinator, LeaseSettings};
-use shardhost::testing::SubscriptionPlan;
 use shardhost::handler::{CallContext, CallError, Handler, HandlerFactory};
 use shardhost::lease::MemoryLeaseStore;
 use shardhost::record::{BatchInfo, BatchOutcome, Outcome, Record};
-use shardhost::testing::MemoryStreams;
 use shardhost::status::StatusBoard;
+use shardhost::testing::MemoryStreams;
 use shardhost::testing::Runtime;
+use shardhost::testing::SubscriptionPlan;
+use shardhost::testing::{Coordinator, LeaseSettings};
 use shardhost_test_support::{guest, median};
 use tokio_util::sync::CancellationToken;
 
@@ -134,7 +134,9 @@ fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize, call_batch: u
             in_flight: Default::default(),
             retry: None,
             publisher: None,
-            envelopes: Arc::new(shardhost::testing::envelope::EnvelopeKey::from_bytes([0; 32])),
+            envelopes: Arc::new(shardhost::testing::envelope::EnvelopeKey::from_bytes(
+                [0; 32],
+            )),
             tap: None,
         }),
         source: Arc::new(streams),

@@ -16,11 +16,11 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
 };
+use shardhost::Host;
 use shardhost::config::Config;
 use shardhost::lease::{
     Checkpoint, DynamoLeaseStore, DynamoOptions, Lease, LeaseError, LeaseKey, LeaseStore,
 };
-use shardhost::Host;
 use shardhost_test_support::{HostToml, Subscription, guest, median, wait_until};
 use tokio_util::sync::CancellationToken;
 

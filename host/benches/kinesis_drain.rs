@@ -14,8 +14,8 @@ use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::PutRecordsRequestEntry;
-use shardhost::config::Config;
 use shardhost::Host;
+use shardhost::config::Config;
 use shardhost_test_support::{HostToml, Subscription, guest, median};
 use tokio_util::sync::CancellationToken;
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use shardhost::config::Config;
 use shardhost::Host;
+use shardhost::config::Config;
 use shardhost_test_support::{HostToml, Subscription, guest, median};
 use tokio_util::sync::CancellationToken;
 

@@ -12,8 +12,8 @@ use crate::support::kinesis::Kinesis;
 use crate::support::{
     HostToml, Outcomes, Running, Scratch, Subscription, guest, kinesis_endpoint, unique,
 };
-use shardhost::testing::envelope::{self, Kind};
 use shardhost::record::Outcome;
+use shardhost::testing::envelope::{self, Kind};
 
 /// The fleet secret of these tests' hosts.
 const SECRET: &str = "retries-test-secret";

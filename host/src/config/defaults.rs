@@ -8,7 +8,7 @@ use std::time::Duration;
 pub const BATCH: usize = 100;
 
 /// `read_limit`: records one read (GetRecords) asks for, the service maximum.
-pub const READ_LIMIT: usize = crate::source::MAX_READ_RECORDS;
+pub const READ_LIMIT: usize = super::MAX_READ_RECORDS;
 
 /// `poll_interval`: the wait after a read that found its shard caught up. What the Kinesis
 /// Client Library and Lambda use, so an idle subscription takes one of the shard's five reads a

@@ -15,6 +15,9 @@ use std::time::Duration;
 
 pub use units::{parse_duration, parse_size};
 
+/// The most records one GetRecords call answers.
+pub const MAX_READ_RECORDS: usize = 10_000;
+
 /// The whole configuration of one host process.
 #[derive(Clone, Debug)]
 pub struct Config {

@@ -428,7 +428,7 @@ fn subscription(
         } else {
             StartAt::Latest
         });
-    let max_read = crate::source::MAX_READ_RECORDS as i64;
+    let max_read = super::MAX_READ_RECORDS as i64;
     let poll_interval = sec
         .get("poll_interval")
         .and_then(|f| w.duration(&f, MAX_INTERVAL))

@@ -7,22 +7,15 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use super::Settled;
 use super::lane::{Answer, Lane, LaneEnv};
-use super::retry::Copy;
-use super::run::Run;
-use crate::envelope::Origin;
+use super::retry::{Copy, Delivery};
+use super::{Run, Settled};
 use crate::record::{BatchInfo, Outcome, Position, Record};
-use crate::settle::Ticket;
 use crate::wasm::short_version;
 
 /// What the batch keeps about each record while the lanes run.
-pub(super) struct Meta {
-    pub ticket: Ticket,
-    /// 1 for a first delivery; a retry copy's number.
-    pub attempt: u32,
-    /// Where a retry copy was first read.
-    pub origin: Option<Origin>,
+struct Meta {
+    delivery: Delivery,
     /// The lane it runs in.
     lane: usize,
 }
@@ -57,7 +50,8 @@ impl Run<'_> {
             let (record, answer) = answers[meta.lane]
                 .next()
                 .expect("every record was in a lane");
-            if let Some(e) = self.resolve(record, meta, answer, seek.as_ref()).await {
+            let delivery = &meta.delivery;
+            if let Some(e) = self.resolve(record, delivery, answer, seek.as_ref()).await {
                 error = Some(e);
             }
         }
@@ -124,12 +118,12 @@ impl Run<'_> {
             let lane = lane_of(&record.partition_key, n_lanes);
             lanes[lane].records.push(record);
             lanes[lane].attempts.push(attempt);
-            metas.push(Meta {
+            let delivery = Delivery {
                 ticket,
                 attempt,
                 origin,
-                lane,
-            });
+            };
+            metas.push(Meta { delivery, lane });
         }
         (lanes, metas)
     }
@@ -198,7 +192,7 @@ impl Run<'_> {
     async fn resolve(
         &mut self,
         record: Record,
-        meta: &Meta,
+        meta: &Delivery,
         answer: Answer,
         seek: Option<&Position>,
     ) -> Option<String> {
@@ -227,7 +221,7 @@ impl Run<'_> {
     }
 
     /// A record handled (ack) or retired (drop): settled, and the checkpoint may pass it.
-    fn complete(&mut self, record: &Record, meta: &Meta, o: Outcome) {
+    fn complete(&mut self, record: &Record, meta: &Delivery, o: Outcome) {
         self.tap(record, o);
         self.tracker.settle(meta.ticket, o);
         tracing::debug!(

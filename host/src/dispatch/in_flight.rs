@@ -2,9 +2,8 @@
 //! (`limits.in_flight_records`, `limits.in_flight_bytes`). Reads ask for less as the records
 //! waiting for a retry-after delay fill it, and stop while those reach it.
 
-use super::WorkerExit;
 use super::retry::Delayed;
-use super::run::Run;
+use super::{Run, WorkerExit};
 use crate::status::ShardState;
 use crate::wasm::short_version;
 

@@ -27,16 +27,17 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{RetryPolicy, StartAt};
-use crate::handler::{CallContext, HandlerSlot};
+use crate::handler::{CallContext, Handler, HandlerFactory, HandlerSlot};
 use crate::lease::{Checkpoint, Lease, LeaseError, LeaseHandle, now_ms};
 use crate::metrics::{Metrics, ShardMetrics};
 use crate::publish::Publisher;
-use crate::record::{Outcome, Record};
+use crate::record::{Outcome, Position, Record};
 use crate::settle::Tracker;
 use crate::source::{SourceError, StartPosition, StreamSource};
 use crate::status::{ShardCell, ShardState, StatusBoard};
 use interrupt::Interrupts;
-use run::Run;
+use lane::LaneEnv;
+use retry::Delayed;
 
 /// A shard read before but never checkpointed is opened this long before the time its first
 /// reader opened it, so that a clock difference between this host and Kinesis loses nothing
@@ -126,6 +127,32 @@ pub struct ShardWorker {
     metrics: ShardMetrics,
     stop: CancellationToken,
     at_trim_horizon: bool,
+}
+
+/// A shard worker's state while it reads.
+struct Run<'w> {
+    tracker: Tracker,
+    /// A moved checkpoint not written yet (coalescing).
+    pending: Option<Checkpoint>,
+    last_write: Instant,
+    /// The slot generation `factory` came from.
+    generation: u64,
+    /// The handler version this shard's batches run on; the slot is looked at between batches.
+    factory: Arc<dyn HandlerFactory>,
+    /// `factory`'s version.
+    version: Arc<str>,
+    /// A live instance of `factory` per lane, reused across calls until one fails.
+    handlers: Vec<Option<Box<dyn Handler>>>,
+    /// What lanes share (made once per handler version).
+    env: Option<Arc<LaneEnv>>,
+    /// Retry-after copies waiting for their delay (under a cap).
+    delayed: Vec<Delayed>,
+    /// A handler sought here: the reader reopens at it after the batch.
+    seek_to: Option<Position>,
+    /// The shard's stream: reads, retry copies and dead letters.
+    source: Arc<dyn StreamSource>,
+    interrupts: Interrupts,
+    worker: &'w ShardWorker,
 }
 
 impl ShardWorker {

@@ -5,14 +5,23 @@
 
 use std::time::{Duration, Instant};
 
-use super::batch::Meta;
-use super::run::Run;
+use super::Run;
 use crate::config::RetryPolicy;
 use crate::envelope::{self, Header, Kind, Origin};
 use crate::handler::CallError;
 use crate::record::{Outcome, Position, Record};
 use crate::settle::Ticket;
 use crate::wasm::short_version;
+
+/// A record as delivered to this subscription: its ticket in the shard's tracker, which
+/// attempt this is, and where a retry copy was first read.
+pub(super) struct Delivery {
+    pub ticket: Ticket,
+    /// 1 for a first delivery; a retry copy's number.
+    pub attempt: u32,
+    /// Where a retry copy was first read.
+    pub origin: Option<Origin>,
+}
 
 /// A `retry-after` under a cap: the copy is published once the delay is over; until then the
 /// record stays unsettled (a stop before that delivers it again).
@@ -86,7 +95,7 @@ impl Run<'_> {
     pub(super) async fn retry(
         &mut self,
         record: Record,
-        meta: &Meta,
+        meta: &Delivery,
         outcome: Outcome,
         error: Option<CallError>,
     ) {

@@ -2,19 +2,15 @@
 //! a call's worth per lane at a time ([`batch`](super::batch)), reopen the reader after a seek,
 //! end the shard, and write the checkpoint when it moved.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::interrupt::{Interrupt, Interrupts};
-use super::lane::LaneEnv;
+use super::interrupt::Interrupt;
 use super::read::{self, Reads};
 use super::retry::Delayed;
-use super::{ShardWorker, WorkerExit};
-use crate::handler::{Handler, HandlerFactory};
-use crate::lease::{Checkpoint, LeaseError};
+use super::{Run, WorkerExit};
+use crate::lease::LeaseError;
 use crate::record::{BatchInfo, Position, Record};
-use crate::settle::Tracker;
-use crate::source::{ReadBatch, ShardReader, SourceError, StartPosition, StreamSource};
+use crate::source::{ReadBatch, ShardReader, SourceError, StartPosition};
 use crate::wasm::short_version;
 
 /// When a moved checkpoint is written to the lease store.
@@ -48,32 +44,6 @@ struct Pacing {
     empties: u32,
     /// Batches in a row that ended in a seek.
     seeks: u32,
-}
-
-/// A shard worker's state while it reads.
-pub(super) struct Run<'w> {
-    pub tracker: Tracker,
-    /// A moved checkpoint not written yet (coalescing).
-    pub pending: Option<Checkpoint>,
-    pub last_write: Instant,
-    /// The slot generation `factory` came from.
-    pub generation: u64,
-    /// The handler version this shard's batches run on; the slot is looked at between batches.
-    pub factory: Arc<dyn HandlerFactory>,
-    /// `factory`'s version.
-    pub version: Arc<str>,
-    /// A live instance of `factory` per lane, reused across calls until one fails.
-    pub handlers: Vec<Option<Box<dyn Handler>>>,
-    /// What lanes share (made once per handler version).
-    pub env: Option<Arc<LaneEnv>>,
-    /// Retry-after copies waiting for their delay (under a cap).
-    pub delayed: Vec<Delayed>,
-    /// A handler sought here: the reader reopens at it after the batch.
-    pub seek_to: Option<Position>,
-    /// The shard's stream: reads, retry copies and dead letters.
-    pub source: Arc<dyn StreamSource>,
-    pub interrupts: Interrupts,
-    pub worker: &'w ShardWorker,
 }
 
 impl Run<'_> {

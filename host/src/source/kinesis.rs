@@ -332,7 +332,7 @@ impl KinesisReader {
                 .client
                 .get_records()
                 .shard_iterator(&iterator)
-                .limit(limit.clamp(1, super::MAX_READ_RECORDS) as i32)
+                .limit(limit.clamp(1, crate::config::MAX_READ_RECORDS) as i32)
                 .customize()
                 .config_override(
                     aws_sdk_kinesis::config::Builder::default()

@@ -112,9 +112,6 @@ pub enum SourceError {
     NoIterator { stream: String, shard: String },
 }
 
-/// The most records one GetRecords call answers.
-pub const MAX_READ_RECORDS: usize = 10_000;
-
 /// Kinesis allows 5 reads per second per shard: reads of one shard start at least this far apart.
 pub const KINESIS_READ_INTERVAL: Duration = Duration::from_millis(200);
 

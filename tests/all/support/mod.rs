@@ -12,9 +12,9 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use shardhost::Host;
 use shardhost::config::Config;
 use shardhost::status::StatusBoard;
-use shardhost::Host;
 use tokio_util::sync::CancellationToken;
 
 pub use shardhost_test_support::{
