@@ -112,23 +112,6 @@ pub enum BatchOutcome {
     Each(Vec<Outcome>),
 }
 
-/// Log levels of the `host.log` import.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ComponentType, Lower, Lift)]
-#[component(enum)]
-#[repr(u8)]
-pub enum Level {
-    #[component(name = "trace")]
-    Trace,
-    #[component(name = "debug")]
-    Debug,
-    #[component(name = "info")]
-    Info,
-    #[component(name = "warn")]
-    Warn,
-    #[component(name = "error")]
-    Error,
-}
-
 /// A place in a shard: a sequence number and, inside a KPL aggregate, a sub-sequence number.
 ///
 /// Kinesis sequence numbers are decimal strings that grow within a shard; they compare as
