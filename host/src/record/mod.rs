@@ -1,8 +1,10 @@
 //! The values that cross the handler boundary: records in, outcomes out.
 //!
 //! These types are the host side of `wit/handler.wit` (`interface types`). They derive the
-//! component-model traits directly, so a batch is lowered into the guest straight from the
-//! records the shard source produced, with no intermediate copy.
+//! component-model traits directly, and the generated bindings (`wasm/bindings.rs`) are mapped
+//! onto them, so a batch is lowered into the guest straight from the records the shard source
+//! produced, with no intermediate copy. A change of layout the WIT does not allow fails to
+//! compile there.
 
 use std::cmp::Ordering;
 use std::fmt;
