@@ -3,8 +3,8 @@
 //! These types are the host side of `wit/handler.wit` (`interface types`). They derive the
 //! component-model traits directly, and the generated bindings (`wasm/bindings.rs`) are mapped
 //! onto them, so a batch is lowered into the guest straight from the records the shard source
-//! produced, with no intermediate copy. A change of layout the WIT does not allow fails to
-//! compile there.
+//! produced, with no intermediate copy (`bindgen!` checks their size and alignment against the
+//! WIT when the host compiles).
 
 use std::cmp::Ordering;
 use std::fmt;
