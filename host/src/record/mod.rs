@@ -1,8 +1,10 @@
 //! The values that cross the handler boundary: records in, outcomes out.
 //!
 //! These types are the host side of `wit/handler.wit` (`interface types`). They derive the
-//! component-model traits directly, so a batch is lowered into the guest straight from the
-//! records the shard source produced, with no intermediate copy.
+//! component-model traits directly, and the generated bindings (`wasm/bindings.rs`) are mapped
+//! onto them, so a batch is lowered into the guest straight from the records the shard source
+//! produced, with no intermediate copy (`bindgen!` checks their size and alignment against the
+//! WIT when the host compiles).
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -110,23 +112,6 @@ pub enum BatchOutcome {
     All(Outcome),
     #[component(name = "each")]
     Each(Vec<Outcome>),
-}
-
-/// Log levels of the `host.log` import.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ComponentType, Lower, Lift)]
-#[component(enum)]
-#[repr(u8)]
-pub enum Level {
-    #[component(name = "trace")]
-    Trace,
-    #[component(name = "debug")]
-    Debug,
-    #[component(name = "info")]
-    Info,
-    #[component(name = "warn")]
-    Warn,
-    #[component(name = "error")]
-    Error,
 }
 
 /// A place in a shard: a sequence number and, inside a KPL aggregate, a sub-sequence number.

@@ -7,7 +7,9 @@
 //! - [`HandlerComponent`] is one validated component: a [`HandlerFactory`] whose instances are
 //!   reused across calls and thrown away after a trap.
 
+mod bindings;
 mod cache;
+mod imports;
 mod instance;
 mod limits;
 mod ticker;
@@ -16,12 +18,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker};
+use wasmtime::component::{Component, Linker};
+use wasmtime::error::Context as _;
 use wasmtime::{Config, Engine};
 
 use crate::config::{Limits, WasiGrants};
 use crate::handler::{CallContext, CallError, Handler, HandlerFactory};
-pub use instance::{HostState, WasmInstance};
+pub use imports::HostState;
+use instance::InstanceSpec;
+pub use instance::{InstantiateError, WasmInstance};
 use ticker::Ticker;
 
 /// The world every handler component implements.
@@ -44,10 +49,16 @@ pub enum LoadError {
     CoreModule { name: String },
     #[error("{name}: does not compile: {message}")]
     Compile { name: String, message: String },
-    #[error("{name}: does not implement the world {WORLD}: {message}")]
-    WrongWorld { name: String, message: String },
-    #[error("{name}: does not instantiate under the subscription's limits: {message}")]
-    Instantiate { name: String, message: String },
+    #[error("{name}: does not implement the world {WORLD}: {source:#}")]
+    WrongWorld {
+        name: String,
+        source: wasmtime::Error,
+    },
+    #[error("{name}: does not instantiate under the subscription's limits: {source}")]
+    Instantiate {
+        name: String,
+        source: InstantiateError,
+    },
     #[error("wasm engine: {0}")]
     Engine(String),
 }
@@ -151,27 +162,22 @@ impl Runtime {
                 name: name.clone(),
                 message: format!("{e:#}"),
             })?;
-        let wrong_world = |message: String| LoadError::WrongWorld {
+        let wrong_world = |source| LoadError::WrongWorld {
             name: name.clone(),
-            message,
+            source,
         };
-        let export = component
-            .get_export_index(None, "handle")
-            .ok_or_else(|| wrong_world("it exports no function `handle`".into()))?;
         let pre = self
             .linker
             .instantiate_pre(&component)
-            .map_err(|e| wrong_world(format!("{e:#}")))?;
-        let handler = HandlerComponent {
-            pre,
-            export,
+            .map_err(wrong_world)?;
+        let spec = InstanceSpec {
             version: version.clone(),
             limits,
             metered: self.fuel,
             env: instance::resolve_env(wasi),
             ticker: self.ticker.clone(),
         };
-        // Instantiate once under the limits and check the export's type, so a component that
+        // Instantiate once under the limits, then check the exports, so a component that
         // cannot serve is refused here and never replaces a good one.
         let probe = CallContext {
             subscription: Arc::from("(check)"),
@@ -181,13 +187,19 @@ impl Runtime {
             delivered: None,
             metrics: None,
         };
-        match WasmInstance::new(&handler, &probe).await {
-            Ok(_) => Ok(Arc::new(handler)),
-            Err(instance::InstantiateError::Type(message)) => Err(wrong_world(message)),
-            Err(instance::InstantiateError::Other(message)) => {
-                Err(LoadError::Instantiate { name, message })
-            }
-        }
+        spec.probe(&pre, &probe)
+            .await
+            .map_err(|source| LoadError::Instantiate {
+                name: name.clone(),
+                source,
+            })?;
+        let pre = bindings::HandlerPre::new(pre)
+            .context(
+                "`handle` does not have the type \
+                 func(info: batch-info, records: list<kinesis-record>) -> batch-outcome",
+            )
+            .map_err(wrong_world)?;
+        Ok(Arc::new(HandlerComponent { pre, spec }))
     }
 }
 
@@ -203,35 +215,29 @@ pub fn short_version(version: &str) -> &str {
 
 /// One validated handler component, ready to instantiate.
 pub struct HandlerComponent {
-    pre: InstancePre<HostState>,
-    export: ComponentExportIndex,
-    version: String,
-    limits: Limits,
-    /// The engine meters fuel: every store needs some (unlimited unless `limits.fuel`).
-    metered: bool,
-    env: Vec<(String, String)>,
-    /// Advances the epoch while this component's guest code runs.
-    ticker: Arc<Ticker>,
+    /// Checked against the world: its instances have the `handle` export the WIT says.
+    pre: bindings::HandlerPre<HostState>,
+    spec: InstanceSpec,
 }
 
 impl HandlerComponent {
     pub fn version(&self) -> &str {
-        &self.version
+        &self.spec.version
     }
 }
 
 #[async_trait::async_trait]
 impl HandlerFactory for HandlerComponent {
     fn version(&self) -> String {
-        self.version.clone()
+        self.spec.version.clone()
     }
 
     async fn instantiate(&self, ctx: &CallContext) -> Result<Box<dyn Handler>, CallError> {
-        WasmInstance::new(self, ctx)
+        WasmInstance::new(&self.pre, &self.spec, ctx)
             .await
             .map(|i| Box::new(i) as Box<dyn Handler>)
             .map_err(|e| CallError::Instantiate {
-                version: self.version.clone(),
+                version: self.spec.version.clone(),
                 message: e.to_string(),
             })
     }
