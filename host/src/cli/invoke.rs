@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
+use tracing::Instrument;
 
 use clap::Args;
 
@@ -44,7 +45,10 @@ async fn invoke_async(args: &InvokeArgs) -> Result<(), CliError> {
         .await
         .map_err(CliError::Handler)?;
     let records = in_file_order(input);
-    match call_in_batches(args, component.as_ref(), &records).await? {
+    // The handler's log lines name the shard, as they do in a running host.
+    let span = tracing::info_span!("shard", shard = %shard_id(0));
+    let calls = call_in_batches(args, component.as_ref(), &records);
+    match calls.instrument(span).await? {
         0 => Ok(()),
         failed => Err(CliError::CallsFailed(failed)),
     }

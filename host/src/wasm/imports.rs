@@ -167,12 +167,11 @@ fn guest_log(state: &mut HostState, level: Level, message: String) {
             return;
         }
     };
-    let subscription = &*state.ctx.subscription;
-    let shard = &*state.ctx.shard_id;
+    // The subscription and shard are the spans the call runs in.
     let handler = short_version(&state.version);
     if dropped > 0 {
         tracing::warn!(
-            target: "shardhost::guest", subscription, shard, handler, dropped,
+            target: "shardhost::guest", handler, dropped,
             "{dropped} log lines of this handler instance were dropped: more than {LOG_LINES_PER_SECOND} a second"
         );
     }
@@ -182,7 +181,7 @@ fn guest_log(state: &mut HostState, level: Level, message: String) {
     }
     macro_rules! emit {
         ($lvl:ident) => {
-            tracing::$lvl!(target: "shardhost::guest", subscription, shard, handler, "{message}")
+            tracing::$lvl!(target: "shardhost::guest", handler, "{message}")
         };
     }
     match level {

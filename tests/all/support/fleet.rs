@@ -47,16 +47,19 @@ impl Instance {
             .collect()
     }
 
-    /// (shard, message) of every line the handler logged, in order.
+    /// (shard, message) of every line the handler logged, in order; the shard is the span the
+    /// line was written in.
     pub fn handled(&self) -> Vec<(String, String)> {
         self.lines()
             .into_iter()
             .filter(|v| v["target"] == "shardhost::guest")
             .map(|v| {
-                let f = &v["fields"];
                 (
-                    f["shard"].as_str().unwrap_or_default().to_owned(),
-                    f["message"].as_str().unwrap_or_default().to_owned(),
+                    v["span"]["shard"].as_str().unwrap_or_default().to_owned(),
+                    v["fields"]["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
                 )
             })
             .collect()
