@@ -24,6 +24,7 @@ mod legacy;
 mod row;
 mod secret;
 mod table;
+mod write;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -34,11 +35,11 @@ use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
 use super::{Checkpoint, Lease, LeaseError, LeaseKey, LeaseStore, now_ms};
 use legacy::Legacy;
 use row::{CHECKPOINT, COUNTER, EXPIRY, HANDOFF_TO, KEY, OPENED, OWNER, n, s};
+use write::{HELD, UNASKED};
 
 /// A [`LeaseStore`] in a DynamoDB table (`[leases] store = "dynamodb"`).
 ///
@@ -56,30 +57,6 @@ pub struct DynamoLeaseStore {
     /// (a checkpoint is never removed).
     checkpointed: Mutex<HashSet<LeaseKey>>,
 }
-
-/// One conditional UpdateItem.
-struct Write<'a> {
-    /// What the write does, for error messages ("renew", "checkpoint", ...).
-    what: &'static str,
-    update: String,
-    condition: String,
-    values: Vec<(&'static str, AttributeValue)>,
-    key: &'a LeaseKey,
-}
-
-/// The condition of acquire ([`Lease::takeable_by`]): the row is free or expired, already the
-/// caller's, or released to the caller by a handoff.
-const TAKEABLE: &str = "(attribute_not_exists(lease_key) OR lease_owner = :me \
-                        OR lease_expiry <= :now \
-                        OR (attribute_not_exists(lease_owner) \
-                            AND (attribute_not_exists(handoff_to) OR handoff_to = :me)))";
-
-/// The condition of a handoff request: the row is as the requester read it, and nobody asked yet.
-const UNASKED: &str = "lease_owner = :me AND lease_counter = :seen \
-                       AND attribute_not_exists(handoff_to)";
-
-/// The condition of renew, checkpoint and release: the row is as the caller last saw it.
-const HELD: &str = "lease_owner = :me AND lease_counter = :seen";
 
 /// Where a DynamoDB lease table is and how to reach it (`[leases]` of the config).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -164,145 +141,6 @@ impl DynamoLeaseStore {
             .transpose()?;
         self.note(lease.as_ref());
         Ok(lease)
-    }
-
-    /// Sends one conditional UpdateItem; `None` when its condition failed.
-    async fn write(&self, w: Write<'_>) -> Result<Option<Lease>, LeaseError> {
-        let name = w.key.to_string();
-        let mut request = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key(KEY, s(name.as_str()))
-            .update_expression(w.update)
-            .condition_expression(w.condition)
-            .return_values(ReturnValue::AllNew);
-        for (placeholder, value) in w.values {
-            request = request.expression_attribute_values(placeholder, value);
-        }
-        match request.send().await {
-            Ok(out) => {
-                let item = out.attributes().ok_or_else(|| {
-                    LeaseError::Store(format!(
-                        "{} `{name}` in lease table `{}`: the answer holds no row",
-                        w.what, self.table
-                    ))
-                })?;
-                let lease = row::lease(&self.table, w.key, item)?;
-                self.note(Some(&lease));
-                Ok(Some(lease))
-            }
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(self.sdk_error(w.what, &name, e)),
-        }
-    }
-
-    /// Takes the row for `owner` if it is takeable; with `adopt`, also writes that checkpoint,
-    /// on the condition that the row has none yet.
-    async fn take(
-        &self,
-        key: &LeaseKey,
-        owner: &str,
-        ttl: Duration,
-        adopt: Option<&Checkpoint>,
-    ) -> Result<Option<Lease>, LeaseError> {
-        let now = now_ms();
-        let mut update = format!(
-            "SET {OWNER} = :me, {EXPIRY} = :expiry, \
-             {COUNTER} = if_not_exists({COUNTER}, :zero) + :one"
-        );
-        let mut values = vec![
-            (":me", s(owner)),
-            (":now", n(now)),
-            (":expiry", n(expiry(now, ttl))),
-            (":zero", n(0)),
-            (":one", n(1)),
-        ];
-        let mut condition = TAKEABLE.to_owned();
-        if let Some(checkpoint) = adopt {
-            update.push_str(&format!(", {CHECKPOINT} = :legacy"));
-            values.push((":legacy", s(checkpoint.to_stored())));
-            condition.push_str(&format!(" AND attribute_not_exists({CHECKPOINT})"));
-        }
-        update.push_str(&format!(" REMOVE {HANDOFF_TO}"));
-        self.write(Write {
-            what: "acquire",
-            update,
-            condition,
-            values,
-            key,
-        })
-        .await
-    }
-
-    /// Takes the row starting from an earlier-version row's checkpoint.
-    async fn adopt(
-        &self,
-        key: &LeaseKey,
-        owner: &str,
-        ttl: Duration,
-        checkpoint: &Checkpoint,
-    ) -> Result<Option<Lease>, LeaseError> {
-        if let Some(lease) = self.take(key, owner, ttl, Some(checkpoint)).await? {
-            tracing::info!(
-                table = %self.table,
-                key = %key,
-                checkpoint = %checkpoint,
-                "adopted the checkpoint of the earlier-version row `{}` (legacy_stream)",
-                key.shard_id
-            );
-            return Ok(Some(lease));
-        }
-        // Held by another owner, or the row got a checkpoint of its own meanwhile (which wins).
-        match self.get(key).await? {
-            Some(row) if row.checkpoint.is_some() => self.take(key, owner, ttl, None).await,
-            _ => Ok(None),
-        }
-    }
-
-    /// A write on a held lease, conditional on its owner and counter as the caller saw them.
-    async fn guarded(
-        &self,
-        lease: &Lease,
-        what: &'static str,
-        set: &str,
-        values: Vec<(&'static str, AttributeValue)>,
-    ) -> Result<Lease, LeaseError> {
-        let update = format!("{set}, {COUNTER} = {COUNTER} + :one");
-        self.conditional(lease, what, update, HELD, values).await
-    }
-
-    /// A write on a row as the caller last saw it (owner and counter in `condition`).
-    async fn conditional(
-        &self,
-        lease: &Lease,
-        what: &'static str,
-        update: String,
-        condition: &str,
-        mut values: Vec<(&'static str, AttributeValue)>,
-    ) -> Result<Lease, LeaseError> {
-        let lost = || LeaseError::Lost {
-            key: lease.key.clone(),
-            owner: lease.owner.clone().unwrap_or_default(),
-        };
-        let owner = lease.owner.as_deref().ok_or_else(lost)?;
-        values.extend([(":me", s(owner)), (":seen", n(lease.counter))]);
-        if update.contains(":one") {
-            values.push((":one", n(1)));
-        }
-        let write = Write {
-            what,
-            update,
-            condition: condition.to_owned(),
-            values,
-            key: &lease.key,
-        };
-        self.write(write).await?.ok_or_else(lost)
     }
 
     /// Remembers that a row has a checkpoint of its own.
