@@ -10,7 +10,7 @@ use tracing::Instrument;
 use super::lane::{Answer, Lane, LaneEnv};
 use super::retry::{Copy, Delivery};
 use super::{Run, Settled};
-use crate::record::{BatchInfo, Outcome, Position, Record};
+use crate::record::{Outcome, Position, Record};
 use crate::wasm::short_version;
 
 /// What the batch keeps about each record while the lanes run.
@@ -35,16 +35,16 @@ fn lane_of(key: &str, lanes: usize) -> usize {
 impl Run<'_> {
     /// Hands one batch to the handler and resolves every record. The whole batch runs on the
     /// version current when it starts; a swap takes effect at the next one.
-    pub(super) async fn dispatch(&mut self, info: BatchInfo, records: Vec<Record>) {
+    pub(super) async fn dispatch(&mut self, records: Vec<Record>) {
         self.take_current_version();
         let (lanes, metas) = self.split_into_lanes(records);
-        let lanes = self.run_lanes(lanes, info).await;
+        let lanes = self.run_lanes(lanes).await;
         let (lanes, seek) = self.collect_seek(lanes);
         let mut error = None;
-        let mut answers: Vec<_> = lanes
-            .into_iter()
-            .map(|lane| lane.records.into_iter().zip(lane.answers))
-            .collect();
+        let mut answers = Vec::with_capacity(lanes.len());
+        for lane in lanes {
+            answers.push(lane.records.into_iter().zip(lane.answers));
+        }
         // Resolved in read order: each lane holds its records in read order.
         for meta in &metas {
             let (record, answer) = answers[meta.lane]
@@ -130,12 +130,12 @@ impl Run<'_> {
 
     /// Runs the lanes: the first on this task, the others side by side on tasks of their own
     /// (other threads too); each lane has its own instance. Answers them in lane order.
-    async fn run_lanes(&mut self, lanes: Vec<Lane>, info: BatchInfo) -> Vec<Lane> {
+    async fn run_lanes(&mut self, lanes: Vec<Lane>) -> Vec<Lane> {
         let env = self
             .env
             .get_or_insert_with(|| Arc::new(self.worker.lane_env(&self.factory, &self.interrupts)))
             .clone();
-        let info = Arc::new(info);
+        let info = self.info.clone();
         let mut lanes = lanes.into_iter();
         let first = lanes.next().expect("a shard has at least one lane");
         let others: Vec<_> = lanes

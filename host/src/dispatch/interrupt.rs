@@ -13,7 +13,6 @@ pub(super) enum Interrupt {
 }
 
 /// What interrupts a worker: its lease lost, the stop token, a handoff asked for.
-#[derive(Clone)]
 pub(super) struct Interrupts {
     pub lost: CancellationToken,
     pub stop: CancellationToken,

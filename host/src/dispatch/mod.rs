@@ -31,7 +31,7 @@ use crate::handler::{CallContext, Handler, HandlerFactory, HandlerSlot};
 use crate::lease::{Checkpoint, Lease, LeaseError, LeaseHandle, now_ms};
 use crate::metrics::{Metrics, ShardMetrics};
 use crate::publish::Publisher;
-use crate::record::{Outcome, Position, Record};
+use crate::record::{BatchInfo, Outcome, Position, Record};
 use crate::settle::Tracker;
 use crate::source::{SourceError, StartPosition, StreamSource};
 use crate::status::{ShardCell, ShardState, StatusBoard};
@@ -149,9 +149,12 @@ struct Run<'w> {
     delayed: Vec<Delayed>,
     /// A handler sought here: the reader reopens at it after the batch.
     seek_to: Option<Position>,
+    /// What every call of this shard is told (the reader's lag updated per read).
+    info: Arc<BatchInfo>,
     /// The shard's stream: reads, retry copies and dead letters.
     source: Arc<dyn StreamSource>,
-    interrupts: Interrupts,
+    /// Shared, so that a wait can hold them while the worker's state changes.
+    interrupts: Arc<Interrupts>,
     worker: &'w ShardWorker,
 }
 
@@ -223,12 +226,18 @@ impl ShardWorker {
             env: None,
             delayed: Vec::new(),
             seek_to: None,
+            info: Arc::new(BatchInfo {
+                stream: self.plan.stream.to_string(),
+                shard_id: self.ctx.shard_id.to_string(),
+                millis_behind_latest: None,
+                attempt: 1,
+            }),
             source,
-            interrupts: Interrupts {
+            interrupts: Arc::new(Interrupts {
                 lost: self.lease.lost().clone(),
                 stop: self.stop.clone(),
                 handoff: self.lease.handoff().clone(),
-            },
+            }),
             worker: &self,
         };
         let exit = run.read_loop(reader).await;

@@ -2,6 +2,7 @@
 //! a call's worth per lane at a time ([`batch`](super::batch)), reopen the reader after a seek,
 //! end the shard, and write the checkpoint when it moved.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::interrupt::Interrupt;
@@ -9,7 +10,7 @@ use super::read::{self, Reads};
 use super::retry::Delayed;
 use super::{Run, WorkerExit};
 use crate::lease::LeaseError;
-use crate::record::{BatchInfo, Position, Record};
+use crate::record::{Position, Record};
 use crate::source::{ReadBatch, ShardReader, SourceError, StartPosition};
 use crate::wasm::short_version;
 
@@ -180,6 +181,10 @@ impl Run<'_> {
         millis_behind_latest: Option<u64>,
     ) -> Option<WorkerExit> {
         let w = self.worker;
+        // One `BatchInfo` serves every call of the shard: no allocation per batch.
+        if self.info.millis_behind_latest != millis_behind_latest {
+            Arc::make_mut(&mut self.info).millis_behind_latest = millis_behind_latest;
+        }
         let step = w.plan.call_batch.max(1) * self.handlers.len().max(1);
         let mut rest = records.len();
         let mut records = records.into_iter();
@@ -187,13 +192,7 @@ impl Run<'_> {
             let take = rest.min(step);
             let part: Vec<Record> = records.by_ref().take(take).collect();
             rest -= take;
-            let info = BatchInfo {
-                stream: w.plan.stream.to_string(),
-                shard_id: w.ctx.shard_id.to_string(),
-                millis_behind_latest,
-                attempt: 1,
-            };
-            self.dispatch(info, part).await;
+            self.dispatch(part).await;
             // Interrupted while the handler ran: some records may be unanswered, so the read
             // ends here (never as a shard's end); a lost lease settles nothing more.
             if let Some(interrupt) = self.interrupts.now() {
