@@ -61,7 +61,7 @@ impl Delivered {
         let range = self.0.lock().expect("delivered range poisoned");
         let at = Position::new(sequence_number, 0);
         match &*range {
-            Some((lo, hi)) if Position::new(&lo.sequence_number(), 0) <= at && at <= *hi => Ok(()),
+            Some((lo, hi)) if lo.record_start() <= at && at <= *hi => Ok(()),
             Some((lo, hi)) => Err(format!(
                 "this reader delivered from {lo} to {hi}; a seek may only go back to a record it delivered"
             )),

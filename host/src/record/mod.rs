@@ -141,6 +141,15 @@ impl Position {
     pub fn sub_sequence_number(&self) -> u32 {
         self.sub_sequence_number
     }
+
+    /// Where the Kinesis record holding this position starts (sub-sequence number 0: the first
+    /// user record of an aggregate).
+    pub fn record_start(&self) -> Position {
+        Position {
+            sequence_number: self.sequence_number.clone(),
+            sub_sequence_number: 0,
+        }
+    }
 }
 
 impl fmt::Display for Position {
