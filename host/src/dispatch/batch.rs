@@ -267,7 +267,7 @@ impl super::ShardWorker {
     fn lane_env(
         &self,
         factory: &Arc<dyn crate::handler::HandlerFactory>,
-        interrupts: &super::interrupt::Interrupts,
+        interrupts: &Arc<super::interrupt::Interrupts>,
     ) -> LaneEnv {
         LaneEnv {
             factory: factory.clone(),
@@ -275,7 +275,7 @@ impl super::ShardWorker {
             call_batch: self.plan.call_batch,
             metrics: self.metrics.clone(),
             all_metrics: self.plan.metrics.clone(),
-            interrupts: interrupts.tokens(),
+            interrupts: interrupts.clone(),
         }
     }
 }

@@ -40,9 +40,4 @@ impl Interrupts {
             None
         }
     }
-
-    /// All three, for a lane to check before each call.
-    pub fn tokens(&self) -> [CancellationToken; 3] {
-        [self.lost.clone(), self.stop.clone(), self.handoff.clone()]
-    }
 }

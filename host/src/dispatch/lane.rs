@@ -8,8 +8,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio_util::sync::CancellationToken;
-
+use super::interrupt::Interrupts;
 use crate::handler::{CallContext, CallError, Handler, HandlerFactory, outcomes_per_record};
 use crate::metrics::{Metrics, ShardMetrics};
 use crate::record::{BatchInfo, Outcome, Position, Record};
@@ -38,7 +37,7 @@ pub(super) struct LaneEnv {
     pub metrics: ShardMetrics,
     pub all_metrics: Arc<Metrics>,
     /// Any of these stops the lane before its next call.
-    pub interrupts: [CancellationToken; 3],
+    pub interrupts: Arc<Interrupts>,
 }
 
 /// A lane's work and, once run, its answers.
@@ -65,7 +64,7 @@ impl Lane {
     }
 
     fn interrupted(env: &LaneEnv) -> bool {
-        env.interrupts.iter().any(CancellationToken::is_cancelled)
+        env.interrupts.now().is_some()
     }
 
     /// Calls the handler over every record of the lane.
@@ -221,7 +220,7 @@ impl Lane {
             },
         };
         let started = Instant::now();
-        let [lost, stop, _] = &env.interrupts;
+        let (lost, stop) = (&env.interrupts.lost, &env.interrupts.stop);
         // A lost lease ends a call in flight at once, a stop after a grace period: its records
         // stay unanswered (read again by whoever reads the shard next) and the instance is
         // thrown away.
