@@ -29,6 +29,7 @@ mod deploy;
 mod dispatch;
 mod envelope;
 mod feed;
+mod fleet;
 mod metrics;
 mod publish;
 mod settle;

@@ -40,8 +40,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::AdminConfig;
+use crate::deploy::Deployed;
 use crate::deploy::{DeployError, Deployer};
-use crate::handler::Swapped;
+use crate::fleet::Fleet;
 use crate::metrics::Metrics;
 use crate::status::{Report, StatusBoard, SubscriptionReport};
 use reply::{ErrorReply, SwapReply};
@@ -65,6 +66,8 @@ pub struct AdminState {
     pub deployer: Arc<Deployer>,
     pub status: StatusBoard,
     pub metrics: Arc<Metrics>,
+    /// With a DynamoDB lease table: `/status` shows the fleet, read from the table.
+    pub fleet: Option<Arc<Fleet>>,
 }
 
 /// What the routes share besides [`AdminState`].
@@ -153,7 +156,16 @@ pub(super) fn error(status: StatusCode, message: String) -> Response {
 }
 
 async fn status(State(shared): State<Arc<Shared>>) -> axum::Json<Report> {
-    axum::Json(report(&shared.state))
+    let state = &shared.state;
+    let mut report = report(state);
+    if let Some(fleet) = &state.fleet {
+        let names: Vec<String> = state.subscriptions.iter().map(|(n, _)| n.clone()).collect();
+        match fleet.report(&names).await {
+            Ok(f) => report.fleet = Some(f),
+            Err(e) => tracing::warn!("status: cannot read the fleet from the lease table: {e}"),
+        }
+    }
+    axum::Json(report)
 }
 
 /// The status of every subscription of this host.
@@ -177,6 +189,7 @@ pub fn report(state: &AdminState) -> Report {
             })
             .collect(),
         failures: state.status.failures(),
+        fleet: None,
     }
 }
 
@@ -252,7 +265,7 @@ async fn rollback(State(shared): State<Arc<Shared>>, Path(name): Path<String>) -
     swapped(shared.state.deployer.rollback(&name).await)
 }
 
-fn swapped(result: Result<Swapped, DeployError>) -> Response {
+fn swapped(result: Result<Deployed, DeployError>) -> Response {
     match result {
         Ok(s) => axum::Json(SwapReply::from(s)).into_response(),
         Err(e) => {
@@ -260,6 +273,7 @@ fn swapped(result: Result<Swapped, DeployError>) -> Response {
                 DeployError::UnknownSubscription { .. } => StatusCode::NOT_FOUND,
                 DeployError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
                 DeployError::NothingToRollBack(_) => StatusCode::CONFLICT,
+                DeployError::Fleet(_) => StatusCode::SERVICE_UNAVAILABLE,
             };
             error(status, e.to_string())
         }

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::handler::Swapped;
+use crate::deploy::Deployed;
 
 /// 200 to `PUT /subscriptions/{name}/handler` and `POST /subscriptions/{name}/rollback`: the
 /// version that served before and the one serving now (equal when the upload already ran).
@@ -13,13 +13,17 @@ pub struct SwapReply {
     // `new` first: the order of the keys on the wire since the first release.
     pub new: String,
     pub old: String,
+    /// With a DynamoDB lease table: the fleet's deploy generation the swap belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
 }
 
-impl From<Swapped> for SwapReply {
-    fn from(s: Swapped) -> Self {
+impl From<Deployed> for SwapReply {
+    fn from(d: Deployed) -> Self {
         SwapReply {
-            new: s.new,
-            old: s.old,
+            new: d.swapped.new,
+            old: d.swapped.old,
+            generation: d.generation,
         }
     }
 }
@@ -39,6 +43,7 @@ mod tests {
         let swap = SwapReply {
             old: "a".into(),
             new: "b".into(),
+            generation: None,
         };
         assert_eq!(
             serde_json::to_string(&swap).unwrap(),

@@ -1,15 +1,29 @@
-//! `shardhost deploy [--admin URL] SUBSCRIPTION FILE.wasm` and `--rollback`
+//! `shardhost deploy [--admin URL | --config FILE] SUBSCRIPTION (FILE.wasm | --rollback)
+//! [--wait [--timeout D]]`
+//!
+//! Through an instance's admin API, or, with `--config`, straight into the lease table the config
+//! names (validated here under the config's limits first): with a DynamoDB lease table either
+//! one is a deploy to the whole fleet.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 
+use super::fleet::{FleetSource, load, subscription, wait, who};
 use super::{AdminArgs, CliError};
+use crate::config::Config;
+use crate::wasm::{Runtime, short_version};
 
 #[derive(Args, Debug)]
 pub struct DeployArgs {
     #[command(flatten)]
     admin: AdminArgs,
+
+    /// Deploy straight to the lease table this config names, validated here under its limits:
+    /// every instance on the table converges on it (no admin API needed).
+    #[arg(long, value_name = "FILE", conflicts_with = "admin")]
+    config: Option<PathBuf>,
 
     /// The subscription whose handler is replaced.
     subscription: String,
@@ -18,14 +32,25 @@ pub struct DeployArgs {
     #[arg(required_unless_present = "rollback", conflicts_with = "rollback")]
     file: Option<PathBuf>,
 
-    /// Restore the handler that ran before the last swap.
+    /// Restore the handler that ran before the last deploy (fleet-wide with a DynamoDB table).
     #[arg(long)]
     rollback: bool,
+
+    /// Return only when every live instance runs the new version; fail naming the instances
+    /// that refused it or did not answer within --timeout.
+    #[arg(long)]
+    wait: bool,
+
+    /// How long --wait waits (e.g. 90s, 5m).
+    #[arg(long, default_value = "60s", value_parser = duration, requires = "wait")]
+    timeout: Duration,
+}
+
+fn duration(text: &str) -> Result<Duration, String> {
+    crate::config::parse_duration(text)
 }
 
 pub fn deploy(args: &DeployArgs) -> Result<(), CliError> {
-    let client = args.admin.client()?;
-    let name = &args.subscription;
     // Without a file it is a rollback (the arguments allow nothing else).
     let component = match &args.file {
         Some(file) => Some(std::fs::read(file).map_err(|source| CliError::ReadHandler {
@@ -34,19 +59,91 @@ pub fn deploy(args: &DeployArgs) -> Result<(), CliError> {
         })?),
         None => None,
     };
-    let versions = super::block_on(async {
-        Ok(match component {
-            Some(bytes) => client.deploy(name, bytes).await?,
-            None => client.rollback(name).await?,
-        })
-    })?;
-    let (old, new) = (versions.old, versions.new);
+    match &args.config {
+        Some(path) => {
+            let config = load(path)?;
+            super::block_on(through_table(args, &config, component))
+        }
+        None => super::block_on(through_admin(args, component)),
+    }
+}
+
+async fn through_admin(args: &DeployArgs, component: Option<Vec<u8>>) -> Result<(), CliError> {
+    let client = args.admin.client()?;
+    let name = &args.subscription;
+    let reply = match component {
+        Some(bytes) => client.deploy(name, bytes).await?,
+        None => client.rollback(name).await?,
+    };
+    let (old, new) = (&reply.old, &reply.new);
     if old == new {
-        println!("subscription `{name}`: already runs {new}; nothing swapped");
+        println!("subscription `{name}`: this instance already runs {new}; nothing swapped");
     } else {
         println!("subscription `{name}`: handler swapped; shards switch at their next batch");
         println!("  old {old}");
         println!("  new {new}");
+    }
+    let Some(generation) = reply.generation else {
+        if args.wait {
+            println!("this host keeps its leases in memory: it has no fleet to wait for");
+        }
+        return Ok(());
+    };
+    println!("  fleet generation {generation}: every instance on the lease table follows");
+    if args.wait {
+        let source = FleetSource::Admin(client);
+        wait(&source, name, new, generation, args.timeout).await?;
+    }
+    Ok(())
+}
+
+async fn through_table(
+    args: &DeployArgs,
+    config: &Config,
+    component: Option<Vec<u8>>,
+) -> Result<(), CliError> {
+    let s = subscription(config, &args.subscription)?;
+    let fleet = FleetSource::table(config).await?;
+    let by = format!("{} (deploy --config)", who());
+    let desired = match component {
+        Some(bytes) => {
+            let file = args.file.clone().unwrap_or_default();
+            let cache = config
+                .host
+                .cache_dir
+                .clone()
+                .or_else(Runtime::default_cache_dir);
+            let runtime = Runtime::new(cache, config.meters_fuel()).map_err(CliError::Engine)?;
+            let origin = file.display().to_string();
+            runtime
+                .load_bytes(&origin, &bytes, s.limits, &s.wasi)
+                .await
+                .map_err(|source| CliError::Refused {
+                    file,
+                    subscription: s.name.clone(),
+                    source,
+                })?;
+            let running = std::fs::read(&s.handler).ok();
+            fleet
+                .publish(&s.name, &bytes, running.as_deref(), &by)
+                .await?
+        }
+        None => fleet.rollback(&s.name, &by).await?,
+    };
+    let version = desired.component.version.clone();
+    println!(
+        "subscription `{}`: fleet generation {} runs {version}",
+        s.name, desired.generation
+    );
+    if let Some(p) = &desired.previous {
+        println!(
+            "  previous {} (deploy --rollback restores it)",
+            short_version(&p.version)
+        );
+    }
+    if args.wait {
+        let source = FleetSource::Table(fleet, vec![s.name.clone()]);
+        wait(&source, &s.name, &version, desired.generation, args.timeout).await?;
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use super::admin_client::{AdminError, UrlError};
 use crate::config::{ConfigError, Location, Problem};
 use crate::feed::FeedError;
+use crate::fleet::FleetError;
 use crate::handler::CallError;
 use crate::source::SourceError;
 use crate::supervisor::StartError;
@@ -88,6 +89,61 @@ pub enum CliError {
     /// `run`: the host stopped because a task failed.
     #[error(transparent)]
     Stopped(StartError),
+    /// `deploy --config`, `status --config` on a config without a DynamoDB lease table.
+    #[error(
+        "{}: [leases] store = \"memory\": there is no fleet in a lease table to deploy to or read \
+         (deploy through the running host's admin API: --admin URL)",
+        .0.display()
+    )]
+    NoFleet(PathBuf),
+    #[error("{}: no subscription `{name}` (the config has: {})", .path.display(), .known.join(", "))]
+    UnknownSubscription {
+        path: PathBuf,
+        name: String,
+        known: Vec<String>,
+    },
+    /// `deploy --config`: the component fails validation; nothing was written.
+    #[error(
+        "{}: refused for subscription `{subscription}`: {source}; the fleet's desired version is unchanged",
+        .file.display()
+    )]
+    Refused {
+        file: PathBuf,
+        subscription: String,
+        source: LoadError,
+    },
+    /// The fleet's lease table.
+    #[error(transparent)]
+    Fleet(#[from] FleetError),
+    /// `deploy --wait`: some live instances do not run the version.
+    #[error("{}", not_converged(.subscription, .version, .refused, .pending, .timeout))]
+    NotConverged {
+        subscription: String,
+        version: String,
+        refused: Vec<(String, String)>,
+        pending: Vec<String>,
+        timeout: std::time::Duration,
+    },
+}
+
+fn not_converged(
+    subscription: &str,
+    version: &str,
+    refused: &[(String, String)],
+    pending: &[String],
+    timeout: &std::time::Duration,
+) -> String {
+    let mut text = format!("subscription `{subscription}`: the fleet does not all run {version}");
+    for (owner, why) in refused {
+        text += &format!("\n  {owner} refused it: {why}");
+    }
+    if !pending.is_empty() {
+        text += &format!(
+            "\n  no answer within {timeout:?} from: {}",
+            pending.join(", ")
+        );
+    }
+    text
 }
 
 /// One problem `check` found.
@@ -123,7 +179,10 @@ impl CliError {
             | CliError::ReadHandler { .. }
             | CliError::Records(_)
             | CliError::Handler(_)
-            | CliError::EmbeddedDeadLetters(_) => EXIT_CONFIG,
+            | CliError::EmbeddedDeadLetters(_)
+            | CliError::NoFleet(_)
+            | CliError::UnknownSubscription { .. }
+            | CliError::Refused { .. } => EXIT_CONFIG,
             CliError::AsyncRuntime(_)
             | CliError::Engine(_)
             | CliError::Instantiate(_)
@@ -133,7 +192,9 @@ impl CliError {
             | CliError::Source(_)
             | CliError::Replay { .. }
             | CliError::NotReplayed(_)
-            | CliError::Stopped(_) => EXIT_RUNTIME,
+            | CliError::Stopped(_)
+            | CliError::Fleet(_)
+            | CliError::NotConverged { .. } => EXIT_RUNTIME,
         }
     }
 

@@ -6,6 +6,7 @@ mod check;
 mod dead_letters;
 mod deploy;
 mod error;
+mod fleet;
 mod invoke;
 mod run;
 mod status;
@@ -61,9 +62,11 @@ enum Command {
     },
     /// Run a handler over records locally (no AWS) and print each record's outcome.
     Invoke(invoke::InvokeArgs),
-    /// Replace a subscription's handler in a running host (through its admin API).
+    /// Replace a subscription's handler: in a running host (its admin API), and with a DynamoDB
+    /// lease table on every instance of the fleet (also straight through the table: --config).
     Deploy(deploy::DeployArgs),
-    /// Show what a running host reads: shards, owners, checkpoints, lag, handler versions.
+    /// Show what a running host reads (shards, owners, checkpoints, lag, handler versions) and,
+    /// with a DynamoDB lease table, what every instance of the fleet runs.
     Status(status::StatusArgs),
     /// List the records a retry cap retired to a dead-letter stream, or replay them.
     DeadLetters(dead_letters::DeadLettersArgs),

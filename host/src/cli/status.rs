@@ -1,7 +1,10 @@
-//! `shardhost status [--admin URL] [--json]`
+//! `shardhost status [--admin URL | --config FILE] [--json]`
+
+use std::path::PathBuf;
 
 use clap::Args;
 
+use super::fleet::{FleetSource, load, render as render_fleet};
 use super::{AdminArgs, CliError};
 use crate::status::Report;
 
@@ -10,12 +13,38 @@ pub struct StatusArgs {
     #[command(flatten)]
     admin: AdminArgs,
 
+    /// Read the fleet straight from the lease table this config names (every instance's
+    /// version and heartbeat; no admin API needed).
+    #[arg(long, value_name = "FILE", conflicts_with = "admin")]
+    config: Option<PathBuf>,
+
     /// Print the status as JSON (what `GET /status` answers).
     #[arg(long)]
     json: bool,
 }
 
 pub fn status(args: &StatusArgs) -> Result<(), CliError> {
+    if let Some(path) = &args.config {
+        let config = load(path)?;
+        let fleet = super::block_on(async {
+            let names = config
+                .subscriptions
+                .iter()
+                .map(|s| s.name.clone())
+                .collect();
+            let source = FleetSource::Table(FleetSource::table(&config).await?, names);
+            Ok(source.report().await?.expect("a table has a fleet"))
+        })?;
+        if args.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&fleet).expect("a report serializes")
+            );
+        } else {
+            print!("{}", render_fleet(&fleet));
+        }
+        return Ok(());
+    }
     let client = args.admin.client()?;
     let report = super::block_on(async { Ok(client.status().await?) })?;
     if args.json {
@@ -76,17 +105,27 @@ fn render(report: &Report) -> String {
                 st.last_error.clone().unwrap_or_else(|| "-".into()),
             ]);
         }
-        let widths: Vec<usize> = (0..rows[0].len())
-            .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        out += &table(&rows);
+    }
+    if let Some(fleet) = &report.fleet {
+        out += &render_fleet(fleet);
+    }
+    out
+}
+
+/// Rows as aligned columns, indented by two spaces.
+pub(super) fn table<const N: usize>(rows: &[[String; N]]) -> String {
+    let widths: Vec<usize> = (0..N)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
             .collect();
-        for row in &rows {
-            let line: Vec<String> = row
-                .iter()
-                .zip(&widths)
-                .map(|(cell, w)| format!("{cell:<w$}"))
-                .collect();
-            out += &format!("  {}\n", line.join("  ").trim_end());
-        }
+        out += &format!("  {}\n", line.join("  ").trim_end());
     }
     out
 }

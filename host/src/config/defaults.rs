@@ -34,6 +34,15 @@ pub const LIST_EVERY: Duration = Duration::from_secs(10);
 /// `[leases] checkpoint_every`.
 pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
+/// `[fleet] poll`: how often an instance reads the desired handler versions (one strongly
+/// consistent read per subscription), so a deploy reaches every instance within this plus the
+/// time to fetch and validate the component.
+pub const FLEET_POLL: Duration = Duration::from_secs(2);
+
+/// `[fleet] heartbeat`: how often an instance writes its heartbeat (and at once after a swap or
+/// a refusal); one missing for three periods counts as gone.
+pub const FLEET_HEARTBEAT: Duration = Duration::from_secs(10);
+
 /// `[admin] max_upload`: the largest handler upload accepted (50 MiB).
 pub const MAX_UPLOAD: u64 = 50 << 20;
 

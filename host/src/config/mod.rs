@@ -26,6 +26,8 @@ pub struct Config {
     pub host: HostConfig,
     pub kinesis: KinesisConfig,
     pub leases: LeaseConfig,
+    /// Used with a DynamoDB lease table only.
+    pub fleet: FleetConfig,
     pub admin: Option<AdminConfig>,
     pub subscriptions: Vec<SubscriptionConfig>,
 }
@@ -94,6 +96,15 @@ pub struct LeaseConfig {
     pub checkpoint_every: Duration,
     /// Hand extra shards to instances holding fewer than their fair share (default true).
     pub balance: bool,
+}
+
+/// `[fleet]`: how instances sharing a DynamoDB lease table follow its desired handler versions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FleetConfig {
+    /// How often the desired versions are read (default 2 s).
+    pub poll: Duration,
+    /// How often the heartbeat is written (default 10 s), and at once after every change.
+    pub heartbeat: Duration,
 }
 
 /// `[admin]`

@@ -11,12 +11,20 @@ use std::time::Duration;
 use toml::de::{DeTable, DeValue};
 
 use super::{
-    AdminConfig, Config, ConfigError, HostConfig, KinesisConfig, KinesisEndpoint, LeaseConfig,
-    LeaseStoreKind, Limits, RetryPolicy, StartAt, SubscriptionConfig, WasiGrants, defaults,
+    AdminConfig, Config, ConfigError, FleetConfig, HostConfig, KinesisConfig, KinesisEndpoint,
+    LeaseConfig, LeaseStoreKind, Limits, RetryPolicy, StartAt, SubscriptionConfig, WasiGrants,
+    defaults,
 };
 use walk::{Field, Section, Walker, describe, is_env_name, is_name, is_url, parse_listen, quote};
 
-const ROOT_KEYS: &[&str] = &["host", "kinesis", "leases", "admin", "subscription"];
+const ROOT_KEYS: &[&str] = &[
+    "host",
+    "kinesis",
+    "leases",
+    "fleet",
+    "admin",
+    "subscription",
+];
 const HOST_KEYS: &[&str] = &["name", "owner_id", "cache_dir", "retry_key"];
 const KINESIS_KEYS: &[&str] = &["endpoint", "region", "test_credentials"];
 const LEASES_KEYS: &[&str] = &[
@@ -32,6 +40,7 @@ const LEASES_KEYS: &[&str] = &[
     "region",
     "test_credentials",
 ];
+const FLEET_KEYS: &[&str] = &["poll", "heartbeat"];
 const ADMIN_KEYS: &[&str] = &["listen", "token", "max_upload"];
 const SUBSCRIPTION_KEYS: &[&str] = &[
     "name",
@@ -82,6 +91,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let host = host(&mut w, &root);
     let (kinesis, endpoint_ok) = kinesis(&mut w, &root);
     let leases = leases(&mut w, &root, &kinesis);
+    let fleet = fleet(&mut w, &root, &leases);
     let admin = admin(&mut w, &root);
     // `feed` is checked against the endpoint only when the endpoint itself is fine.
     let memory = endpoint_ok.then_some(kinesis.endpoint == KinesisEndpoint::Memory);
@@ -95,6 +105,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         host,
         kinesis,
         leases,
+        fleet,
         admin,
         subscriptions,
     })
@@ -296,6 +307,44 @@ pub const MAX_INTERVAL: Duration = Duration::from_secs(3_600);
 pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
 /// A duration that defaults when absent; `None` when present but invalid (already reported).
+/// `[fleet]`: only with a DynamoDB lease table (the memory store has no fleet).
+fn fleet(w: &mut Walker<'_>, root: &Section<'_, '_>, leases: &LeaseConfig) -> FleetConfig {
+    let mut fleet = FleetConfig {
+        poll: defaults::FLEET_POLL,
+        heartbeat: defaults::FLEET_HEARTBEAT,
+    };
+    let Some(sec) = w.table(root, "fleet", FLEET_KEYS) else {
+        return fleet;
+    };
+    if leases.store == LeaseStoreKind::Memory {
+        if let Some(f) = root.get("fleet") {
+            w.report_at(
+                &f,
+                "[fleet] needs [leases] store = \"dynamodb\": the fleet's desired versions and \
+                 heartbeats live in the lease table (with the memory store a deploy reaches the \
+                 one host it is sent to)",
+            );
+        }
+        return fleet;
+    }
+    fleet.poll = duration_or(w, &sec, "poll", fleet.poll).unwrap_or(fleet.poll);
+    fleet.heartbeat = duration_or(w, &sec, "heartbeat", fleet.heartbeat).unwrap_or(fleet.heartbeat);
+    for (name, d) in [("poll", fleet.poll), ("heartbeat", fleet.heartbeat)] {
+        if d < MIN_FLEET_INTERVAL
+            && let Some(f) = sec.get(name)
+        {
+            w.report_at(
+                &f,
+                format!("`{name}` must be at least {MIN_FLEET_INTERVAL:?}"),
+            );
+        }
+    }
+    fleet
+}
+
+/// The shortest `[fleet]` interval: each poll is a read of the lease table per subscription.
+const MIN_FLEET_INTERVAL: Duration = Duration::from_millis(100);
+
 fn duration_or(
     w: &mut Walker<'_>,
     sec: &Section<'_, '_>,

@@ -17,7 +17,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
-pub use dynamo::{DynamoLeaseStore, DynamoOptions};
+pub use dynamo::{
+    CHUNK_BYTES, Desired, DynamoLeaseStore, DynamoOptions, SetDesired, StoredComponent,
+};
 pub(crate) use handle::{KeepAlive, LeaseHandle};
 pub use memory::MemoryLeaseStore;
 

@@ -16,6 +16,7 @@ use crate::coordinator::{Coordinator, LeaseSettings, TaskFailed, panic_message};
 use crate::deploy::Deployer;
 use crate::dispatch::OutcomeTap;
 use crate::feed::FeedError;
+use crate::fleet::{Fleet, sync};
 use crate::lease::LeaseStore;
 use crate::metrics::Metrics;
 use crate::publish::Publisher;
@@ -23,7 +24,7 @@ use crate::source::{SourceError, StreamSource};
 use crate::status::{Failure, StatusBoard};
 use crate::wasm::LoadError;
 use prepare::Prepared;
-pub use stores::fleet_envelope_key;
+pub use stores::{dynamo_table, fleet_envelope_key};
 
 /// Why a host could not start. Nothing has been started when this is returned.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +43,11 @@ pub enum StartError {
     Stream {
         subscription: String,
         source: SourceError,
+    },
+    #[error("subscription `{subscription}`: {source}")]
+    Fleet {
+        subscription: String,
+        source: crate::fleet::FleetError,
     },
     #[error(transparent)]
     Runtime(LoadError),
@@ -62,6 +68,8 @@ pub struct Host {
     owner: Arc<str>,
     source: Arc<dyn StreamSource>,
     store: Arc<dyn LeaseStore>,
+    /// With a DynamoDB lease table: the fleet's desired versions and heartbeats.
+    fleet: Option<Arc<Fleet>>,
     subscriptions: Vec<Prepared>,
     status: StatusBoard,
     metrics: Arc<Metrics>,
@@ -165,11 +173,27 @@ impl Host {
         // stop still lands in the slot and is simply not used).
         let side_stop = CancellationToken::new();
         let mut side = tokio::task::JoinSet::new();
+        let admin_addr = self.admin_addr();
         if let Some(admin) = self.admin.take() {
             side.spawn(admin.serve(side_stop.clone()));
         }
         if self.deployer.watches() {
             side.spawn(self.deployer.clone().watch(side_stop.clone()));
+        }
+        if let Some(fleet) = &self.fleet {
+            let me = sync::Member {
+                owner: self.owner.clone(),
+                admin: admin_addr.map(|a| format!("http://{a}")),
+                started_ms: crate::lease::now_ms(),
+            };
+            side.spawn(sync::run(
+                fleet.clone(),
+                self.deployer.clone(),
+                self.status.clone(),
+                me,
+                self.config.fleet,
+                side_stop.clone(),
+            ));
         }
         // A failed subscription stops the whole host (gracefully), so that its supervisor
         // restarts it: `stop` for the caller's stop, `stop_all` for both.

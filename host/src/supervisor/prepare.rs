@@ -11,6 +11,7 @@ use crate::deploy::Deployer;
 use crate::dispatch::SubscriptionPlan;
 use crate::envelope::EnvelopeKey;
 use crate::feed::{self, FeedRecord};
+use crate::fleet::Fleet;
 use crate::handler::{HandlerFactory, HandlerSlot};
 use crate::metrics::Metrics;
 use crate::publish::Publisher;
@@ -18,7 +19,8 @@ use crate::source::StreamSource;
 use crate::source::kinesis::KinesisStreams;
 use crate::source::memory::MemoryStreams;
 use crate::status::StatusBoard;
-use crate::wasm::{Runtime, short_version};
+use crate::status::fleet::Refusal;
+use crate::wasm::{HandlerComponent, Runtime, short_version, version_of};
 
 /// A subscription ready to run.
 pub(super) struct Prepared {
@@ -37,23 +39,13 @@ struct Parts {
     envelopes: Arc<EnvelopeKey>,
     metrics: Arc<Metrics>,
     checkpoint_every: std::time::Duration,
+    fleet: Option<Arc<Fleet>>,
 }
 
 impl Parts {
     /// Loads a subscription's handler and feed, and plans its shard workers.
     async fn subscription(&mut self, s: &SubscriptionConfig) -> Result<Prepared, StartError> {
-        let component = self
-            .runtime
-            .load_file(&s.handler, s.limits, &s.wasi)
-            .await
-            .map_err(|source| StartError::Handler {
-                subscription: s.name.clone(),
-                source,
-            })?;
-        tracing::info!(
-            subscription = %s.name, handler = %s.handler.display(),
-            version = short_version(component.version()), "handler loaded"
-        );
+        let (component, generation, refusal) = self.first_handler(s).await?;
         let feed = match &s.feed {
             Some(path) => feed::load(path).map_err(|source| StartError::Feed {
                 subscription: s.name.clone(),
@@ -62,15 +54,8 @@ impl Parts {
             None => Vec::new(),
         };
         let slot = Arc::new(HandlerSlot::new(component as Arc<dyn HandlerFactory>));
-        let (limits, wasi) = (s.limits, s.wasi.clone());
-        self.deployer.add(
-            &s.name,
-            slot.clone(),
-            limits,
-            wasi,
-            s.handler.clone(),
-            s.watch,
-        );
+        self.deployer.add(s, slot.clone());
+        self.deployer.started_at(&s.name, generation, refusal);
         let publisher = (!s.publish_to.is_empty()).then(|| {
             Arc::new(Publisher::new(
                 self.source.clone(),
@@ -119,6 +104,88 @@ impl Parts {
     }
 }
 
+impl Parts {
+    /// The handler a subscription starts with: with a fleet that has a desired version, that one
+    /// (fetched, checked and validated here); else, or when this instance refuses it, the
+    /// config's file. Also the fleet generation it belongs to and the refusal, if any.
+    async fn first_handler(
+        &self,
+        s: &SubscriptionConfig,
+    ) -> Result<(Arc<HandlerComponent>, u64, Option<Refusal>), StartError> {
+        let fleet_error = |source| StartError::Fleet {
+            subscription: s.name.clone(),
+            source,
+        };
+        let desired = match &self.fleet {
+            Some(fleet) => fleet.desired(&s.name).await.map_err(fleet_error)?,
+            None => None,
+        };
+        let file = self.load_file(s);
+        let Some(desired) = desired else {
+            return Ok((file.await?, 0, None));
+        };
+        let want = &desired.component.version;
+        let from_file = std::fs::read(&s.handler).is_ok_and(|b| version_of(&b) == *want);
+        if from_file {
+            return Ok((file.await?, desired.generation, None));
+        }
+        let fleet = self
+            .fleet
+            .as_ref()
+            .expect("a desired version comes from a fleet");
+        let origin = format!("fleet generation {}", desired.generation);
+        let loaded = match fleet.fetch(&s.name, &desired.component).await {
+            Ok(bytes) => self
+                .runtime
+                .load_bytes(&origin, &bytes, s.limits, &s.wasi)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match loaded {
+            Ok(component) => {
+                tracing::info!(
+                    subscription = %s.name, version = short_version(want),
+                    generation = desired.generation, deployed_by = %desired.deployed_by,
+                    file = %s.handler.display(),
+                    "running the fleet's desired handler version (deployed to the lease table), not the config file's"
+                );
+                Ok((component, desired.generation, None))
+            }
+            Err(error) => {
+                tracing::error!(
+                    subscription = %s.name, version = short_version(want),
+                    generation = desired.generation, file = %s.handler.display(),
+                    "refused the fleet's desired handler version: {error}; running the config file's"
+                );
+                let refusal = Refusal {
+                    version: want.clone(),
+                    generation: desired.generation,
+                    error,
+                };
+                Ok((file.await?, desired.generation, Some(refusal)))
+            }
+        }
+    }
+
+    /// Loads the subscription's configured handler file.
+    async fn load_file(&self, s: &SubscriptionConfig) -> Result<Arc<HandlerComponent>, StartError> {
+        let component = self
+            .runtime
+            .load_file(&s.handler, s.limits, &s.wasi)
+            .await
+            .map_err(|source| StartError::Handler {
+                subscription: s.name.clone(),
+                source,
+            })?;
+        tracing::info!(
+            subscription = %s.name, handler = %s.handler.display(),
+            version = short_version(component.version()), "handler loaded"
+        );
+        Ok(component)
+    }
+}
+
 /// Makes sure every stream exists (or is created) before anything reads.
 async fn ensure_streams(
     source: &dyn StreamSource,
@@ -148,7 +215,11 @@ impl Host {
             .cache_dir
             .clone()
             .or_else(Runtime::default_cache_dir);
-        let (store, envelopes) = lease_store(&config, cache.as_deref()).await?;
+        let stores = lease_store(&config, cache.as_deref()).await?;
+        let owner: Arc<str> = Arc::from(owner_id(&config).as_str());
+        let fleet = stores
+            .table
+            .map(|table| Arc::new(Fleet::new(table, &config.host.name)));
         let runtime =
             Arc::new(Runtime::new(cache, config.meters_fuel()).map_err(StartError::Runtime)?);
         let metrics = Arc::new(Metrics::new());
@@ -156,20 +227,24 @@ impl Host {
             KinesisEndpoint::Memory => Arc::new(MemoryStreams::new()),
             _ => Arc::new(KinesisStreams::connect(&config.kinesis).await),
         };
+        let mut deployer = Deployer::new(runtime.clone(), metrics.clone());
+        if let Some(fleet) = &fleet {
+            deployer.join_fleet(fleet.clone(), &owner);
+        }
         let mut parts = Parts {
-            deployer: Deployer::new(runtime.clone(), metrics.clone()),
+            deployer,
             runtime,
             source,
-            envelopes: Arc::new(envelopes),
+            envelopes: Arc::new(stores.envelopes),
             metrics,
             checkpoint_every: config.leases.checkpoint_every,
+            fleet,
         };
         let mut subscriptions = Vec::new();
         for s in &config.subscriptions {
             subscriptions.push(parts.subscription(s).await?);
         }
         ensure_streams(parts.source.as_ref(), &subscriptions).await?;
-        let owner: Arc<str> = Arc::from(owner_id(&config).as_str());
         let deployer = Arc::new(parts.deployer);
         let status = StatusBoard::new();
         let admin = match &config.admin {
@@ -184,6 +259,7 @@ impl Host {
                     deployer: deployer.clone(),
                     status: status.clone(),
                     metrics: parts.metrics.clone(),
+                    fleet: parts.fleet.clone(),
                 };
                 Some(
                     AdminServer::bind(admin, state)
@@ -196,7 +272,8 @@ impl Host {
         Ok(Host {
             owner,
             source: parts.source,
-            store,
+            store: stores.leases,
+            fleet: parts.fleet,
             subscriptions,
             status,
             metrics: parts.metrics,

@@ -27,36 +27,59 @@ pub fn owner_id(config: &Config) -> String {
     format!("{host}-{suffix:08x}")
 }
 
+/// Where a host keeps its leases, and what authenticates its envelopes.
+pub(super) struct Stores {
+    pub leases: Arc<dyn LeaseStore>,
+    /// The same store when it is a DynamoDB table: the fleet's desired versions live there.
+    pub table: Option<Arc<DynamoLeaseStore>>,
+    pub envelopes: EnvelopeKey,
+}
+
 /// The configured lease store, checked (a DynamoDB table must exist with the right key), and the
 /// key that authenticates envelopes.
 pub(super) async fn lease_store(
     config: &Config,
     cache: Option<&Path>,
-) -> Result<(Arc<dyn LeaseStore>, EnvelopeKey), StartError> {
-    match &config.leases.store {
-        LeaseStoreKind::Memory => Ok((
-            Arc::new(MemoryLeaseStore::new()),
-            envelope_key(config, cache, None).await?,
-        )),
-        LeaseStoreKind::Dynamo {
-            table,
-            endpoint,
-            region,
-            test_credentials,
-        } => {
-            let store = DynamoLeaseStore::connect(DynamoOptions {
-                table: table.clone(),
-                endpoint: endpoint.clone(),
-                region: region.clone(),
-                test_credentials: *test_credentials,
-                legacy_stream: config.leases.legacy_stream.clone(),
+) -> Result<Stores, StartError> {
+    match dynamo_table(config).await? {
+        None => Ok(Stores {
+            leases: Arc::new(MemoryLeaseStore::new()),
+            table: None,
+            envelopes: envelope_key(config, cache, None).await?,
+        }),
+        Some(store) => {
+            let envelopes = envelope_key(config, cache, Some(&store)).await?;
+            let store = Arc::new(store);
+            Ok(Stores {
+                leases: store.clone(),
+                table: Some(store),
+                envelopes,
             })
-            .await;
-            store.check_table().await.map_err(StartError::Leases)?;
-            let key = envelope_key(config, cache, Some(&store)).await?;
-            Ok((Arc::new(store), key))
         }
     }
+}
+
+/// The configured DynamoDB lease table, checked; `None` with the memory store.
+pub async fn dynamo_table(config: &Config) -> Result<Option<DynamoLeaseStore>, StartError> {
+    let LeaseStoreKind::Dynamo {
+        table,
+        endpoint,
+        region,
+        test_credentials,
+    } = &config.leases.store
+    else {
+        return Ok(None);
+    };
+    let store = DynamoLeaseStore::connect(DynamoOptions {
+        table: table.clone(),
+        endpoint: endpoint.clone(),
+        region: region.clone(),
+        test_credentials: *test_credentials,
+        legacy_stream: config.leases.legacy_stream.clone(),
+    })
+    .await;
+    store.check_table().await.map_err(StartError::Leases)?;
+    Ok(Some(store))
 }
 
 /// The key that authenticates this fleet's retry copies and dead letters, found as a host of
@@ -67,7 +90,9 @@ pub async fn fleet_envelope_key(config: &Config) -> Result<EnvelopeKey, StartErr
         .cache_dir
         .clone()
         .or_else(Runtime::default_cache_dir);
-    lease_store(config, cache.as_deref()).await.map(|(_, k)| k)
+    lease_store(config, cache.as_deref())
+        .await
+        .map(|s| s.envelopes)
 }
 
 /// See [`crate::envelope::key`]: the configured secret; else the lease table's key; else the

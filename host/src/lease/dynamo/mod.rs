@@ -19,8 +19,14 @@
 //! Every write is a conditional UpdateItem: acquire on the row being free, expired or already the
 //! caller's; renew, checkpoint and release on the owner and counter the caller last saw. Rows keyed
 //! by a bare shard id are earlier-version rows, read only through `legacy_stream` (see `legacy`).
+//!
+//! Rows whose key starts with `#` are shardhost's own and never meet a lease row: the fleet's
+//! envelope key (`secret`), its desired handler versions and their bytes (`desired`), and its
+//! heartbeats (`roster`).
 
+mod desired;
 mod legacy;
+mod roster;
 mod row;
 mod secret;
 mod table;
@@ -37,14 +43,16 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 
 use super::{Checkpoint, Lease, LeaseError, LeaseKey, LeaseStore, now_ms};
+pub use desired::{CHUNK_BYTES, Desired, SetDesired, StoredComponent};
 use legacy::Legacy;
 use row::{CHECKPOINT, COUNTER, EXPIRY, HANDOFF_TO, KEY, OPENED, OWNER, n, s};
 use write::{HELD, UNASKED};
 
 /// A [`LeaseStore`] in a DynamoDB table (`[leases] store = "dynamodb"`).
 ///
-/// The service's credentials need `dynamodb:GetItem` and `dynamodb:UpdateItem` on the table, and
-/// `dynamodb:DescribeTable` for [`check_table`](Self::check_table).
+/// The service's credentials need `dynamodb:GetItem` and `dynamodb:UpdateItem` on the table,
+/// `dynamodb:DescribeTable` for [`check_table`](Self::check_table), and `dynamodb:DeleteItem`
+/// for fleet deploys to remove the bytes of versions older than the previous one.
 #[derive(Debug)]
 pub struct DynamoLeaseStore {
     client: Client,

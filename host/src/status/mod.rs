@@ -2,6 +2,8 @@
 //! workers after every batch. `GET /status` serves it as a [`Report`]; `shardhost status`
 //! renders one.
 
+pub mod fleet;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -65,6 +67,19 @@ impl ShardState {
             ShardState::Failed => "failed",
             ShardState::Refused => "refused",
         }
+    }
+}
+
+impl ShardState {
+    /// Whether a shard in this state is leased by the instance showing it.
+    pub fn holds_lease(self) -> bool {
+        matches!(
+            self,
+            ShardState::Starting
+                | ShardState::Reading
+                | ShardState::PausedInFlight
+                | ShardState::HeldAtEnd
+        )
     }
 }
 
@@ -174,6 +189,9 @@ pub struct Report {
     /// Tasks that failed: a host with any is unhealthy (`/healthz` answers 503) and stops.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failures: Vec<Failure>,
+    /// With a DynamoDB lease table: what the fleet should run and what every instance runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<fleet::FleetReport>,
 }
 
 /// One subscription: its handler and the shards this instance has read.

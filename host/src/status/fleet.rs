@@ -1,0 +1,219 @@
+//! The fleet as operators see it: what each subscription should run (the desired state in the
+//! lease table) and what every live instance runs (its heartbeat). `GET /status` carries it
+//! when the host keeps its leases in DynamoDB; `shardhost status --config` reads it straight
+//! from the table; `deploy --wait` waits on it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// How many heartbeat periods an instance may miss before it counts as gone.
+pub const MISSED_BEATS: u64 = 3;
+
+/// One instance's heartbeat, as it writes it into the lease table.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    pub owner: String,
+    /// Where its admin API listens, if it has one.
+    #[serde(default)]
+    pub admin: Option<String>,
+    /// When it started, and when it wrote this (ms since the Unix epoch).
+    pub started_ms: u64,
+    pub beat_ms: u64,
+    /// How often it writes one.
+    pub beat_every_ms: u64,
+    /// What it runs, by subscription.
+    pub subscriptions: BTreeMap<String, Running>,
+}
+
+/// What one instance runs for one subscription.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Running {
+    pub version: String,
+    /// The last fleet generation it applied (or refused); 0: none yet.
+    pub generation: u64,
+    /// Shards it holds.
+    pub shards: usize,
+    /// The last desired version it refused, if the one it runs is not that one.
+    #[serde(default)]
+    pub refused: Option<Refusal>,
+}
+
+/// A desired version an instance would not run, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    pub version: String,
+    pub generation: u64,
+    pub error: String,
+}
+
+impl Heartbeat {
+    /// Whether it wrote a heartbeat recently enough, at `now_ms`.
+    pub fn live(&self, now_ms: u64) -> bool {
+        now_ms.saturating_sub(self.beat_ms) <= self.beat_every_ms.saturating_mul(MISSED_BEATS)
+    }
+}
+
+/// What one subscription should run, fleet-wide.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DesiredReport {
+    pub subscription: String,
+    /// `None` before the first fleet deploy: each instance runs its config file's handler.
+    pub version: Option<String>,
+    pub generation: u64,
+    pub deployed_by: Option<String>,
+    pub deployed_at_ms: Option<u64>,
+    /// What `deploy --rollback` restores.
+    pub previous_version: Option<String>,
+}
+
+/// The whole fleet of one service.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetReport {
+    /// `[host] name`.
+    pub service: String,
+    pub desired: Vec<DesiredReport>,
+    /// Every instance with a heartbeat in the table, live or not.
+    pub instances: Vec<InstanceReport>,
+}
+
+/// One instance's last heartbeat and whether it is live.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceReport {
+    #[serde(flatten)]
+    pub heartbeat: Heartbeat,
+    pub live: bool,
+}
+
+/// Where a rollout of one version stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rollout {
+    /// Live instances that run it.
+    pub running: Vec<String>,
+    /// Live instances that refused it, with why.
+    pub refused: Vec<(String, String)>,
+    /// Live instances that do neither yet.
+    pub pending: Vec<String>,
+}
+
+impl Rollout {
+    /// Every live instance runs the version (none refused, none pending).
+    pub fn converged(&self) -> bool {
+        self.refused.is_empty() && self.pending.is_empty()
+    }
+}
+
+impl FleetReport {
+    /// The desired state of `subscription`.
+    pub fn desired_of(&self, subscription: &str) -> Option<&DesiredReport> {
+        self.desired.iter().find(|d| d.subscription == subscription)
+    }
+
+    /// Where the rollout of `version` at `generation` stands for `subscription`, over the live
+    /// instances that run the subscription.
+    pub fn rollout(&self, subscription: &str, version: &str, generation: u64) -> Rollout {
+        let mut rollout = Rollout::default();
+        for i in self.instances.iter().filter(|i| i.live) {
+            let Some(running) = i.heartbeat.subscriptions.get(subscription) else {
+                continue;
+            };
+            let owner = i.heartbeat.owner.clone();
+            match &running.refused {
+                _ if running.version == version => rollout.running.push(owner),
+                Some(r) if r.version == version && r.generation >= generation => {
+                    rollout.refused.push((owner, r.error.clone()))
+                }
+                _ => rollout.pending.push(owner),
+            }
+        }
+        rollout
+    }
+
+    /// Whether every live instance runs what `subscription` should run (with no desired state
+    /// yet: whether they all run one version).
+    pub fn converged(&self, subscription: &str) -> bool {
+        match self.desired_of(subscription) {
+            Some(DesiredReport {
+                version: Some(v),
+                generation,
+                ..
+            }) => self.rollout(subscription, v, *generation).converged(),
+            _ => {
+                let mut versions = self
+                    .instances
+                    .iter()
+                    .filter(|i| i.live)
+                    .filter_map(|i| i.heartbeat.subscriptions.get(subscription))
+                    .map(|r| &r.version);
+                let first = versions.next();
+                versions.all(|v| Some(v) == first)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instance(
+        owner: &str,
+        version: &str,
+        refused: Option<(&str, u64)>,
+        live: bool,
+    ) -> InstanceReport {
+        let running = Running {
+            version: version.into(),
+            generation: 2,
+            shards: 1,
+            refused: refused.map(|(v, g)| Refusal {
+                version: v.into(),
+                generation: g,
+                error: "too big".into(),
+            }),
+        };
+        InstanceReport {
+            heartbeat: Heartbeat {
+                owner: owner.into(),
+                subscriptions: [("s".to_owned(), running)].into(),
+                ..Heartbeat::default()
+            },
+            live,
+        }
+    }
+
+    #[test]
+    fn a_rollout_counts_live_instances_only_and_names_refusals() {
+        let report = FleetReport {
+            service: "svc".into(),
+            desired: vec![DesiredReport {
+                subscription: "s".into(),
+                version: Some("new".into()),
+                generation: 2,
+                ..DesiredReport::default()
+            }],
+            instances: vec![
+                instance("a", "new", None, true),
+                instance("b", "old", Some(("new", 2)), true),
+                instance("c", "old", Some(("new", 1)), true),
+                instance("dead", "old", None, false),
+            ],
+        };
+        let r = report.rollout("s", "new", 2);
+        assert_eq!(r.running, ["a"]);
+        assert_eq!(r.refused, [("b".to_owned(), "too big".to_owned())]);
+        assert_eq!(r.pending, ["c"]);
+        assert!(!report.converged("s"));
+    }
+
+    #[test]
+    fn an_instance_is_live_for_three_missed_beats() {
+        let beat = Heartbeat {
+            beat_ms: 1_000,
+            beat_every_ms: 10_000,
+            ..Heartbeat::default()
+        };
+        assert!(beat.live(31_000));
+        assert!(!beat.live(31_001));
+    }
+}
