@@ -290,3 +290,39 @@ fn two_instances_split_four_shards_two_and_two_and_a_handoff_rereads_nothing() {
     assert!(!by_b.is_empty(), "b handled its shards' records");
     eprintln!("converged to 2/2 in {converged:?}");
 }
+
+#[test]
+fn a_third_instance_on_four_shards_gets_one_from_an_instance_holding_two() {
+    let Some(st) = stack(4) else { return };
+    let dir = Scratch::new("balance3");
+    let a = Instance::start(&dir, "a", st.instance_config("a", "10s"));
+    let b = Instance::start(&dir, "b", st.instance_config("b", "10s"));
+    let shards: Vec<String> = (0..4).map(|i| format!("shardId-{i:012}")).collect();
+    let owners = || -> Vec<Option<String>> { shards.iter().map(|s| st.owner(s)).collect() };
+    let held_by = |owner: &str| {
+        owners()
+            .iter()
+            .filter(|x| x.as_deref() == Some(owner))
+            .count()
+    };
+    wait_until("a and b two shards each", Duration::from_secs(30), || {
+        held_by("a") == 2 && held_by("b") == 2
+    });
+    let c = Instance::start(&dir, "c", st.instance_config("c", "10s"));
+    wait_until_else(
+        "c to hold a shard",
+        Duration::from_secs(30),
+        || held_by("c") == 1,
+        || format!("owners {:?}\nc's log:\n{}", owners(), c.text()),
+    );
+    // Proving something does not happen: no flapping over more listing periods.
+    std::thread::sleep(Duration::from_secs(3));
+    let split = [held_by("a"), held_by("b"), held_by("c")];
+    assert_eq!(split.iter().sum::<usize>(), 4, "{:?}", owners());
+    assert!(
+        split.iter().all(|n| (1..=2).contains(n)),
+        "a 2/1/1 split: {:?}",
+        owners()
+    );
+    drop((a, b));
+}

@@ -42,13 +42,15 @@ impl Coordinator {
             return;
         }
         let owners = others.len() + 1;
-        let (floor, ceil) = (open / owners, open.div_ceil(owners));
+        let floor = open / owners;
         let mut want = floor.saturating_sub(s.held() + s.asks());
         while want > 0 {
             let Some((victim, rows)) = others.iter_mut().max_by_key(|(_, rows)| rows.len()) else {
                 break;
             };
-            if rows.len() <= ceil {
+            // A holder gives a shard only when it keeps its floor and ends up with no fewer
+            // than this instance (4 shards over 3: 2/2/0 becomes 2/1/1, never flapping back).
+            if rows.len() <= floor.max(s.held() + s.asks() + 1) {
                 break;
             }
             let Some(row) = rows.pop() else { break };
