@@ -19,7 +19,8 @@ pub fn guest_target() -> PathBuf {
 }
 
 /// The path of a built guest component: an example (`ship`, `pick`) or a test fixture
-/// (`scripted`, `batchall`, `wrongworld`, `always_ack`, `always_drop`, `miscount`). The first
+/// (`scripted`, `batchall`, `wrongworld`, `always_ack`, `always_drop`, `miscount`,
+/// `big_memory`). The first
 /// call builds both guest workspaces.
 pub fn guest(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();

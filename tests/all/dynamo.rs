@@ -11,7 +11,8 @@ use crate::support::dynamo::{Dynamo, KeySpec, Row, n, s};
 use crate::support::{dynamodb_endpoint, unique};
 use aws_sdk_dynamodb::types::{AttributeValue, KeyType, ScalarAttributeType};
 use shardhost::lease::{
-    Checkpoint, DynamoLeaseStore, DynamoOptions, LeaseError, LeaseKey, LeaseStore, now_ms,
+    CHUNK_BYTES, Checkpoint, Desired, DynamoLeaseStore, DynamoOptions, LeaseError, LeaseKey,
+    LeaseStore, SetDesired, StoredComponent, now_ms,
 };
 use shardhost::record::Position;
 
@@ -491,4 +492,76 @@ async fn a_lease_store_without_describe_table_permission_still_starts() {
     tokio::task::spawn_blocking(move || drop(proxy))
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn a_component_larger_than_an_item_is_stored_in_parts_beside_the_leases_and_read_back_whole()
+{
+    let Some(ep) = dynamodb_endpoint() else {
+        return;
+    };
+    let (raw, table) = table(&ep, "parts").await;
+    let store = store(&ep, &table, None).await;
+    let bytes: Vec<u8> = (0..CHUNK_BYTES * 2 + 1234)
+        .map(|i| (i * 31 % 251) as u8)
+        .collect();
+    let stored = store
+        .put_component("svc", "sub", "v1", &bytes)
+        .await
+        .unwrap();
+    assert_eq!(stored.chunks, 3);
+    assert_eq!(
+        store.component("svc", "sub", &stored).await.unwrap(),
+        Some(bytes)
+    );
+    // Beside the leases: keys no `stream:shard` or bare shard id can be.
+    for i in 0..3 {
+        let key = format!("#shardhost#component#svc#sub#v1#{i}");
+        assert!(raw.row(&table, &key).await.is_some(), "{key}");
+    }
+    store.delete_component("svc", "sub", &stored).await.unwrap();
+    assert_eq!(store.component("svc", "sub", &stored).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_desired_version_written_over_a_stale_generation_is_refused() {
+    let Some(ep) = dynamodb_endpoint() else {
+        return;
+    };
+    let (_raw, table) = table(&ep, "desired").await;
+    let store = store(&ep, &table, None).await;
+    let component = |v: &str| StoredComponent {
+        version: v.to_owned(),
+        size: 1,
+        chunks: 1,
+    };
+    let desired = |v: &str, generation: u64| Desired {
+        component: component(v),
+        generation,
+        deployed_by: "test".into(),
+        deployed_at_ms: now_ms(),
+        previous: None,
+    };
+    let written = store
+        .set_desired("svc", "sub", &desired("a", 1), None)
+        .await
+        .unwrap();
+    assert!(matches!(written, SetDesired::Done));
+    // A second first deploy, and one that read generation 0 or 2, come too late or too early.
+    for seen in [None, Some(0), Some(2)] {
+        let written = store
+            .set_desired("svc", "sub", &desired("b", 2), seen)
+            .await
+            .unwrap();
+        assert!(matches!(written, SetDesired::Conflict), "{seen:?}");
+    }
+    let written = store
+        .set_desired("svc", "sub", &desired("b", 2), Some(1))
+        .await
+        .unwrap();
+    assert!(matches!(written, SetDesired::Done));
+    let now = store.desired("svc", "sub").await.unwrap().unwrap();
+    assert_eq!((now.component.version.as_str(), now.generation), ("b", 2));
+    // Another service's rows are its own.
+    assert_eq!(store.desired("other", "sub").await.unwrap(), None);
 }

@@ -12,6 +12,7 @@ mod containment;
 mod delivery;
 mod dynamo;
 mod faults;
+mod fleet;
 mod hotswap;
 mod imports;
 mod instances;

@@ -67,11 +67,18 @@ impl Deployer {
             self.swapped(subscription, target, &swapped, &origin);
             swapped
         } else {
-            // Not fetched: the next poll tries again (the generation stays unapplied).
-            let bytes = fleet
-                .fetch(subscription, &desired.component)
-                .await
-                .map_err(DeployError::Fleet)?;
+            let bytes = match fleet.fetch(subscription, &desired.component).await {
+                Ok(bytes) => bytes,
+                // The table did not answer: the next poll tries again.
+                Err(e @ FleetError::Table(_)) => return Err(DeployError::Fleet(e)),
+                // Bytes gone or not matching their version: refused until the next generation.
+                Err(e) => {
+                    let e = DeployError::Fleet(e);
+                    *target.last_error.lock().expect("deployer poisoned") = Some(e.to_string());
+                    self.refused(target, desired, &e);
+                    return Err(e);
+                }
+            };
             match self.validate(subscription, target, &bytes, &origin).await {
                 Ok(component) => {
                     let swapped = target.slot.swap(component as Arc<dyn HandlerFactory>);

@@ -15,9 +15,11 @@
 pub mod sync;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use prometheus_client::metrics::counter::Counter;
 
 use crate::lease::{Desired, DynamoLeaseStore, LeaseError, SetDesired, StoredComponent, now_ms};
+use crate::metrics::Metrics;
 use crate::status::fleet::{DesiredReport, FleetReport, Heartbeat, InstanceReport};
 use crate::wasm::{short_version, version_of};
 
@@ -62,10 +64,9 @@ impl From<LeaseError> for FleetError {
 pub struct Fleet {
     store: Arc<DynamoLeaseStore>,
     service: String,
-    /// Requests this host sent for the fleet (reads, writes), for the `fleet_table_requests`
-    /// metric and the benchmark.
-    reads: AtomicU64,
-    writes: AtomicU64,
+    /// Requests sent for the fleet (the `fleet_table_requests` metric of a host).
+    reads: Counter,
+    writes: Counter,
 }
 
 impl Fleet {
@@ -73,29 +74,27 @@ impl Fleet {
         Fleet {
             store,
             service: service.to_owned(),
-            reads: AtomicU64::new(0),
-            writes: AtomicU64::new(0),
+            reads: Counter::default(),
+            writes: Counter::default(),
         }
+    }
+
+    /// Counts this fleet's requests in a host's metrics.
+    pub fn counted_in(mut self, metrics: &Metrics) -> Fleet {
+        (self.reads, self.writes) = metrics.fleet_requests();
+        self
     }
 
     pub fn service(&self) -> &str {
         &self.service
     }
 
-    /// (reads, writes) sent so far.
-    pub fn requests(&self) -> (u64, u64) {
-        (
-            self.reads.load(Ordering::Relaxed),
-            self.writes.load(Ordering::Relaxed),
-        )
-    }
-
     fn read(&self, n: u64) {
-        self.reads.fetch_add(n, Ordering::Relaxed);
+        self.reads.inc_by(n);
     }
 
     fn wrote(&self, n: u64) {
-        self.writes.fetch_add(n, Ordering::Relaxed);
+        self.writes.inc_by(n);
     }
 
     /// The desired state of `subscription`; `None` before its first fleet deploy.

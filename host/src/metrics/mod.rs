@@ -15,6 +15,12 @@ mod shard;
 pub use shard::ShardMetrics;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    /// `read` or `write`.
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SubscriptionLabels {
     subscription: String,
 }
@@ -86,6 +92,7 @@ pub struct Metrics {
     dead_letters: Family<SubscriptionLabels, Counter>,
     envelopes_rejected: Family<SubscriptionLabels, Counter>,
     contained: Family<ContainedLabels, Counter>,
+    fleet_requests: Family<RequestLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -114,6 +121,7 @@ impl Metrics {
             dead_letters: Family::default(),
             envelopes_rejected: Family::default(),
             contained: Family::default(),
+            fleet_requests: Family::default(),
             registry: Registry::default(),
         };
         m.register_handler_metrics(&mut registry);
@@ -184,6 +192,11 @@ impl Metrics {
             self.read_records.clone(),
         );
         registry.register(
+            "fleet_table_requests",
+            "Lease-table requests of the fleet machinery (desired versions, component bytes, heartbeats), by kind (read, write)",
+            self.fleet_requests.clone(),
+        );
+        registry.register(
             "read_throttles",
             "Reads of a shard the stream service refused for its read limit (ProvisionedThroughputExceeded)",
             self.read_throttles.clone(),
@@ -212,6 +225,16 @@ impl Metrics {
             "Containment events: a handler, a record or a client stopped at a limit (by event)",
             self.contained.clone(),
         );
+    }
+
+    /// The counters of the fleet's lease-table (reads, writes).
+    pub fn fleet_requests(&self) -> (Counter, Counter) {
+        let get = |kind| {
+            self.fleet_requests
+                .get_or_create(&RequestLabels { kind })
+                .clone()
+        };
+        (get("read"), get("write"))
     }
 
     /// The OpenMetrics text of every metric.

@@ -217,12 +217,12 @@ impl Host {
             .or_else(Runtime::default_cache_dir);
         let stores = lease_store(&config, cache.as_deref()).await?;
         let owner: Arc<str> = Arc::from(owner_id(&config).as_str());
+        let metrics = Arc::new(Metrics::new());
         let fleet = stores
             .table
-            .map(|table| Arc::new(Fleet::new(table, &config.host.name)));
+            .map(|table| Arc::new(Fleet::new(table, &config.host.name).counted_in(&metrics)));
         let runtime =
             Arc::new(Runtime::new(cache, config.meters_fuel()).map_err(StartError::Runtime)?);
-        let metrics = Arc::new(Metrics::new());
         let source: Arc<dyn StreamSource> = match config.kinesis.endpoint {
             KinesisEndpoint::Memory => Arc::new(MemoryStreams::new()),
             _ => Arc::new(KinesisStreams::connect(&config.kinesis).await),

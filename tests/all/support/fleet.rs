@@ -81,6 +81,26 @@ impl Instance {
             .collect()
     }
 
+    /// Every record this instance answered ack or drop, in order.
+    pub fn settled(&self) -> Vec<SettledLine> {
+        self.lines()
+            .into_iter()
+            .filter(|v| {
+                v["fields"]["sequence_number"].is_string() && v["fields"]["handler"].is_string()
+            })
+            .map(|v| {
+                let f = &v["fields"];
+                let text = |x: &serde_json::Value| x.as_str().unwrap_or_default().to_owned();
+                SettledLine {
+                    shard: text(&v["span"]["shard"]),
+                    sequence: text(&f["sequence_number"]),
+                    handler: text(&f["handler"]),
+                    outcome: text(&f["message"]),
+                }
+            })
+            .collect()
+    }
+
     pub fn logged(&self, needle: &str) -> bool {
         self.text().contains(needle)
     }
@@ -109,6 +129,26 @@ impl Instance {
         signal(self.child.id(), "INT");
         self.child.wait().unwrap().code()
     }
+}
+
+/// One record an instance settled, from its debug log line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SettledLine {
+    pub shard: String,
+    pub sequence: String,
+    /// The first 12 hex digits of the handler version that answered.
+    pub handler: String,
+    /// `ack` or `drop`.
+    pub outcome: String,
+}
+
+/// Runs the `shardhost` command line to its end.
+pub fn shardhost(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_shardhost"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
 }
 
 impl Drop for Instance {

@@ -160,13 +160,18 @@ impl DynamoLeaseStore {
     ) -> Result<SetDesired, LeaseError> {
         let key = desired_key(service, subscription);
         let c = &desired.component;
-        let mut set = vec![
-            format!("{VERSION} = :v"),
-            format!("{GENERATION} = :g"),
-            format!("{SIZE} = :size"),
-            format!("{CHUNKS} = :chunks"),
-            format!("{DEPLOYED_BY} = :by"),
-            format!("{DEPLOYED_AT} = :at"),
+        // Every attribute through a name placeholder: `size`, `bytes` and others are reserved
+        // words in DynamoDB expressions.
+        let mut names = vec![
+            ("#v", VERSION),
+            ("#g", GENERATION),
+            ("#size", SIZE),
+            ("#chunks", CHUNKS),
+            ("#by", DEPLOYED_BY),
+            ("#at", DEPLOYED_AT),
+            ("#pv", PREVIOUS_VERSION),
+            ("#ps", PREVIOUS_SIZE),
+            ("#pc", PREVIOUS_CHUNKS),
         ];
         let mut values = vec![
             (":v", s(c.version.as_str())),
@@ -176,34 +181,38 @@ impl DynamoLeaseStore {
             (":by", s(desired.deployed_by.as_str())),
             (":at", n(desired.deployed_at_ms)),
         ];
-        let mut remove = "";
+        let mut update =
+            "SET #v = :v, #g = :g, #size = :size, #chunks = :chunks, #by = :by, #at = :at"
+                .to_owned();
         match &desired.previous {
             Some(p) => {
-                set.push(format!("{PREVIOUS_VERSION} = :pv"));
-                set.push(format!("{PREVIOUS_SIZE} = :ps"));
-                set.push(format!("{PREVIOUS_CHUNKS} = :pc"));
+                update.push_str(", #pv = :pv, #ps = :ps, #pc = :pc");
                 values.push((":pv", s(p.version.as_str())));
                 values.push((":ps", n(p.size)));
                 values.push((":pc", n(u64::from(p.chunks))));
             }
-            None => {
-                remove = " REMOVE previous_version, previous_size, previous_chunks";
-            }
+            None => update.push_str(" REMOVE #pv, #ps, #pc"),
         }
         let condition = match seen {
             Some(g) => {
                 values.push((":seen", n(g)));
-                format!("{GENERATION} = :seen")
+                "#g = :seen".to_owned()
             }
-            None => format!("attribute_not_exists({KEY})"),
+            None => {
+                names.push(("#key", KEY));
+                "attribute_not_exists(#key)".to_owned()
+            }
         };
         let mut request = self
             .client
             .update_item()
             .table_name(&self.table)
             .key(KEY, s(key.as_str()))
-            .update_expression(format!("SET {}{remove}", set.join(", ")))
+            .update_expression(update)
             .condition_expression(condition);
+        for (placeholder, name) in names {
+            request = request.expression_attribute_names(placeholder, name);
+        }
         for (placeholder, value) in values {
             request = request.expression_attribute_values(placeholder, value);
         }
@@ -234,7 +243,8 @@ impl DynamoLeaseStore {
                 .update_item()
                 .table_name(&self.table)
                 .key(KEY, s(key.as_str()))
-                .update_expression(format!("SET {BYTES} = :b"))
+                .update_expression("SET #b = :b")
+                .expression_attribute_names("#b", BYTES)
                 .expression_attribute_values(":b", AttributeValue::B(Blob::new(part)))
                 .send()
                 .await
