@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::AttributeValue;
 use shardhost::status::fleet::FleetReport;
 use shardhost::testing::version_of;
 
@@ -286,6 +288,23 @@ fn one_deploy_reaches_every_instance_and_one_started_later_runs_it_from_its_firs
         d.settled().iter().all(|s| s.handler == v2[..12]),
         "d ran only the new version"
     );
+    // The lease rows hold the lease table's attributes only: the fleet's rows are its own.
+    let lease_attributes = [
+        "lease_key",
+        "lease_owner",
+        "lease_expiry",
+        "lease_counter",
+        "checkpoint",
+        "opened_at",
+        "handoff_to",
+    ];
+    for shard in (0..4).map(|i| format!("shardId-{i:012}")) {
+        let row = f.st.row(&shard).unwrap();
+        assert!(
+            row.keys().all(|k| lease_attributes.contains(&k.as_str())),
+            "{shard}: {row:?}"
+        );
+    }
     assert_once_each_in_version_order(&settled(&instances), &put, &v1, &v2);
 }
 
@@ -453,4 +472,39 @@ fn deploy_config_with_no_instance_running_then_instances_start_on_that_version()
         assert!(i.logged("running the fleet's desired handler version"));
     }
     f.wait_running(&["a", "b"], &v2);
+}
+
+#[test]
+fn bytes_in_the_table_that_do_not_match_their_version_are_refused_and_the_file_runs() {
+    let Some(f) = Fleet::new(1, "fleet-corrupt") else {
+        return;
+    };
+    let (v1, v2) = (version("always_ack"), version("always_drop"));
+    let out = f.cli("deploy", &[SUBSCRIPTION, &path("always_drop")]);
+    assert!(out.status.success(), "{}", text(&out));
+    // Someone overwrites the stored component (one part is all of it: it is under 350 KB).
+    let part = format!("#shardhost#component#shardhost#{SUBSCRIPTION}#{v2}#0");
+    let mut tampered = std::fs::read(guest("always_drop")).unwrap();
+    tampered[100] ^= 0xff;
+    f.st.rt.block_on(f.st.d.set(
+        &f.st.table,
+        &part,
+        "bytes",
+        AttributeValue::B(Blob::new(tampered)),
+    ));
+
+    let a = f.start("a", "always_ack");
+    a.wait_for("the refusal at start", Duration::from_secs(30), |i| {
+        i.logged("refused the fleet's desired handler version")
+    });
+    f.wait_running(&["a"], &v1);
+    let report = f.report();
+    let runs = &report.instances[0].heartbeat.subscriptions[SUBSCRIPTION];
+    let refused = runs
+        .refused
+        .as_ref()
+        .expect("the refusal is in the heartbeat");
+    assert_eq!(refused.version, v2);
+    assert!(refused.error.contains("hash to"), "{refused:?}");
+    assert!(!report.converged(SUBSCRIPTION));
 }
