@@ -80,7 +80,7 @@ fn places(problems: &[Problem]) -> Vec<(usize, &str)> {
 const ONE_PROBLEM: &[(&str, usize, &str, &str)] = &[
     ("[subscription.limits]\nmemroy = 1", 2, "sub.limits.memroy", "unknown key `memroy`; expected one of: memory, timeout"),
     ("bacth = 10", 1, "sub.bacth", "unknown key `bacth`; expected one of: name, stream, handler,"),
-    ("[hosts]", 1, "hosts", "expected one of: host, kinesis, leases, admin, subscription"),
+    ("[hosts]", 1, "hosts", "expected one of: host, kinesis, leases, fleet, admin, subscription"),
     ("[admin]\n\"a b\" = 1", 2, "admin.\"a b\"", "unknown key `a b`"),
     ("[host]\nname = 5", 2, "host.name", "expected a string, found the integer 5"),
     ("[host]\nowner_id = \"\"", 2, "host.owner_id", "`owner_id` must not be empty"),
