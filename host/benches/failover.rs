@@ -13,9 +13,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-};
 use shardhost::Host;
 use shardhost::config::Config;
 use shardhost::lease::{
@@ -24,14 +21,10 @@ use shardhost::lease::{
 use shardhost_test_support::{HostToml, Subscription, guest, median, wait_until};
 use tokio_util::sync::CancellationToken;
 
+mod emulators;
+
 fn main() {
-    let (Ok(kinesis), Ok(dynamo)) = (
-        std::env::var("KINESIS_TEST_ENDPOINT"),
-        std::env::var("DYNAMODB_TEST_ENDPOINT"),
-    ) else {
-        eprintln!("run under tests/stack: the emulator endpoints are not set");
-        std::process::exit(2);
-    };
+    let (kinesis, dynamo) = emulators::endpoints();
     let pick = guest("pick");
     let env = Env {
         kinesis,
@@ -77,102 +70,11 @@ impl Env {
         Config::parse(Path::new("bench.toml"), &text).unwrap()
     }
 
-    fn setup(&self, rt: &tokio::runtime::Runtime, tag: &str, shards: i32) -> (String, String) {
-        let stream = format!("bench-{tag}-{}", std::process::id());
-        let table = format!("bench-{tag}-leases-{}", std::process::id());
-        let creds = aws_sdk_kinesis::config::Credentials::new("t", "t", None, None, "b");
-        let k = aws_sdk_kinesis::Client::from_conf(
-            aws_sdk_kinesis::Config::builder()
-                .behavior_version(aws_sdk_kinesis::config::BehaviorVersion::latest())
-                .http_client(shardhost::testing::http_client())
-                .endpoint_url(&self.kinesis)
-                .region(aws_sdk_kinesis::config::Region::new("us-east-1"))
-                .credentials_provider(creds.clone())
-                .build(),
-        );
-        let d = aws_sdk_dynamodb::Client::from_conf(
-            aws_sdk_dynamodb::Config::builder()
-                .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
-                .http_client(shardhost::testing::http_client())
-                .endpoint_url(&self.dynamo)
-                .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
-                .credentials_provider(creds)
-                .build(),
-        );
-        rt.block_on(async {
-            k.create_stream()
-                .stream_name(&stream)
-                .shard_count(shards)
-                .send()
-                .await
-                .unwrap();
-            d.create_table()
-                .table_name(&table)
-                .attribute_definitions(
-                    AttributeDefinition::builder()
-                        .attribute_name("lease_key")
-                        .attribute_type(ScalarAttributeType::S)
-                        .build()
-                        .unwrap(),
-                )
-                .key_schema(
-                    KeySchemaElement::builder()
-                        .attribute_name("lease_key")
-                        .key_type(KeyType::Hash)
-                        .build()
-                        .unwrap(),
-                )
-                .billing_mode(BillingMode::PayPerRequest)
-                .send()
-                .await
-                .unwrap();
-            // Set-up (not measured): the stream and the table are ready to use.
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        });
-        (stream, table)
-    }
-
-    /// A producer putting a record every 20 ms until `stop`.
-    fn produce(&self, stream: &str, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-        let (endpoint, stream) = (self.kinesis.clone(), stream.to_owned());
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            let k = aws_sdk_kinesis::Client::from_conf(
-                aws_sdk_kinesis::Config::builder()
-                    .behavior_version(aws_sdk_kinesis::config::BehaviorVersion::latest())
-                    .http_client(shardhost::testing::http_client())
-                    .endpoint_url(&endpoint)
-                    .region(aws_sdk_kinesis::config::Region::new("us-east-1"))
-                    .credentials_provider(aws_sdk_kinesis::config::Credentials::new(
-                        "t", "t", None, None, "b",
-                    ))
-                    .build(),
-            );
-            let mut i = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let data = format!(r#"{{"id":{i},"sku":"SKU-{i}"}}"#);
-                let _ = rt.block_on(
-                    k.put_record()
-                        .stream_name(&stream)
-                        .partition_key(format!("customer-{}", i % 31))
-                        .data(aws_sdk_kinesis::primitives::Blob::new(data))
-                        .send(),
-                );
-                i += 1;
-                // Paces the producer: a record every 20 ms.
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-    }
-
     fn failover(&self, run: usize) -> f64 {
-        let setup_rt = tokio::runtime::Runtime::new().unwrap();
-        let (stream, table) = self.setup(&setup_rt, &format!("fo{run}"), 2);
+        let (stream, table) =
+            emulators::stream_and_table(&self.kinesis, &self.dynamo, &format!("fo{run}"), 2);
         let stop = Arc::new(AtomicBool::new(false));
-        let producer = self.produce(&stream, stop.clone());
+        let producer = emulators::produce(&self.kinesis, &stream, stop.clone());
         // a: its own runtime, dropped without a clean stop to "kill" it.
         let rt_a = tokio::runtime::Runtime::new().unwrap();
         let host_a = rt_a
@@ -221,9 +123,10 @@ impl Env {
 
     fn writes_per_hour(&self, checkpoint_every: &str) -> f64 {
         let rt = tokio::runtime::Runtime::new().unwrap();
-        let (stream, table) = self.setup(&rt, &format!("w{}", checkpoint_every.len()), 1);
+        let tag = format!("w{}", checkpoint_every.len());
+        let (stream, table) = emulators::stream_and_table(&self.kinesis, &self.dynamo, &tag, 1);
         let stop = Arc::new(AtomicBool::new(false));
-        let producer = self.produce(&stream, stop.clone());
+        let producer = emulators::produce(&self.kinesis, &stream, stop.clone());
         let config = self.config(&stream, &table, "w", checkpoint_every);
         let mut host = rt.block_on(Host::prepare(config)).unwrap();
         let dynamo = rt.block_on(DynamoLeaseStore::connect(DynamoOptions::local(

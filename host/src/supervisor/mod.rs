@@ -148,6 +148,25 @@ impl Host {
     /// Runs every subscription until `stop` fires; then every shard finishes its batch, writes
     /// its checkpoint and releases its lease before this returns.
     pub async fn run(mut self, stop: CancellationToken) -> Result<(), StartError> {
+        self.put_feeds().await?;
+        tracing::info!(owner = %self.owner, subscriptions = self.subscriptions.len(), "host running");
+        // The admin API, the file watcher and the fleet sync stop when the shards have (a deploy
+        // during the stop still lands in the slot and is simply not used).
+        let side_stop = CancellationToken::new();
+        let mut side = self.spawn_side_tasks(&side_stop);
+        let failed = self.run_coordinators(stop).await;
+        side_stop.cancel();
+        while side.join_next().await.is_some() {}
+        if let Some(failure) = failed {
+            tracing::error!("host stopped after a failure: {failure}");
+            return Err(StartError::Failed(failure));
+        }
+        tracing::info!("host stopped: checkpoints written, leases released");
+        Ok(())
+    }
+
+    /// Puts each subscription's `feed` records into its (embedded) stream.
+    async fn put_feeds(&self) -> Result<(), StartError> {
         for s in &self.subscriptions {
             for r in &s.feed {
                 self.source
@@ -162,23 +181,18 @@ impl Host {
                 tracing::info!(subscription = %s.plan.name, records = s.feed.len(), stream = %s.plan.stream, "feed put into the embedded stream");
             }
         }
-        let timings = LeaseSettings {
-            ttl: self.config.leases.ttl,
-            renew_every: self.config.leases.renew_every,
-            list_every: self.config.leases.list_every,
-            balance: self.config.leases.balance,
-        };
-        tracing::info!(owner = %self.owner, subscriptions = self.subscriptions.len(), "host running");
-        // The admin API and the file watcher stop when the shards have (a deploy during the
-        // stop still lands in the slot and is simply not used).
-        let side_stop = CancellationToken::new();
+        Ok(())
+    }
+
+    /// Starts the admin API, the file watcher and the fleet sync, each when configured.
+    fn spawn_side_tasks(&mut self, stop: &CancellationToken) -> tokio::task::JoinSet<()> {
         let mut side = tokio::task::JoinSet::new();
         let admin_addr = self.admin_addr();
         if let Some(admin) = self.admin.take() {
-            side.spawn(admin.serve(side_stop.clone()));
+            side.spawn(admin.serve(stop.clone()));
         }
         if self.deployer.watches() {
-            side.spawn(self.deployer.clone().watch(side_stop.clone()));
+            side.spawn(self.deployer.clone().watch(stop.clone()));
         }
         if let Some(fleet) = &self.fleet {
             let me = sync::Member {
@@ -192,11 +206,21 @@ impl Host {
                 self.status.clone(),
                 me,
                 self.config.fleet,
-                side_stop.clone(),
+                stop.clone(),
             ));
         }
-        // A failed subscription stops the whole host (gracefully), so that its supervisor
-        // restarts it: `stop` for the caller's stop, `stop_all` for both.
+        side
+    }
+
+    /// Runs one coordinator per subscription until `stop`, or until one fails: a failed
+    /// subscription stops the whole host (gracefully), so that its supervisor restarts it.
+    async fn run_coordinators(&self, stop: CancellationToken) -> Option<TaskFailed> {
+        let timings = LeaseSettings {
+            ttl: self.config.leases.ttl,
+            renew_every: self.config.leases.renew_every,
+            list_every: self.config.leases.list_every,
+            balance: self.config.leases.balance,
+        };
         let stop_all = stop.child_token();
         let mut tasks = tokio::task::JoinSet::new();
         let mut names = std::collections::HashMap::new();
@@ -234,13 +258,6 @@ impl Host {
             stop_all.cancel();
             failed.get_or_insert(failure);
         }
-        side_stop.cancel();
-        while side.join_next().await.is_some() {}
-        if let Some(failure) = failed {
-            tracing::error!("host stopped after a failure: {failure}");
-            return Err(StartError::Failed(failure));
-        }
-        tracing::info!("host stopped: checkpoints written, leases released");
-        Ok(())
+        failed
     }
 }
