@@ -38,6 +38,50 @@ fn status(board: &StatusBoard, shard: usize) -> ShardStatus {
         .unwrap_or_default()
 }
 
+#[test]
+fn guest_stdout_and_stderr_reach_the_log_line_by_line_tagged_by_stream() {
+    let dir = Scratch::new("contain-stdio");
+    let a = key_on_shard(0, 1, "a");
+    let lines = [
+        text_record(
+            &a,
+            "stdout:printed\u{1b}[31m in red;stdout:and a second line",
+        ),
+        text_record(&a, "stderr:warned on stderr"),
+    ];
+    dir.write("feed.ndjson", lines.join("\n"));
+    let host = support::fleet::Instance::start(&dir, "host", one_shard_config(10));
+    host.wait_for(
+        "every record handled",
+        std::time::Duration::from_secs(60),
+        |h| h.outcomes().len() == 2,
+    );
+    let stdio: Vec<(String, String, String)> = host
+        .lines()
+        .into_iter()
+        .filter(|v| v["target"] == "shardhost::guest" && v["fields"]["stream"].is_string())
+        .map(|v| {
+            let s = |x: &serde_json::Value| x.as_str().unwrap_or_default().to_owned();
+            (
+                s(&v["fields"]["stream"]),
+                s(&v["level"]),
+                s(&v["fields"]["message"]),
+            )
+        })
+        .collect();
+    let line = |stream: &str, level: &str, text: &str| {
+        (stream.to_owned(), level.to_owned(), text.to_owned())
+    };
+    assert_eq!(
+        stdio,
+        [
+            line("stdout", "INFO", "printed\\u{1b}[31m in red"),
+            line("stdout", "INFO", "and a second line"),
+            line("stderr", "WARN", "warned on stderr"),
+        ]
+    );
+}
+
 /// Feeds `bad` as the 2nd of 4 records on shard 0 and 4 good records on shard 1; answers both
 /// shards' status once all 8 are delivered.
 fn run_with_bad_record(bad: &str) -> (ShardStatus, ShardStatus) {
@@ -93,6 +137,17 @@ fn assert_contained(bad: (ShardStatus, ShardStatus), expect_in_error: &str) {
 #[test]
 fn a_trapping_guest_does_not_stop_the_host() {
     assert_contained(run_with_bad_record("panic"), "poison record");
+}
+
+#[test]
+fn a_trap_is_reported_with_what_the_guest_wrote_to_stderr_not_a_backtrace() {
+    // As a Python or JavaScript runtime does: the traceback on stderr, then a trap.
+    let bad = "stderr:Traceback (most recent call last):;stderr:ValueError: no such carrier;abort";
+    let (bad, good) = run_with_bad_record(bad);
+    let error = bad.last_error.clone().unwrap_or_default();
+    assert!(!error.contains("backtrace"), "{error}");
+    assert!(error.contains("unreachable"), "the trap itself: {error}");
+    assert_contained((bad, good), "ValueError: no such carrier");
 }
 
 #[test]

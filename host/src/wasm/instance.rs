@@ -180,17 +180,27 @@ impl WasmInstance {
                 message: denied.to_owned(),
             };
         }
-        let text = format!("{error:#}");
-        let message = match self.store.data_mut().last_error.take() {
-            Some(guest) => format!("{guest} ({})", first_line(&text)),
-            None => first_line(&text),
+        let cause = root_cause(&error);
+        let message = match self.store.data().log.guest_reason() {
+            Some(guest) => format!("{guest} ({cause})"),
+            None => cause,
         };
         CallError::Trap { version, message }
     }
 }
 
-fn first_line(s: &str) -> String {
-    s.lines().next().unwrap_or(s).to_owned()
+/// What went wrong, without the wasm backtrace wasmtime wraps a trap in: the trap itself (e.g.
+/// "wasm `unreachable` instruction executed"), or the chain of a host-side error.
+fn root_cause(error: &wasmtime::Error) -> String {
+    if let Some(trap) = error.downcast_ref::<Trap>() {
+        return trap.to_string();
+    }
+    let parts: Vec<String> = error
+        .chain()
+        .map(|e| e.to_string())
+        .filter(|e| !e.starts_with("error while executing at wasm backtrace"))
+        .collect();
+    parts.join(": ")
 }
 
 #[async_trait]
@@ -205,7 +215,7 @@ impl Handler for WasmInstance {
         records: &[Record],
     ) -> Result<BatchOutcome, CallError> {
         let state = self.store.data_mut();
-        state.last_error = None;
+        state.log.start_call();
         state.seek = None;
         state.deadline = Instant::now() + self.timeout;
         self.store.set_epoch_deadline(1);
@@ -229,7 +239,10 @@ impl Handler for WasmInstance {
             }
         };
         match done {
-            Ok(Ok(answer)) => Ok(answer),
+            Ok(Ok(answer)) => {
+                self.store.data().log.end_call();
+                Ok(answer)
+            }
             Ok(Err(e)) => Err(self.classify(e)),
             Err(_) => Err(CallError::Timeout {
                 version: self.version.clone(),

@@ -9,6 +9,7 @@
 
 mod bindings;
 mod cache;
+mod guest_log;
 mod imports;
 mod instance;
 mod limits;

@@ -21,6 +21,9 @@
 //! | `retry-once`             | answers retry the first time this instance sees the record, ack after |
 //! | `seek-once:SEQUENCE_NUMBER` | seeks there the first time this instance sees the record, ack after |
 //! | `sleep:MS`               | sleeps MS milliseconds (WASI clocks), answers ack            |
+//! | `stdout:TEXT`            | prints TEXT and a line break to stdout, answers ack          |
+//! | `stderr:TEXT`            | prints TEXT and a line break to stderr, answers ack          |
+//! | `abort`                  | aborts: the guest traps with no panic message                |
 //! | `A;B;...`                | runs each command in turn and answers the last one's outcome  |
 //! | anything else, not UTF-8 | answers ack                                                  |
 
@@ -67,6 +70,7 @@ fn one(record: &Record, text: &str) -> Outcome {
         "drop" => Outcome::Drop,
         "retry" => Outcome::Retry,
         "panic" => panic!("poison record"),
+        "abort" => std::process::abort(),
         "spin" => spin(),
         "hog" => hog(),
         _ => command(record, text),
@@ -82,6 +86,14 @@ fn command(record: &Record, text: &str) -> Outcome {
         } else {
             Outcome::Ack
         };
+    }
+    if let Some(line) = text.strip_prefix("stdout:") {
+        println!("{line}");
+        return Outcome::Ack;
+    }
+    if let Some(line) = text.strip_prefix("stderr:") {
+        eprintln!("{line}");
+        return Outcome::Ack;
     }
     if let Some(ms) = text.strip_prefix("sleep:") {
         std::thread::sleep(std::time::Duration::from_millis(ms.parse().unwrap_or(0)));

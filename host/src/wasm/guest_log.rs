@@ -1,0 +1,395 @@
+//! Everything a guest writes to the host's log: `host.log` lines and its stdout and stderr
+//! (Python's `print` and tracebacks, `console.log`, a Rust panic message), one line at a time,
+//! tagged with the handler version (the subscription and shard are the spans the call runs in),
+//! cut at [`MAX_LOG_LINE`] bytes and held to [`LOG_LINES_PER_SECOND`] per instance. The last
+//! lines of stderr and the last error-level line are kept for the report of a trap.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+
+use super::bindings::Level;
+use super::short_version;
+use crate::handler::CallContext;
+
+/// The longest guest log line kept, in bytes; longer ones are cut (and say so).
+pub const MAX_LOG_LINE: usize = 4096;
+/// Guest log lines one instance may write per second (on average; bursts of
+/// [`LOG_BURST`] lines are let through).
+pub const LOG_LINES_PER_SECOND: u32 = 1000;
+const LOG_BURST: u32 = 2000;
+/// Lines of stderr kept for a trap report (the end of a Python traceback, say).
+const STDERR_TAIL_LINES: usize = 3;
+
+/// One instance's log: shared by its `host.log` import and its stdout and stderr streams.
+#[derive(Clone)]
+pub struct GuestLog(Arc<Mutex<Inner>>);
+
+struct Inner {
+    ctx: CallContext,
+    version: Arc<str>,
+    budget: LogBudget,
+    /// Bytes of a line not ended yet, per stream (stdout, stderr).
+    partial: [Vec<u8>; 2],
+    /// Since the current call started: the last error-level line and the last stderr lines.
+    last_error: Option<String>,
+    stderr_tail: VecDeque<String>,
+}
+
+/// Which of the guest's output streams.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stdio {
+    Stdout = 0,
+    Stderr = 1,
+}
+
+impl Stdio {
+    fn name(self) -> &'static str {
+        match self {
+            Stdio::Stdout => "stdout",
+            Stdio::Stderr => "stderr",
+        }
+    }
+}
+
+impl GuestLog {
+    pub fn new(ctx: &CallContext, version: &str) -> GuestLog {
+        GuestLog(Arc::new(Mutex::new(Inner {
+            ctx: ctx.clone(),
+            version: Arc::from(version),
+            budget: LogBudget::new(),
+            partial: [Vec::new(), Vec::new()],
+            last_error: None,
+            stderr_tail: VecDeque::new(),
+        })))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves nothing half-written that matters for a log.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A line the guest logged through `host.log`.
+    pub fn line(&self, level: Level, message: &str) {
+        let mut inner = self.lock();
+        let kept = inner.emit(level, None, message);
+        if level == Level::Error
+            && let Some(kept) = kept
+        {
+            inner.last_error = Some(kept);
+        }
+    }
+
+    /// Bytes the guest wrote to stdout or stderr: each complete line goes to the log.
+    pub fn write(&self, stdio: Stdio, bytes: &[u8]) {
+        let mut inner = self.lock();
+        let mut rest = bytes;
+        while let Some(end) = rest.iter().position(|&b| b == b'\n') {
+            inner.partial[stdio as usize].extend_from_slice(&rest[..end]);
+            inner.end_line(stdio);
+            rest = &rest[end + 1..];
+        }
+        let partial = &mut inner.partial[stdio as usize];
+        partial.extend_from_slice(rest);
+        // A line that never ends is written in pieces of the longest line kept.
+        if partial.len() > MAX_LOG_LINE {
+            inner.end_line(stdio);
+        }
+    }
+
+    /// A new call starts: forgets what the last one left for a trap report.
+    pub fn start_call(&self) {
+        let mut inner = self.lock();
+        inner.last_error = None;
+        inner.stderr_tail.clear();
+    }
+
+    /// A call ended: lines not ended yet go to the log as they are.
+    pub fn end_call(&self) {
+        let mut inner = self.lock();
+        for stdio in [Stdio::Stdout, Stdio::Stderr] {
+            if !inner.partial[stdio as usize].is_empty() {
+                inner.end_line(stdio);
+            }
+        }
+    }
+
+    /// What the guest said about its failure in the current call: its last error-level line,
+    /// else the last lines it wrote to stderr (joined by ` | `).
+    pub fn guest_reason(&self) -> Option<String> {
+        self.end_call();
+        let inner = self.lock();
+        if let Some(e) = &inner.last_error {
+            return Some(e.clone());
+        }
+        let tail: Vec<&str> = inner.stderr_tail.iter().map(String::as_str).collect();
+        (!tail.is_empty()).then(|| tail.join(" | "))
+    }
+
+    /// An output stream for the guest's stdout or stderr.
+    pub fn stream(&self, stdio: Stdio) -> GuestOutput {
+        GuestOutput {
+            log: self.clone(),
+            stdio,
+        }
+    }
+}
+
+impl Inner {
+    fn end_line(&mut self, stdio: Stdio) {
+        let bytes = std::mem::take(&mut self.partial[stdio as usize]);
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.strip_suffix('\r').unwrap_or(&text);
+        let level = match stdio {
+            Stdio::Stdout => Level::Info,
+            Stdio::Stderr => Level::Warn,
+        };
+        let kept = self.emit(level, Some(stdio), text);
+        if stdio == Stdio::Stderr
+            && let Some(kept) = kept.filter(|l| !l.trim().is_empty())
+        {
+            if self.stderr_tail.len() == STDERR_TAIL_LINES {
+                self.stderr_tail.pop_front();
+            }
+            self.stderr_tail.push_back(kept);
+        }
+    }
+
+    /// Writes one line (if the rate allows); answers the line as written, cleaned and cut.
+    fn emit(&mut self, level: Level, stdio: Option<Stdio>, message: &str) -> Option<String> {
+        let (message, cut) = clean_log_line(message);
+        if cut {
+            self.ctx.contained("guest-log-truncated");
+        }
+        let dropped = match self.budget.take(Instant::now()) {
+            Ok(dropped) => dropped,
+            Err(first_drop) => {
+                if first_drop {
+                    self.ctx.contained("guest-log-rate");
+                }
+                return Some(message);
+            }
+        };
+        let handler = short_version(&self.version);
+        if dropped > 0 {
+            tracing::warn!(
+                target: "shardhost::guest", handler, dropped,
+                "{dropped} log lines of this handler instance were dropped: more than {LOG_LINES_PER_SECOND} a second"
+            );
+        }
+        macro_rules! emit {
+            ($lvl:ident) => {
+                match stdio {
+                    Some(s) => tracing::$lvl!(target: "shardhost::guest", handler, stream = s.name(), "{message}"),
+                    None => tracing::$lvl!(target: "shardhost::guest", handler, "{message}"),
+                }
+            };
+        }
+        match level {
+            Level::Trace => emit!(trace),
+            Level::Debug => emit!(debug),
+            Level::Info => emit!(info),
+            Level::Warn => emit!(warn),
+            Level::Error => emit!(error),
+        }
+        Some(message)
+    }
+}
+
+/// The guest's stdout or stderr: always ready, never blocks, never fails.
+pub struct GuestOutput {
+    log: GuestLog,
+    stdio: Stdio,
+}
+
+impl IsTerminal for GuestOutput {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for GuestOutput {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.log.stream(self.stdio))
+    }
+
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.log.stream(self.stdio))
+    }
+}
+
+#[async_trait::async_trait]
+impl Pollable for GuestOutput {
+    async fn ready(&mut self) {}
+}
+
+impl OutputStream for GuestOutput {
+    fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
+        self.log.write(self.stdio, &bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        Ok(64 * 1024)
+    }
+}
+
+impl tokio::io::AsyncWrite for GuestOutput {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.log.write(self.stdio, buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// A token bucket for one instance's log lines.
+#[derive(Debug)]
+struct LogBudget {
+    tokens: f64,
+    at: Instant,
+    dropped: u64,
+}
+
+impl LogBudget {
+    fn new() -> Self {
+        LogBudget {
+            tokens: f64::from(LOG_BURST),
+            at: Instant::now(),
+            dropped: 0,
+        }
+    }
+
+    /// `Ok(lines dropped since the last line let through)`, or `Err(first drop of a run)`.
+    fn take(&mut self, now: Instant) -> Result<u64, bool> {
+        let refill = now.duration_since(self.at).as_secs_f64() * f64::from(LOG_LINES_PER_SECOND);
+        self.tokens = (self.tokens + refill).min(f64::from(LOG_BURST));
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Ok(std::mem::take(&mut self.dropped))
+        } else {
+            self.dropped += 1;
+            Err(self.dropped == 1)
+        }
+    }
+}
+
+/// A guest's log line as the host writes it: control characters (CR and LF among them, which
+/// would forge host log lines) escaped, and cut at [`MAX_LOG_LINE`] bytes. Answers whether it
+/// was cut.
+fn clean_log_line(message: &str) -> (String, bool) {
+    let mut out = String::with_capacity(message.len().min(MAX_LOG_LINE + 32));
+    let mut cut = false;
+    for c in message.chars() {
+        if out.len() >= MAX_LOG_LINE {
+            cut = true;
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    if cut {
+        out.push_str(&format!(" … [cut: {} bytes in all]", message.len()));
+    }
+    (out, cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log() -> GuestLog {
+        let ctx = CallContext {
+            subscription: Arc::from("s"),
+            stream: Arc::from(""),
+            shard_id: Arc::from(""),
+            publisher: None,
+            delivered: None,
+            metrics: None,
+        };
+        GuestLog::new(&ctx, "abc")
+    }
+
+    #[test]
+    fn a_log_line_cannot_forge_host_lines_or_grow_without_bound() {
+        let (line, cut) = clean_log_line("ok\r\n2026-12-03 INFO forged\u{1b}[31m");
+        assert!(!cut);
+        assert!(!line.contains(['\r', '\n', '\u{1b}']), "{line}");
+        assert!(line.contains("\\r\\n2026-12-03"), "{line}");
+        let (line, cut) = clean_log_line(&"x".repeat(100_000));
+        assert!(cut);
+        assert!(line.len() < MAX_LOG_LINE + 64, "{}", line.len());
+        assert!(line.ends_with("[cut: 100000 bytes in all]"));
+    }
+
+    #[test]
+    fn log_lines_past_the_rate_are_dropped_and_counted() {
+        let mut budget = LogBudget::new();
+        let t = budget.at;
+        let let_through = (0..5000).filter(|_| budget.take(t).is_ok()).count();
+        assert_eq!(let_through, LOG_BURST as usize);
+        // A second later, a second's worth more; the first says how many were dropped.
+        let later = t + std::time::Duration::from_secs(1);
+        assert_eq!(budget.take(later), Ok(5000 - u64::from(LOG_BURST)));
+    }
+
+    #[test]
+    fn stderr_written_in_pieces_gives_its_last_lines_as_the_reason() {
+        let log = log();
+        log.start_call();
+        for piece in [
+            "Traceback (most",
+            " recent call last):\n  File \"app.py\", line 3\n",
+            "\n",
+        ] {
+            log.write(Stdio::Stderr, piece.as_bytes());
+        }
+        log.write(Stdio::Stdout, b"printed, not a reason\n");
+        log.write(Stdio::Stderr, b"KeyError: 'id'");
+        assert_eq!(
+            log.guest_reason().as_deref(),
+            Some("Traceback (most recent call last): |   File \"app.py\", line 3 | KeyError: 'id'")
+        );
+        // An error-level line says it better; a new call forgets both.
+        log.line(Level::Error, "panicked at src/lib.rs:9: boom");
+        assert_eq!(
+            log.guest_reason().as_deref(),
+            Some("panicked at src/lib.rs:9: boom")
+        );
+        log.start_call();
+        assert_eq!(log.guest_reason(), None);
+    }
+
+    #[test]
+    fn a_line_that_never_ends_is_written_in_pieces() {
+        let log = log();
+        log.write(Stdio::Stderr, &vec![b'x'; 3 * MAX_LOG_LINE]);
+        let inner = log.lock();
+        assert!(inner.partial[1].len() <= MAX_LOG_LINE);
+        assert!(inner.stderr_tail.len() >= 2);
+    }
+}
