@@ -263,6 +263,32 @@ fn a_component_of_another_world_is_refused() {
 }
 
 #[test]
+fn a_component_importing_wasi_http_is_refused_naming_the_import_and_how_to_build_without_it() {
+    let dir = Scratch::new("bad");
+    // What componentize-js builds by default: a handler that also imports wasi:http.
+    let wat = r#"(component
+        (import "wasi:http/outgoing-handler@0.2.3" (instance (export "handle" (func))))
+        (import "wasi:cli/stdout@0.2.3" (instance))
+    )"#;
+    let handler = dir.write("js.wasm", wat::parse_str(wat).unwrap());
+    let path = config_in(&dir, &good_config(&handler));
+    assert_refused(
+        &path,
+        &[
+            "js.wasm",
+            "imports `wasi:http/outgoing-handler@0.2.3`, which the host does not provide",
+            "--disable http",
+        ],
+    );
+    let out = check(&path);
+    assert!(
+        !text(&out.stderr).contains("wasi:cli/stdout"),
+        "names only what is missing: {}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn limits_that_do_not_parse_are_refused() {
     let dir = Scratch::new("bad");
     let body = good_config(&guest("ship"))

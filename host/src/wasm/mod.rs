@@ -50,6 +50,13 @@ pub enum LoadError {
     CoreModule { name: String },
     #[error("{name}: does not compile: {message}")]
     Compile { name: String, message: String },
+    #[error(
+        "{name}: imports {}, which the host does not provide (it gives handlers WASI 0.2 \
+         cli, clocks, filesystem, io, random and sockets, and shardhost:handler/host){}",
+        list(imports),
+        hint(imports)
+    )]
+    MissingImports { name: String, imports: Vec<String> },
     #[error("{name}: does not implement the world {WORLD}: {source:#}")]
     WrongWorld {
         name: String,
@@ -167,10 +174,17 @@ impl Runtime {
             name: name.clone(),
             source,
         };
-        let pre = self
-            .linker
-            .instantiate_pre(&component)
-            .map_err(wrong_world)?;
+        let pre = self.linker.instantiate_pre(&component).map_err(|source| {
+            let imports = not_provided(&self.engine, &component);
+            if imports.is_empty() {
+                wrong_world(source)
+            } else {
+                LoadError::MissingImports {
+                    name: name.clone(),
+                    imports,
+                }
+            }
+        })?;
         let spec = InstanceSpec {
             version: version.clone(),
             limits,
@@ -201,6 +215,51 @@ impl Runtime {
             )
             .map_err(wrong_world)?;
         Ok(Arc::new(HandlerComponent { pre, spec }))
+    }
+}
+
+/// The interfaces the host's linker gives every handler: WASI 0.2 and the `host` interface.
+fn provided(import: &str) -> bool {
+    const WASI: [&str; 6] = ["cli", "clocks", "filesystem", "io", "random", "sockets"];
+    let (package, version) = import.split_once('@').unwrap_or((import, ""));
+    let Some((namespace, _interface)) = package.split_once('/') else {
+        return false;
+    };
+    match namespace.split_once(':') {
+        Some(("wasi", p)) => WASI.contains(&p) && version.starts_with("0.2."),
+        Some(("shardhost", "handler")) => {
+            ["shardhost:handler/host", "shardhost:handler/types"].contains(&package)
+                && version == "0.1.0"
+        }
+        _ => false,
+    }
+}
+
+/// The component's imports the host does not give.
+fn not_provided(engine: &Engine, component: &Component) -> Vec<String> {
+    let ty = component.component_type();
+    ty.imports(engine)
+        .map(|(name, _)| name)
+        .filter(|name| !provided(name))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn list(imports: &[String]) -> String {
+    imports
+        .iter()
+        .map(|i| format!("`{i}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// How to build without what the host does not give, where we know.
+fn hint(imports: &[String]) -> &'static str {
+    if imports.iter().any(|i| i.starts_with("wasi:http/")) {
+        "; a handler makes no HTTP requests: build a JavaScript handler with componentize-js's \
+         `--disable http --disable fetch-event` (jco componentize: `-d http -d fetch-event`)"
+    } else {
+        ""
     }
 }
 
@@ -241,5 +300,33 @@ impl HandlerFactory for HandlerComponent {
                 version: self.spec.version.clone(),
                 message: e.to_string(),
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::provided;
+
+    #[test]
+    fn the_host_gives_wasi_0_2_and_its_own_interface_and_nothing_else() {
+        for given in [
+            "wasi:cli/environment@0.2.0",
+            "wasi:io/streams@0.2.6",
+            "wasi:sockets/tcp@0.2.3",
+            "shardhost:handler/host@0.1.0",
+            "shardhost:handler/types@0.1.0",
+        ] {
+            assert!(provided(given), "{given}");
+        }
+        for missing in [
+            "wasi:http/outgoing-handler@0.2.3",
+            "wasi:cli/environment@0.3.0",
+            "wasi:keyvalue/store@0.2.0",
+            "shardhost:handler/host@0.2.0",
+            "shardhost:handler/log@0.1.0",
+            "env",
+        ] {
+            assert!(!provided(missing), "{missing}");
+        }
     }
 }
