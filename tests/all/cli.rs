@@ -124,6 +124,90 @@ fn invoke_reports_a_trap_and_exits_1() {
     );
 }
 
+#[test]
+fn invoke_takes_the_memory_and_timeout_limits_a_subscription_would_have() {
+    let dir = Scratch::new("invoke-limits");
+    let records = dir.write(
+        "r.ndjson",
+        format!("{}\n", support::text_record("k", "sleep:800")),
+    );
+    let invoke = |handler: &str, limits: &[&str]| {
+        shardhost()
+            .arg("invoke")
+            .arg(guest(handler))
+            .args(["--json", "--records"])
+            .arg(&records)
+            .args(limits)
+            .output()
+            .unwrap()
+    };
+    let out = invoke("scripted", &["--timeout", "200ms"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("200 ms"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(invoke("scripted", &[]).status.code(), Some(0));
+    // The big-memory guest holds an 8 MiB static buffer.
+    let out = invoke("big_memory", &["--memory", "4MiB"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("limits"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        invoke("big_memory", &["--memory", "16MiB"]).status.code(),
+        Some(0)
+    );
+    let out = invoke("scripted", &["--memory", "lots"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--memory"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn cache_lists_compiled_components_by_version_and_clear_empties_it() {
+    let dir = Scratch::new("cache-cli");
+    let cache_dir = dir.0.join("cache");
+    let with_cache = |args: &[&str]| {
+        shardhost()
+            .env("SHARDHOST_CACHE_DIR", &cache_dir)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = with_cache(&["cache"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("0 entries"),
+        "{}",
+        text(&out.stdout)
+    );
+    let handler = guest("always_ack");
+    let handler = handler.to_str().unwrap();
+    let records = shipments();
+    let out = with_cache(&["invoke", handler, "--records", records.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let version = shardhost::testing::version_of(&std::fs::read(handler).unwrap());
+    let out = with_cache(&["cache", "list"]);
+    let listed = text(&out.stdout);
+    assert!(listed.contains(&version[..12]), "{listed}");
+    assert!(listed.contains("1 entries"), "{listed}");
+    let out = with_cache(&["cache", "clear"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("removed 1"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(text(&with_cache(&["cache"]).stdout).contains("0 entries"));
+}
+
 /// Writes the shipping example's config into a scratch dir with a replaced body.
 fn config_in(dir: &Scratch, body: &str) -> std::path::PathBuf {
     dir.write("shardhost.toml", body)

@@ -24,12 +24,8 @@ pub fn check(path: &Path) -> Result<(), CliError> {
 /// Loads every handler and feed of the config (at `path`); answers a line per handler, or every
 /// problem found.
 async fn load_all(path: &Path, config: &Config) -> Result<Vec<String>, CliError> {
-    let cache = config
-        .host
-        .cache_dir
-        .clone()
-        .or_else(Runtime::default_cache_dir);
-    let runtime = Runtime::new(cache, config.meters_fuel()).map_err(CliError::Engine)?;
+    let runtime =
+        Runtime::for_host(&config.host, config.meters_fuel()).map_err(CliError::Engine)?;
     let mut problems = Vec::new();
     let mut loaded = Vec::new();
     for s in &config.subscriptions {

@@ -108,12 +108,8 @@ async fn through_table(
     let desired = match component {
         Some(bytes) => {
             let file = args.file.clone().unwrap_or_default();
-            let cache = config
-                .host
-                .cache_dir
-                .clone()
-                .or_else(Runtime::default_cache_dir);
-            let runtime = Runtime::new(cache, config.meters_fuel()).map_err(CliError::Engine)?;
+            let runtime =
+                Runtime::for_host(&config.host, config.meters_fuel()).map_err(CliError::Engine)?;
             let origin = file.display().to_string();
             runtime
                 .load_bytes(&origin, &bytes, s.limits, &s.wasi)

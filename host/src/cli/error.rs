@@ -56,6 +56,17 @@ pub enum CliError {
     )]
     EmbeddedDeadLetters(PathBuf),
 
+    #[error(
+        "no cache directory: set $SHARDHOST_CACHE_DIR or $HOME, or [host] cache_dir in a \
+         config given with --config"
+    )]
+    NoCacheDir,
+    #[error("compile cache {}: {source}", .dir.display())]
+    Cache {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+
     #[error("cannot start the async runtime: {0}")]
     AsyncRuntime(#[source] std::io::Error),
     /// The wasm engine does not start.
@@ -182,7 +193,8 @@ impl CliError {
             | CliError::EmbeddedDeadLetters(_)
             | CliError::NoFleet(_)
             | CliError::UnknownSubscription { .. }
-            | CliError::Refused { .. } => EXIT_CONFIG,
+            | CliError::Refused { .. }
+            | CliError::NoCacheDir => EXIT_CONFIG,
             CliError::AsyncRuntime(_)
             | CliError::Engine(_)
             | CliError::Instantiate(_)
@@ -194,7 +206,8 @@ impl CliError {
             | CliError::NotReplayed(_)
             | CliError::Stopped(_)
             | CliError::Fleet(_)
-            | CliError::NotConverged { .. } => EXIT_RUNTIME,
+            | CliError::NotConverged { .. }
+            | CliError::Cache { .. } => EXIT_RUNTIME,
         }
     }
 

@@ -1,5 +1,6 @@
-//! `shardhost invoke HANDLER.wasm --records FILE.ndjson [--batch N] [--json]`: run a handler
-//! over records locally, through the embedded stream, and print each record's outcome.
+//! `shardhost invoke HANDLER.wasm --records FILE.ndjson [--batch N] [--json] [--memory SIZE]
+//! [--timeout D]`: run a handler over records locally, through the embedded stream, and print
+//! each record's outcome.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -29,6 +30,28 @@ pub struct InvokeArgs {
     /// One JSON object per record instead of text.
     #[arg(long)]
     json: bool,
+    /// The instance's memory limit, as `[subscription.limits] memory` (1MiB to 4GiB).
+    #[arg(long, default_value = "64MiB", value_parser = memory)]
+    memory: u64,
+    /// The limit per handler call, as `[subscription.limits] timeout`.
+    #[arg(long, default_value = "5s", value_parser = timeout)]
+    timeout: std::time::Duration,
+}
+
+fn memory(text: &str) -> Result<u64, String> {
+    let bytes = crate::config::parse_size(text)?;
+    if !(1 << 20..=4 << 30).contains(&bytes) {
+        return Err(format!("{text} is out of range: from 1MiB to 4GiB"));
+    }
+    Ok(bytes)
+}
+
+fn timeout(text: &str) -> Result<std::time::Duration, String> {
+    let d = crate::config::parse_duration(text)?;
+    if d.is_zero() {
+        return Err("the timeout must be more than 0".into());
+    }
+    Ok(d)
 }
 
 const STREAM: &str = "invoke";
@@ -40,8 +63,13 @@ pub fn invoke(args: &InvokeArgs) -> Result<(), CliError> {
 async fn invoke_async(args: &InvokeArgs) -> Result<(), CliError> {
     let input = feed::load(&args.records)?;
     let runtime = Runtime::new(Runtime::default_cache_dir(), false).map_err(CliError::Engine)?;
+    let limits = Limits {
+        memory: args.memory,
+        timeout: args.timeout,
+        ..Limits::default()
+    };
     let component = runtime
-        .load_file(&args.handler, Limits::default(), &WasiGrants::default())
+        .load_file(&args.handler, limits, &WasiGrants::default())
         .await
         .map_err(CliError::Handler)?;
     let records = in_file_order(input);

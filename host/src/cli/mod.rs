@@ -2,6 +2,7 @@
 //! the arguments, runs the command and reports its error.
 
 pub mod admin_client;
+mod cache;
 mod check;
 mod dead_letters;
 mod deploy;
@@ -70,6 +71,8 @@ enum Command {
     Status(status::StatusArgs),
     /// List the records a retry cap retired to a dead-letter stream, or replay them.
     DeadLetters(dead_letters::DeadLettersArgs),
+    /// List the compiled components cached on this machine, or clear them.
+    Cache(cache::CacheArgs),
 }
 
 /// Where the admin API of a running host is.
@@ -101,6 +104,7 @@ impl Cli {
             Command::Deploy(args) => deploy::deploy(&args),
             Command::Status(args) => status::status(&args),
             Command::DeadLetters(args) => dead_letters::dead_letters(&args),
+            Command::Cache(args) => cache::cache(&args),
         }
     }
 

@@ -42,9 +42,23 @@ pub struct HostConfig {
     /// Where compiled components are cached. Default: `$SHARDHOST_CACHE_DIR`, else
     /// `$XDG_CACHE_HOME/shardhost`, else `$HOME/.cache/shardhost`.
     pub cache_dir: Option<PathBuf>,
+    /// The compile cache's size cap, in bytes; past it, the entries used longest ago go.
+    pub cache_max: u64,
     /// The secret retry copies and dead letters are authenticated with (16 characters or more);
     /// see `envelope::key` for where the key comes from without it.
     pub retry_key: Option<String>,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            name: "shardhost".to_owned(),
+            owner_id: None,
+            cache_dir: None,
+            cache_max: defaults::CACHE_MAX,
+            retry_key: None,
+        }
+    }
 }
 
 /// `[kinesis] endpoint`

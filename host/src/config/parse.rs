@@ -25,7 +25,7 @@ const ROOT_KEYS: &[&str] = &[
     "admin",
     "subscription",
 ];
-const HOST_KEYS: &[&str] = &["name", "owner_id", "cache_dir", "retry_key"];
+const HOST_KEYS: &[&str] = &["name", "owner_id", "cache_dir", "cache_max", "retry_key"];
 const KINESIS_KEYS: &[&str] = &["endpoint", "region", "test_credentials"];
 const LEASES_KEYS: &[&str] = &[
     "store",
@@ -112,12 +112,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
 }
 
 fn host(w: &mut Walker<'_>, root: &Section<'_, '_>) -> HostConfig {
-    let mut host = HostConfig {
-        name: "shardhost".to_owned(),
-        owner_id: None,
-        cache_dir: None,
-        retry_key: None,
-    };
+    let mut host = HostConfig::default();
     let Some(sec) = w.table(root, "host", HOST_KEYS) else {
         return host;
     };
@@ -126,6 +121,15 @@ fn host(w: &mut Walker<'_>, root: &Section<'_, '_>) -> HostConfig {
     }
     host.owner_id = sec.get("owner_id").and_then(|f| w.text(&f));
     host.cache_dir = sec.get("cache_dir").and_then(|f| w.path(&f));
+    if let Some(f) = sec.get("cache_max")
+        && let Some(bytes) = w.size(&f)
+    {
+        if bytes < 1 << 20 {
+            w.report_at(&f, "`cache_max` must be at least 1MiB");
+        } else {
+            host.cache_max = bytes;
+        }
+    }
     if let Some(f) = sec.get("retry_key")
         && let Some(key) = w.text(&f)
     {

@@ -23,7 +23,7 @@ use crate::fleet::{Fleet, FleetError};
 use crate::handler::{HandlerFactory, HandlerSlot, Swapped};
 use crate::metrics::Metrics;
 use crate::status::fleet::Refusal;
-use crate::wasm::{HandlerComponent, LoadError, Runtime, short_version, version_of};
+use crate::wasm::{HandlerComponent, LoadError, Runtime, Urgency, short_version, version_of};
 
 /// Why a swap did not happen. The old handler keeps serving.
 #[derive(Debug, thiserror::Error)]
@@ -226,7 +226,14 @@ impl Deployer {
     ) -> Result<Arc<HandlerComponent>, DeployError> {
         let loaded = self
             .runtime
-            .load_bytes(origin, bytes, target.limits, &target.wasi)
+            // A version runs: compiling must not take its cores.
+            .load(
+                origin,
+                bytes,
+                target.limits,
+                &target.wasi,
+                Urgency::Background,
+            )
             .await;
         loaded.map_err(|source| {
             let e = DeployError::Invalid {

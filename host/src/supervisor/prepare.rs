@@ -221,8 +221,9 @@ impl Host {
         let fleet = stores
             .table
             .map(|table| Arc::new(Fleet::new(table, &config.host.name).counted_in(&metrics)));
-        let runtime =
-            Arc::new(Runtime::new(cache, config.meters_fuel()).map_err(StartError::Runtime)?);
+        let runtime = Arc::new(
+            Runtime::for_host(&config.host, config.meters_fuel()).map_err(StartError::Runtime)?,
+        );
         let source: Arc<dyn StreamSource> = match config.kinesis.endpoint {
             KinesisEndpoint::Memory => Arc::new(MemoryStreams::new()),
             _ => Arc::new(KinesisStreams::connect(&config.kinesis).await),

@@ -9,6 +9,7 @@
 
 mod bindings;
 mod cache;
+mod compile;
 mod guest_log;
 mod imports;
 mod instance;
@@ -23,8 +24,11 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::error::Context as _;
 use wasmtime::{Config, Engine};
 
-use crate::config::{Limits, WasiGrants};
+use crate::config::{HostConfig, Limits, WasiGrants, defaults};
 use crate::handler::{CallContext, CallError, Handler, HandlerFactory};
+pub use cache::{CacheDir, human_bytes};
+use compile::Compiler;
+pub use compile::Urgency;
 pub use imports::HostState;
 use instance::InstanceSpec;
 pub use instance::{InstantiateError, WasmInstance};
@@ -75,16 +79,33 @@ pub enum LoadError {
 pub struct Runtime {
     engine: Engine,
     linker: Linker<HostState>,
-    cache: Option<cache::CompileCache>,
+    compiler: Compiler,
     ticker: Arc<Ticker>,
     fuel: bool,
 }
 
 impl Runtime {
-    /// A runtime that caches compiled components under `cache_dir` (none: compile every time).
-    /// With `fuel`, guests are compiled with fuel metering (slower code) so that subscriptions
-    /// can set `limits.fuel`; without it, such limits are refused.
+    /// The runtime of a host with this `[host]` section: its cache directory (or the default)
+    /// and cap.
+    pub fn for_host(host: &HostConfig, fuel: bool) -> Result<Runtime, LoadError> {
+        let dir = host.cache_dir.clone().or_else(Runtime::default_cache_dir);
+        Runtime::with_cache(dir, host.cache_max, fuel)
+    }
+
+    /// A runtime that caches compiled components under `cache_dir` (none: compile every time),
+    /// up to the default cap.
     pub fn new(cache_dir: Option<PathBuf>, fuel: bool) -> Result<Runtime, LoadError> {
+        Runtime::with_cache(cache_dir, defaults::CACHE_MAX, fuel)
+    }
+
+    /// A runtime that caches compiled components under `cache_dir` (none: compile every time),
+    /// up to `cache_max` bytes. With `fuel`, guests are compiled with fuel metering (slower
+    /// code) so that subscriptions can set `limits.fuel`; without it, such limits are refused.
+    pub fn with_cache(
+        cache_dir: Option<PathBuf>,
+        cache_max: u64,
+        fuel: bool,
+    ) -> Result<Runtime, LoadError> {
         let mut config = Config::new();
         config.consume_fuel(fuel);
         // Calls run on fibers (`call_async`); a running guest yields to the async runtime at
@@ -94,11 +115,13 @@ impl Runtime {
         let linker = instance::linker(&engine).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
         let ticker = Ticker::start(engine.clone())
             .map_err(|e| LoadError::Engine(format!("cannot start the epoch ticker: {e}")))?;
-        let cache = cache_dir.map(|dir| cache::CompileCache::new(dir, &engine));
+        let cache = cache_dir.map(|dir| cache::CompileCache::new(dir, &engine, cache_max));
+        let compiler = Compiler::new(&config, &engine, cache)
+            .map_err(|e| LoadError::Engine(format!("{e:#}")))?;
         Ok(Runtime {
             engine,
             linker,
-            cache,
+            compiler,
             ticker,
             fuel,
         })
@@ -140,6 +163,19 @@ impl Runtime {
         limits: Limits,
         wasi: &WasiGrants,
     ) -> Result<Arc<HandlerComponent>, LoadError> {
+        self.load(name, bytes, limits, wasi, Urgency::Now).await
+    }
+
+    /// As [`load_bytes`](Self::load_bytes), compiling as `urgency` says (`Background` while a
+    /// version runs: one thread at low priority).
+    pub async fn load(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        limits: Limits,
+        wasi: &WasiGrants,
+        urgency: Urgency,
+    ) -> Result<Arc<HandlerComponent>, LoadError> {
         let name = name.to_owned();
         if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
             return Err(LoadError::NotWasm { name });
@@ -153,22 +189,13 @@ impl Runtime {
             )));
         }
         let version = version_of(bytes);
-        // Compiling takes a while (Cranelift, on every core): off the async threads, so
-        // shards and lease renewals go on while a deploy compiles.
-        let compile = {
-            let (engine, cache) = (self.engine.clone(), self.cache.clone());
-            let (version, bytes) = (version.clone(), bytes.to_vec());
-            move || match &cache {
-                Some(cache) => cache.get_or_compile(&version, &bytes),
-                None => Component::new(&engine, &bytes),
-            }
-        };
-        let component = tokio::task::spawn_blocking(compile)
+        let component = self
+            .compiler
+            .compile(&name, &version, bytes, urgency)
             .await
-            .map_err(|e| LoadError::Engine(format!("the compile task failed: {e}")))?
-            .map_err(|e| LoadError::Compile {
+            .map_err(|message| LoadError::Compile {
                 name: name.clone(),
-                message: format!("{e:#}"),
+                message,
             })?;
         let wrong_world = |source| LoadError::WrongWorld {
             name: name.clone(),
