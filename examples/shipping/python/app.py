@@ -1,0 +1,65 @@
+"""Books shipments with a carrier (seed 004): the Python twin of examples/shipping/src/lib.rs,
+with the same outcome for every record.
+
+- a shipment without an address can never ship: retired (drop);
+- a shipment for a carrier this release does not know waits for a release that knows it:
+  held (retry), so the shard's checkpoint stops in front of it;
+- every other shipment is booked (ack);
+- a record that is not a shipment at all is retired too.
+
+Build: ./build (next to this file) writes ship.wasm.
+"""
+
+import shardhost
+
+# The carriers this release of the service books with.
+CARRIERS = ("dhl", "ups")
+
+FIELDS = ("id", "address", "carrier")
+
+
+def shipment(value):
+    """The (id, address, carrier) of a decoded record, checked as the Rust struct
+    `Shipment { id: u64, address: String, carrier: String }` is by serde: an object with
+    those keys (others are ignored) or an array of exactly three values; `id` a
+    non-negative integer below 2**64 (`Record.json()` gives ints only for integer literals,
+    so `1.0`, `1e3` and `-0` are floats here as they are for serde), the others strings.
+    Raises ValueError saying what is wrong."""
+    if isinstance(value, dict):
+        missing = [f for f in FIELDS if f not in value]
+        if missing:
+            raise ValueError("missing field `%s`" % missing[0])
+        fields = [value[f] for f in FIELDS]
+    elif isinstance(value, list):
+        if len(value) != 3:
+            raise ValueError("expected 3 elements, found %d" % len(value))
+        fields = value
+    else:
+        raise ValueError("expected an object, found %s" % type(value).__name__)
+    id_, address, carrier = fields
+    if type(id_) is not int or not 0 <= id_ < 2**64:
+        raise ValueError("`id` is not an unsigned 64-bit integer: %r" % (id_,))
+    if type(address) is not str:
+        raise ValueError("`address` is not a string: %r" % (address,))
+    if type(carrier) is not str:
+        raise ValueError("`carrier` is not a string: %r" % (carrier,))
+    return id_, address, carrier
+
+
+@shardhost.handler
+def ship(record):
+    try:
+        id_, address, carrier = shipment(record.json())
+    except ValueError as e:  # shardhost.DecodeError is a ValueError too
+        shardhost.log.warn(
+            "not a shipment, retired: sequence_number=%s error=%s", record.sequence_number, e
+        )
+        return shardhost.drop
+    if not address:
+        shardhost.log.warn("shipment without an address retired: id=%d", id_)
+        return shardhost.drop
+    if carrier not in CARRIERS:
+        shardhost.log.warn("unknown carrier, shipment held: id=%d carrier=%s", id_, carrier)
+        return shardhost.retry
+    shardhost.log.info("shipment booked: id=%d carrier=%s", id_, carrier)
+    return shardhost.ack

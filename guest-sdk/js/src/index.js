@@ -1,0 +1,16 @@
+// shardhost: write shardhost Kinesis handlers in JavaScript. See README.md.
+//
+//   import { handler, ack, drop, retry } from "shardhost";
+//   export const handle = handler((record) => (record.data.length ? ack : drop));
+
+import { routeConsole } from "./log.js";
+
+export { handler, batchHandler } from "./handler.js";
+export { Outcome, ack, drop, retry, retryAfter } from "./outcome.js";
+export { Record, BatchInfo } from "./record.js";
+export { DecodeError } from "./json.js";
+export { log, LEVELS } from "./log.js";
+export { publish, seek, HostError } from "./host.js";
+
+// The host throws a guest's stdout and stderr away: console goes to the host's log instead.
+routeConsole();

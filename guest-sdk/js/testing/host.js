@@ -1,0 +1,64 @@
+// Stands in for the `shardhost:handler/host@0.1.0` import under Node (see register.js): keeps
+// every call in `calls`, answers what `state` says. A test may import it as
+// "shardhost/testing/host" to look at the log lines or to make publish and seek answer.
+
+/** Every call the SDK made, in order. */
+export const calls = { log: [], maxLogLevel: 0, publish: [], seek: [] };
+
+const NO_HOST = "not running inside shardhost (a test under Node)";
+
+function defaults() {
+  return {
+    /** What max-log-level answers: a level name, or undefined for "none". */
+    maxLevel: "trace",
+    /** Whether log lines are also written to standard error. */
+    echo: true,
+    /** Answers publish(stream, partitionKey, data): a sequence number, or throw hostError(...). */
+    publish: () => {
+      throw hostError(NO_HOST);
+    },
+    /** Answers seek(sequenceNumber): throw hostError(...) to refuse. */
+    seek: () => {
+      throw hostError(NO_HOST);
+    },
+  };
+}
+
+/** What the stand-in answers; change it in a test. */
+export const state = defaults();
+
+/** Forgets the calls and restores the default answers. */
+export function reset() {
+  calls.log.length = 0;
+  calls.publish.length = 0;
+  calls.seek.length = 0;
+  calls.maxLogLevel = 0;
+  Object.assign(state, defaults());
+}
+
+/** The error the bindings throw for a refusal (a WIT `result` error): an Error with `payload`. */
+export function hostError(reason) {
+  const e = new Error(String(reason));
+  e.payload = reason;
+  return e;
+}
+
+export function log(level, message) {
+  calls.log.push([level, message]);
+  if (state.echo) process.stderr.write(`[${level.padStart(5)}] ${message}\n`);
+}
+
+export function maxLogLevel() {
+  calls.maxLogLevel++;
+  return state.maxLevel;
+}
+
+export function publish(stream, partitionKey, data) {
+  calls.publish.push([stream, partitionKey, data]);
+  return state.publish(stream, partitionKey, data);
+}
+
+export function seek(sequenceNumber) {
+  calls.seek.push(sequenceNumber);
+  return state.seek(sequenceNumber);
+}

@@ -1,0 +1,163 @@
+"""The seam between the SDK and whoever answers its host calls.
+
+In a component (componentize-py), `WitBackend` calls the generated bindings of the world's
+`host` import; they are imported here and nowhere else, and only there. In plain CPython (a
+handler's unit tests, the SDK's own) `NativeBackend` writes log lines to standard error and
+answers `publish` and `seek` with an error, as the Rust SDK does in a native build.
+`shardhost.testing.FakeHost` is a third backend that records what the handler did.
+
+Levels are ints here: 0 trace, 1 debug, 2 info, 3 warn, 4 error (the WIT enum's order).
+"""
+
+import sys
+
+__all__ = ["HostError", "PublishError", "SeekError", "publish", "seek"]
+
+LEVEL_NAMES = ("trace", "debug", "info", "warn", "error")
+
+NO_HOST = "not running inside shardhost (native build)"
+
+
+class HostError(Exception):
+    """The host refused a call; `reason` is its answer."""
+
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class PublishError(HostError):
+    """`publish` failed: no such stream, throttled, not allowed, the call's timeout, ..."""
+
+
+class SeekError(HostError):
+    """`seek` was refused: not a sequence number this reader delivered, ..."""
+
+
+class NativeBackend:
+    """Plain CPython: no host."""
+
+    in_component = False
+
+    def arm(self):
+        pass
+
+    def log(self, level, message):
+        stream = sys.stderr
+        if stream is not None:
+            stream.write("[%5s] %s\n" % (LEVEL_NAMES[level], message))
+
+    def max_log_level(self):
+        return 0
+
+    def publish(self, stream, partition_key, data):
+        raise PublishError(NO_HOST)
+
+    def seek(self, sequence_number):
+        raise SeekError(NO_HOST)
+
+
+class WitBackend:
+    """Inside a component built by componentize-py.
+
+    Nothing may call the host before the first call of `handle`: the app is imported while
+    componentize-py builds the component (pre-initialisation), where no host answers. Until
+    then (`armed` False) log lines go to the build's standard error and `publish`/`seek`
+    raise."""
+
+    in_component = True
+
+    def __init__(self):
+        # The generated bindings; imported while the component is built, so that an
+        # instance starts with them loaded.
+        import wit_world.imports.host as host
+        import wit_world.imports.types as types
+        from componentize_py_types import Err
+
+        self._host = host
+        self.types = types
+        self._err = Err
+        self._levels = (
+            host.Level.TRACE,
+            host.Level.DEBUG,
+            host.Level.INFO,
+            host.Level.WARN,
+            host.Level.ERROR,
+        )
+        self.armed = False
+        self._stderr = sys.stderr
+
+    def arm(self):
+        self.armed = True
+
+    def log(self, level, message):
+        if self.armed:
+            self._host.log(self._levels[level], message)
+        elif self._stderr is not None:
+            self._stderr.write("[%5s] %s\n" % (LEVEL_NAMES[level], message))
+
+    def max_log_level(self):
+        if not self.armed:
+            return 0
+        level = self._host.max_log_level()
+        return None if level is None else level.value
+
+    def publish(self, stream, partition_key, data):
+        if not self.armed:
+            raise PublishError("publish is only possible during a call of the handler")
+        try:
+            return self._host.publish(stream, partition_key, data)
+        except self._err as e:
+            raise PublishError(str(e.value)) from None
+
+    def seek(self, sequence_number):
+        if not self.armed:
+            raise SeekError("seek is only possible during a call of the handler")
+        try:
+            self._host.seek(sequence_number)
+        except self._err as e:
+            raise SeekError(str(e.value)) from None
+
+
+def _detect():
+    try:
+        import componentize_py_runtime  # noqa: F401  (exists only inside a component)
+    except ImportError:
+        return NativeBackend()
+    return WitBackend()
+
+
+_backend = _detect()
+
+
+def backend():
+    return _backend
+
+
+def set_backend(new):
+    """Swaps the backend (for tests); answers the previous one."""
+    global _backend
+    old, _backend = _backend, new
+    return old
+
+
+def publish(stream, partition_key, data):
+    """Puts a record into a Kinesis stream through the host; answers its sequence number.
+
+    `data` is bytes (or bytearray/memoryview), or str, sent as UTF-8. Raises PublishError with
+    the host's reason when it could not (and always outside a component).
+
+    Delivery is at-least-once: a call that is replayed publishes again, so make what you
+    publish safe to repeat (key it by stream, shard and sequence number)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    elif not isinstance(data, bytes):
+        data = bytes(data)
+    return _backend.publish(str(stream), str(partition_key), data)
+
+
+def seek(sequence_number):
+    """Asks the host to restart reading of the calling shard at this sequence number (one
+    this reader delivered, e.g. of a record answered with `retry`), once the call returns.
+    Raises SeekError with the host's reason when it refuses."""
+    _backend.seek(str(sequence_number))

@@ -1,0 +1,230 @@
+"""The records a handler receives and where they come from."""
+
+from . import _json
+
+__all__ = ["Record", "BatchInfo", "DecodeError"]
+
+
+class DecodeError(ValueError):
+    """Why `Record.text()` or `Record.json()` could not decode a record.
+
+    `kind` is `"utf8"` (the data is not UTF-8 text; `offset` is the byte offset of the first
+    invalid byte) or `"json"` (the text is not JSON by the SDK's rule; `offset` is the
+    character offset where decoding stopped, when known)."""
+
+    def __init__(self, kind, message, offset=None):
+        super().__init__(message)
+        self.kind = kind
+        self.offset = offset
+
+
+class _Raw:
+    """A record built in a test: the same attribute names as the generated
+    `KinesisRecord`."""
+
+    __slots__ = (
+        "partition_key",
+        "sequence_number",
+        "sub_sequence_number",
+        "approximate_arrival_timestamp",
+        "data",
+    )
+
+
+class Record:
+    """One Kinesis record, as the host delivered it (read-only).
+
+    Handlers get their records from the host; `Record(partition_key, sequence_number, data)`
+    builds one for a unit test (`data`: bytes, or str as UTF-8)."""
+
+    __slots__ = ("_r", "_attempt")
+
+    def __init__(
+        self,
+        partition_key,
+        sequence_number,
+        data=b"",
+        *,
+        sub_sequence_number=0,
+        arrival_millis=0,
+        attempt=1,
+    ):
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        r = _Raw()
+        r.partition_key = str(partition_key)
+        r.sequence_number = str(sequence_number)
+        r.sub_sequence_number = int(sub_sequence_number)
+        r.approximate_arrival_timestamp = int(arrival_millis)
+        r.data = bytes(data)
+        self._r = r
+        self._attempt = int(attempt)
+
+    @classmethod
+    def _wrap(cls, raw, attempt):
+        # From the generated KinesisRecord: no copy of the data.
+        self = cls.__new__(cls)
+        self._r = raw
+        self._attempt = attempt
+        return self
+
+    @property
+    def partition_key(self):
+        """The partition key the producer gave the record."""
+        return self._r.partition_key
+
+    @property
+    def sequence_number(self):
+        """The record's sequence number in its shard (a decimal string)."""
+        return self._r.sequence_number
+
+    @property
+    def sub_sequence_number(self):
+        """The position of this user record inside a KPL aggregate; 0 for a plain record."""
+        return self._r.sub_sequence_number
+
+    @property
+    def arrival_millis(self):
+        """When Kinesis accepted the record, in milliseconds since the Unix epoch."""
+        return self._r.approximate_arrival_timestamp
+
+    @property
+    def attempt(self):
+        """1 on the first delivery; 2, 3, ... for copies under a retry cap."""
+        return self._attempt
+
+    @property
+    def data(self):
+        """The record's data (bytes), as the producer put it."""
+        return self._r.data
+
+    def text(self):
+        """The data as UTF-8 text (a leading byte order mark is kept, as in Rust).
+
+        Raises DecodeError (kind "utf8") when it is not UTF-8."""
+        try:
+            return self._r.data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DecodeError(
+                "utf8",
+                "record data is not UTF-8 text (invalid byte at offset %d)" % e.start,
+                e.start,
+            ) from None
+
+    def json(self):
+        """The data decoded as JSON, by the same rule as the Rust SDK's `serde_json`
+        (README.md "JSON"): dicts, lists, str, int, float, bool and None.
+
+        Raises DecodeError: kind "utf8" when the data is not UTF-8, "json" when the text is
+        not JSON by that rule. The shape (which keys, which types) is the handler's to check.
+        """
+        text = self.text()
+        try:
+            return _json.loads(text)
+        except _json.JsonError as e:
+            raise DecodeError("json", "record data is not valid JSON: %s" % e, e.pos) from None
+
+    def __bytes__(self):
+        return bytes(self._r.data)
+
+    def __eq__(self, other):
+        if not isinstance(other, Record):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def _key(self):
+        return (
+            self.partition_key,
+            self.sequence_number,
+            self.sub_sequence_number,
+            self.arrival_millis,
+            self.data,
+            self._attempt,
+        )
+
+    def __repr__(self):
+        parts = [
+            "partition_key=%r" % self.partition_key,
+            "sequence_number=%r" % self.sequence_number,
+        ]
+        if self.sub_sequence_number:
+            parts.append("sub_sequence_number=%d" % self.sub_sequence_number)
+        parts.append("arrival_millis=%d" % self.arrival_millis)
+        if self._attempt != 1:
+            parts.append("attempt=%d" % self._attempt)
+        data = self.data
+        try:
+            shown = repr(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            shown = repr(data)
+        if len(shown) > 200:
+            shown = shown[:197] + "..."
+        parts.append("data=" + shown)
+        return "Record(%s)" % ", ".join(parts)
+
+
+class BatchInfo:
+    """Where a batch comes from, and which delivery it is (read-only).
+
+    `BatchInfo(stream, shard_id)` builds one for a unit test."""
+
+    __slots__ = ("_stream", "_shard_id", "_millis_behind_latest", "_attempt")
+
+    def __init__(self, stream, shard_id, *, millis_behind_latest=None, attempt=1):
+        self._stream = str(stream)
+        self._shard_id = str(shard_id)
+        self._millis_behind_latest = millis_behind_latest
+        self._attempt = int(attempt)
+
+    @classmethod
+    def _wrap(cls, info):
+        return cls(
+            info.stream,
+            info.shard_id,
+            millis_behind_latest=info.millis_behind_latest,
+            attempt=info.attempt,
+        )
+
+    @property
+    def stream(self):
+        """The stream's name."""
+        return self._stream
+
+    @property
+    def shard_id(self):
+        """The shard's id, e.g. `shardId-000000000000`."""
+        return self._shard_id
+
+    @property
+    def millis_behind_latest(self):
+        """How far the reader is behind the tip of the shard, in ms; None when unknown."""
+        return self._millis_behind_latest
+
+    @property
+    def attempt(self):
+        """1 for a first delivery; higher for a copy published under a retry cap."""
+        return self._attempt
+
+    def __eq__(self, other):
+        if not isinstance(other, BatchInfo):
+            return NotImplemented
+        return (self._stream, self._shard_id, self._millis_behind_latest, self._attempt) == (
+            other._stream,
+            other._shard_id,
+            other._millis_behind_latest,
+            other._attempt,
+        )
+
+    def __hash__(self):
+        return hash((self._stream, self._shard_id, self._millis_behind_latest, self._attempt))
+
+    def __repr__(self):
+        return "BatchInfo(stream=%r, shard_id=%r, millis_behind_latest=%r, attempt=%d)" % (
+            self._stream,
+            self._shard_id,
+            self._millis_behind_latest,
+            self._attempt,
+        )

@@ -1,0 +1,105 @@
+"""Helpers for unit tests of handlers in plain CPython (no component, no host).
+
+Call the decorated function directly with `shardhost.Record(...)`: logging goes to standard
+error and `publish`/`seek` raise, as in a native Rust test. For more, `FakeHost` records
+what the handler logs, publishes and seeks, and `call` runs the registered handler the way
+the host does (per-record or per-batch, outcomes checked)::
+
+    from shardhost import Record, testing
+
+    with testing.FakeHost(max_level="info") as host:
+        outcomes = testing.call([Record("pk", "1", b'{"id": 1}')])
+    assert host.lines == [("info", "...")]
+"""
+
+from types import SimpleNamespace
+
+from . import _export, _host
+from . import log as _log
+from ._record import BatchInfo
+
+__all__ = ["FakeHost", "call", "reset"]
+
+
+class FakeHost:
+    """A host for tests. Use as a context manager (it replaces the SDK's backend inside).
+
+    - `lines`: the log lines, as (level name, message);
+    - `published`: (stream, partition_key, data) per successful publish;
+    - `seeks`: the sequence numbers asked for;
+    - `max_level`: the level the host records ("trace" ... "error", or None for nothing);
+    - `publish_error` / `seek_error`: when set, the reason the call is refused with.
+    """
+
+    in_component = False
+
+    def __init__(self, max_level="trace", publish_error=None, seek_error=None):
+        if max_level is not None and max_level not in _host.LEVEL_NAMES:
+            raise ValueError("max_level is one of %s or None" % (_host.LEVEL_NAMES,))
+        self.max_level = max_level
+        self.publish_error = publish_error
+        self.seek_error = seek_error
+        self.lines = []
+        self.published = []
+        self.seeks = []
+        self.armed = True
+        self._previous = None
+
+    # backend interface
+
+    def arm(self):
+        pass
+
+    def log(self, level, message):
+        self.lines.append((_host.LEVEL_NAMES[level], message))
+
+    def max_log_level(self):
+        return None if self.max_level is None else _host.LEVEL_NAMES.index(self.max_level)
+
+    def publish(self, stream, partition_key, data):
+        if self.publish_error is not None:
+            raise _host.PublishError(self.publish_error)
+        self.published.append((stream, partition_key, data))
+        return "%056d" % len(self.published)
+
+    def seek(self, sequence_number):
+        if self.seek_error is not None:
+            raise _host.SeekError(self.seek_error)
+        self.seeks.append(sequence_number)
+
+    # context manager
+
+    def __enter__(self):
+        self._previous = _host.set_backend(self)
+        _log._refresh()
+        return self
+
+    def __exit__(self, *exc):
+        _host.set_backend(self._previous)
+        _log._refresh()
+        return False
+
+
+def call(records, info=None):
+    """Runs the registered handler over `records` (a list of `shardhost.Record`) as one call
+    from the host would, and answers the outcomes: a list with one per record (a per-batch
+    handler's single outcome is given for every record). Raises what the handler raises, and
+    TypeError/ValueError for a wrong answer (not an outcome, a wrong number of them)."""
+    if info is None:
+        info = BatchInfo("test-stream", "shardId-000000000000")
+    raw_info = SimpleNamespace(
+        stream=info.stream,
+        shard_id=info.shard_id,
+        millis_behind_latest=info.millis_behind_latest,
+        attempt=info.attempt,
+    )
+    _log._refresh()
+    kind, result = _export.run(raw_info, [r._r for r in records])
+    if kind == "all":
+        return [result] * len(records)
+    return result
+
+
+def reset():
+    """Forgets the registered handler, so a test can register another."""
+    _export.reset()

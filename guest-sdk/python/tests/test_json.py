@@ -1,0 +1,130 @@
+"""Record.json(): the accept/reject rule. Every verdict below is what serde_json 1.0.154
+(`from_str::<serde_json::Value>`, default features) answers for the same bytes, except
+duplicate keys, which the SDK rejects on purpose (serde rejects a repeated struct field;
+`Value` keeps the last)."""
+
+import math
+import unittest
+
+from tests import support  # noqa: F401  (the SDK on sys.path)
+
+from shardhost import DecodeError, Record
+
+OK, ERR, UTF8 = "ok", "json", "utf8"
+
+LONG = [
+    (b"17976931348623157" + b"0" * 292, ERR),  # serde's own rounding overflows here
+    (b"1" + b"0" * 308, OK),
+    (b"9" * 309, ERR),
+    (b"0." + b"0" * 400 + b"1e400", OK),
+    (b"1" * 5000, ERR),
+    (b"[" * 127 + b"]" * 127, OK),
+    (b"[" * 128 + b"]" * 128, ERR),
+    (b'{"a":' * 127 + b"1" + b"}" * 127, OK),
+    (b'{"a":' * 128 + b"1" + b"}" * 128, ERR),
+    (b'["' + b"[" * 300 + b'"]', OK),  # brackets inside a string do not nest
+]
+
+CASES = [
+    (b'{"id":1,"address":"a","carrier":"dhl"}', OK),
+    (b'  {"a" : [1, 2.5, "x", true, false, null]} \r\n\t', OK),
+    (b"", ERR), (b" ", ERR),
+    (b"\xef\xbb\xbf{}", ERR),  # a byte order mark is not whitespace
+    (b"{} x", ERR), (b"{}{}", ERR), (b"1 2", ERR), (b"{}\x0c", ERR), (b"\x0c{}", ERR),
+    (b"{}\x00", ERR), ("\u00a0{}".encode(), ERR), ("{}\u2028".encode(), ERR),
+    (b"NaN", ERR), (b"Infinity", ERR), (b"-Infinity", ERR), (b"[NaN]", ERR),
+    (b'{"x":Infinity}', ERR), (b"nan", ERR), (b"inf", ERR),
+    (b"[1,]", ERR), (b'{"a":1,}', ERR), (b"[01]", ERR), (b"[1.]", ERR), (b"[.5]", ERR),
+    (b"[+1]", ERR), (b"[-]", ERR), (b"[1e]", ERR), (b"[0x10]", ERR), (b"[1_000]", ERR),
+    (b"{'a':1}", ERR), (b"{a:1}", ERR), (b"/*c*/{}", ERR), (b"{}//c", ERR),
+    (b'["\\x"]', ERR), (b'["\\u00zz"]', ERR), (b'["\\u0041"]', OK), (b'["a\x01"]', ERR),
+    (b'["a\x7f"]', OK), (b'["tab\tin"]', ERR),
+    (b'["\\ud800"]', ERR), (b'["\\udc00"]', ERR), (b'["\\ud800\\u0041"]', ERR),
+    (b'["\\ud83d\\ude00"]', OK), (b'["\\ud800\\ud800"]', ERR), (b'{"\\ud800":1}', ERR),
+    (b'["\\\\ud800"]', OK),
+    (b"-0", OK), (b"-0.0", OK), (b"0", OK), (b"-1", OK), (b"1e400", ERR), (b"-1e400", ERR),
+    (b"1e-400", OK), (b"1e308", OK), (b"1.7976931348623157e308", OK),
+    (b"1.7976931348623158e308", ERR),
+    (b"18446744073709551615", OK), (b"18446744073709551616", OK),
+    (b"-9223372036854775808", OK), (b"-9223372036854775809", OK),
+    (b"0e99999999999", OK), (b"1e99999999999", ERR), (b"1e-99999999999", OK),
+    (b'[{"a":1},{"a":2}]', OK),
+    (b'"\xc3\x28"', UTF8), (b'"\xed\xa0\x80"', UTF8), (b'"\xc0\xaf"', UTF8),
+    (b'"\xf4\x90\x80\x80"', UTF8), (b'"\xff"', UTF8),
+    ('"Straße 東京 😀"'.encode(), OK), ("{}".encode("utf-16"), UTF8),
+] + LONG
+
+
+def verdict(data):
+    try:
+        Record("pk", "1", data).json()
+    except DecodeError as e:
+        return e.kind
+    return OK
+
+
+class JsonRule(unittest.TestCase):
+    def test_verdicts_match_serde_json(self):
+        for data, expected in CASES:
+            with self.subTest(data=data[:60]):
+                self.assertEqual(verdict(data), expected)
+
+    def test_duplicate_keys_are_rejected_at_any_depth(self):
+        for data in (b'{"a":1,"a":1}', b'{"a":{"b":1,"b":2}}', b'[{"k":1,"x":0,"k":2}]'):
+            with self.subTest(data=data):
+                with self.assertRaises(DecodeError) as cm:
+                    Record("pk", "1", data).json()
+                self.assertIn("duplicate key", str(cm.exception))
+        # the same key in different objects is fine
+        self.assertEqual(Record("pk", "1", b'[{"a":1},{"a":2}]').json(), [{"a": 1}, {"a": 2}])
+
+    def test_numbers_are_typed_as_serde_json_value_holds_them(self):
+        def value(text):
+            return Record("pk", "1", text).json()
+
+        for text, expected in (("0", 0), ("7", 7), ("-1", -1),
+                               ("18446744073709551615", 2**64 - 1),
+                               ("-9223372036854775808", -(2**63))):
+            v = value(text)
+            self.assertIs(type(v), int, text)
+            self.assertEqual(v, expected)
+        for text in ("-0", "1.0", "1e2", "18446744073709551616", "-9223372036854775809",
+                     "1" + "0" * 308, "0.5"):
+            self.assertIs(type(value(text)), float, text)
+        self.assertEqual(math.copysign(1, value("-0")), -1.0)
+        self.assertEqual(value("18446744073709551616"), 2.0**64)
+        self.assertIs(value("true"), True)
+        self.assertIsNone(value("null"))
+
+    def test_values(self):
+        r = Record("pk", "1", '{"id": 7, "tags": ["a", "\\u00e9"], "n": null, "x": 1.5}')
+        self.assertEqual(r.json(), {"id": 7, "tags": ["a", "é"], "n": None, "x": 1.5})
+        self.assertEqual(Record("pk", "1", '"\\ud83d\\ude00"').json(), "😀")
+
+    def test_errors_say_what_is_wrong(self):
+        with self.assertRaises(DecodeError) as cm:
+            Record("pk", "1", b'{"a" \xff}').json()
+        self.assertEqual(cm.exception.kind, "utf8")
+        self.assertEqual(cm.exception.offset, 5)
+        self.assertEqual(str(cm.exception), "record data is not UTF-8 text (invalid byte at offset 5)")
+        self.assertIsInstance(cm.exception, ValueError)
+
+        for data, words in ((b"{not json", "not valid JSON"), (b"NaN", "NaN is not JSON"),
+                            (b"[1e400]", "number out of range"),
+                            (b"[" * 200 + b"]" * 200, "127"),
+                            (b'["\\udc00"]', "surrogate"), (b"{} x", "Extra data")):
+            with self.subTest(data=data[:20]):
+                with self.assertRaises(DecodeError) as cm:
+                    Record("pk", "1", data).json()
+                self.assertEqual(cm.exception.kind, "json")
+                self.assertIn(words, str(cm.exception))
+                self.assertTrue(str(cm.exception).startswith("record data is not valid JSON: "))
+
+    def test_deep_nesting_never_overflows_the_stack(self):
+        for n in (1000, 100_000):
+            with self.assertRaises(DecodeError):
+                Record("pk", "1", b"[" * n + b"]" * n).json()
+
+
+if __name__ == "__main__":
+    unittest.main()
