@@ -8,6 +8,7 @@ mod support;
 
 mod admin;
 mod cli;
+mod conformance;
 mod containment;
 mod delivery;
 mod dynamo;

@@ -1,0 +1,257 @@
+//! One conformance suite (`tests/conformance/`) for the three handler languages: the shipping
+//! example in Rust, Python and JavaScript gives the same outcome for every shipping case, and
+//! the conformance handler in each language keeps the contract (each and all, retry-after,
+//! binary and 1 MiB data, 500-record batches, attempts, publish and seek refused, a handler
+//! that raises, an answer of the wrong shape). The Python and JavaScript components are built
+//! with their pinned toolchains by their own build scripts (a no-op when up to date).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use base64::Engine as _;
+use serde_json::Value;
+use shardhost::config::{Limits, WasiGrants};
+use shardhost::handler::{CallContext, HandlerFactory, outcomes_per_record};
+use shardhost::record::{BatchInfo, Outcome, Record};
+use shardhost::testing::Runtime;
+
+use crate::support::{guest, root};
+
+#[test]
+fn the_rust_handlers_give_every_conformance_outcome() {
+    conform(Language::Rust);
+}
+
+#[test]
+fn the_python_handlers_give_every_conformance_outcome() {
+    conform(Language::Python);
+}
+
+#[test]
+fn the_javascript_handlers_give_every_conformance_outcome() {
+    conform(Language::JavaScript);
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Language {
+    Rust,
+    Python,
+    JavaScript,
+}
+
+impl Language {
+    /// The shipping example and the conformance handler, built.
+    fn components(self) -> (PathBuf, PathBuf) {
+        match self {
+            Language::Rust => (guest("ship"), guest("conformance")),
+            Language::Python => (
+                built("examples/shipping/python", "ship.wasm"),
+                built("tests/conformance/python", "conformance.wasm"),
+            ),
+            Language::JavaScript => (
+                built("examples/shipping/js", "ship.wasm"),
+                built("tests/conformance/js", "conformance.wasm"),
+            ),
+        }
+    }
+}
+
+/// Runs `DIR/build` (once per process) and answers `DIR/OUTPUT`.
+fn built(dir: &str, output: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    let dir = root().join(dir);
+    let done = BUILT.get_or_init(Default::default);
+    let mut done = done.lock().unwrap_or_else(|p| p.into_inner());
+    let key = dir.display().to_string();
+    if !done.contains(&key) {
+        let status = Command::new(dir.join("build"))
+            .current_dir(&dir)
+            .status()
+            .expect("the build script runs");
+        assert!(status.success(), "{}/build failed", dir.display());
+        done.push(key);
+    }
+    let path = dir.join(output);
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
+
+fn conform(language: Language) {
+    let (shipping, conformance) = language.components();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // Compiled Python and JavaScript components are big (~35 MiB) and slow to compile: keep
+    // them across runs.
+    let cache = root().join("target").join("conformance-cache");
+    let runtime = Runtime::new(Some(cache), false).unwrap();
+    let mut wrong = Vec::new();
+    rt.block_on(async {
+        let shipping = load(&runtime, &shipping).await;
+        wrong.extend(shipping_cases(shipping.as_ref()).await);
+        let conformance = load(&runtime, &conformance).await;
+        wrong.extend(contract_calls(conformance.as_ref()).await);
+    });
+    assert!(
+        wrong.is_empty(),
+        "{language:?}: {} outcome(s) differ from tests/conformance:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
+
+async fn load(runtime: &Runtime, path: &Path) -> Arc<dyn HandlerFactory> {
+    runtime
+        .load_file(path, Limits::default(), &WasiGrants::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Every shipping case alone, then all of them in one batch: the outcomes `expect` says.
+async fn shipping_cases(handler: &dyn HandlerFactory) -> Vec<String> {
+    let cases = lines("shipping.ndjson");
+    let records: Vec<Record> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, c)| record(i, c))
+        .collect();
+    let expected: Vec<String> = cases.iter().map(|c| text(&c["expect"])).collect();
+    let mut wrong = Vec::new();
+    let mut compare = |how: &str, i: usize, got: &str| {
+        if got != expected[i] {
+            let why = text(&cases[i]["why"]);
+            wrong.push(format!(
+                "shipping case {} ({why}), {how}: expected {}, got {got}",
+                i + 1,
+                expected[i]
+            ));
+        }
+    };
+    for (i, r) in records.iter().enumerate() {
+        match call(handler, std::slice::from_ref(r), 1).await {
+            Ok(got) => compare("alone", i, &got[0]),
+            Err(e) => compare("alone", i, &format!("a failed call: {e}")),
+        }
+    }
+    match call(handler, &records, 1).await {
+        Ok(got) => got
+            .iter()
+            .enumerate()
+            .for_each(|(i, g)| compare("in one batch", i, g)),
+        Err(e) => wrong.push(format!("shipping cases in one batch: the call failed: {e}")),
+    }
+    wrong
+}
+
+/// Every call of `contract.ndjson`, on one instance (a fresh one after a failed call, as the
+/// host does).
+async fn contract_calls(handler: &dyn HandlerFactory) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for c in lines("contract.ndjson") {
+        let name = text(&c["name"]);
+        let records: Vec<Record> = c["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, r)| record(i, r))
+            .collect();
+        let attempt = c["attempt"].as_u64().unwrap_or(1) as u32;
+        let got = call(handler, &records, attempt).await;
+        match (&c["expect"], got) {
+            (Value::Array(expected), Ok(got)) => {
+                let expected: Vec<String> = expected.iter().map(text).collect();
+                if expected != got {
+                    wrong.push(format!("{name}: expected {expected:?}, got {got:?}"));
+                }
+            }
+            (Value::Object(e), Err(error)) => {
+                let needle = text(&e["error"]);
+                if !error.contains(&needle) {
+                    wrong.push(format!("{name}: the error should say `{needle}`: {error}"));
+                }
+            }
+            (expected, got) => wrong.push(format!("{name}: expected {expected}, got {got:?}")),
+        }
+    }
+    wrong
+}
+
+/// One call of the handler: each record's outcome (`retry-after:N` for a delay), or the
+/// call's error.
+async fn call(
+    handler: &dyn HandlerFactory,
+    records: &[Record],
+    attempt: u32,
+) -> Result<Vec<String>, String> {
+    let ctx = CallContext {
+        subscription: Arc::from("conformance"),
+        stream: Arc::from("conformance"),
+        shard_id: Arc::from("shardId-000000000000"),
+        publisher: None,
+        delivered: None,
+        metrics: None,
+    };
+    let info = BatchInfo {
+        stream: "conformance".into(),
+        shard_id: "shardId-000000000000".into(),
+        millis_behind_latest: Some(0),
+        attempt,
+    };
+    let mut instance = handler.instantiate(&ctx).await.map_err(|e| e.to_string())?;
+    let answer = instance
+        .handle(&info, records)
+        .await
+        .and_then(|a| outcomes_per_record(a, records.len(), instance.version()))
+        .map_err(|e| e.to_string())?;
+    Ok(answer
+        .into_iter()
+        .map(|o| match o {
+            Outcome::Ack => "ack".to_owned(),
+            Outcome::Drop => "drop".to_owned(),
+            Outcome::Retry => "retry".to_owned(),
+            Outcome::RetryAfter(ms) => format!("retry-after:{ms}"),
+        })
+        .collect())
+}
+
+/// The `i`th record of a batch, from a case: `partition_key` and `data` (a string is its
+/// text, any other JSON its compact JSON), `data_base64` or `data_fill: [byte, count]`.
+fn record(i: usize, case: &Value) -> Record {
+    let data = if let Some(b64) = case["data_base64"].as_str() {
+        base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap()
+    } else if let Some(fill) = case["data_fill"].as_array() {
+        vec![fill[0].as_u64().unwrap() as u8; fill[1].as_u64().unwrap() as usize]
+    } else {
+        match &case["data"] {
+            Value::String(s) => s.clone().into_bytes(),
+            other => serde_json::to_vec(other).unwrap(),
+        }
+    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    Record {
+        partition_key: Arc::from(text(&case["partition_key"])),
+        sequence_number: format!("4959{:052}", i + 1),
+        sub_sequence_number: 0,
+        approximate_arrival_timestamp: now_ms,
+        data,
+    }
+}
+
+fn lines(file: &str) -> Vec<Value> {
+    let path = root().join("tests/conformance").join(file);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn text(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_owned()
+}
