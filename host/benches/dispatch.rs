@@ -219,4 +219,8 @@ fn main() {
             w / nat
         );
     }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    if let Some(hwm) = status.lines().find_map(|l| l.strip_prefix("VmHWM:")) {
+        println!("peak RSS of this process: {}", hwm.trim());
+    }
 }

@@ -22,4 +22,5 @@ mod lanes;
 mod outcomes;
 mod retries;
 mod sandbox;
+mod sdks;
 mod throughput;

@@ -1,11 +1,16 @@
 // The shipping handler's outcomes, as the Rust example's tests check them, plus the edge cases
 // compared record for record with the Rust build (`shardhost invoke --json`).
-// Run: npm test   (node --import shardhost/testing --test)
+// Run: node --test   (in examples/shipping/js; nothing to install)
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { Record, ack, drop, retry } from "shardhost";
-import { state } from "shardhost/testing/host";
-import { ship } from "../app.js";
+// The SDK's test hooks (what `node --import shardhost/testing` loads where the SDK is installed):
+// `shardhost` resolves to guest-sdk/js, as guest-sdk/js/componentize bundles it, and the
+// bindings to a stand-in host. Evaluated first, so the imports below go through them.
+import "../../../../guest-sdk/js/testing/register.js";
+
+const { Record, ack, drop, retry } = await import("shardhost");
+const { state } = await import("shardhost/testing/host");
+const { ship } = await import("../app.js");
 
 state.echo = false; // the handler's warnings would clutter the test output
 

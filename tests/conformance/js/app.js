@@ -1,0 +1,141 @@
+// The conformance handler in JavaScript (tests/conformance/README.md): a per-batch handler
+// whose records' partition keys are commands. Its twins are tests/conformance/rust and python;
+// the cases are tests/conformance/contract.ndjson.
+//
+// Build: ./build (next to this file) writes conformance.wasm.
+
+import {
+  batchHandler, ack, drop, retry, retryAfter, publish, seek, log, DecodeError, HostError,
+} from "shardhost";
+
+/** 2020-01-01T00:00:00Z in milliseconds since the epoch. */
+const EPOCH_2020_MS = 1577836800000;
+const U64_MAX = 18446744073709551615n;
+const PUBLISH_STREAM = "conformance-out";
+const PUBLISH_KEY = "k";
+const U32_MAX = 4294967295n;
+const DIGITS = /^[0-9]+$/;
+const UNSIGNED = /^\+?[0-9]+$/;
+
+/** An unsigned number as Rust's `str::parse` reads it (ASCII digits, an optional leading `+`,
+ * at most `limit`), as a bigint; undefined for anything else. */
+function number(text, limit = U64_MAX) {
+  if (!UNSIGNED.test(text)) return undefined;
+  const n = BigInt(text.startsWith("+") ? text.slice(1) : text);
+  return n <= limit ? n : undefined;
+}
+
+/** `ack`, `drop`, `retry` or `retry-after:N` as an outcome; undefined for anything else. */
+function outcome(name) {
+  switch (name) {
+    case "ack":
+      return ack;
+    case "drop":
+      return drop;
+    case "retry":
+      return retry;
+  }
+  if (name.startsWith("retry-after:")) {
+    const ms = number(name.slice("retry-after:".length));
+    if (ms !== undefined) return retryAfter(ms);
+  }
+  return undefined;
+}
+
+const verdict = (ok) => (ok ? ack : drop);
+
+function metaOk(info, record) {
+  return (
+    DIGITS.test(record.sequenceNumber) &&
+    record.subSequenceNumber === 0 &&
+    record.arrivalMillis > EPOCH_2020_MS &&
+    info.stream !== "" &&
+    info.shardId !== ""
+  );
+}
+
+/** Whether `f()` does not throw a DecodeError (anything else is thrown on). */
+function decodes(f) {
+  try {
+    f();
+    return true;
+  } catch (e) {
+    if (e instanceof DecodeError) return false;
+    throw e;
+  }
+}
+
+const LOSSY = new TextDecoder("utf-8");
+
+/** The outcome of one record whose partition key is a command: `ack`, `drop`, `retry`,
+ * `retry-after:N`, or a verb and an argument after the first colon (none: empty). */
+function command(info, record) {
+  const key = record.partitionKey;
+  const simple = outcome(key);
+  if (simple !== undefined) return simple;
+  const colon = key.indexOf(":");
+  const verb = colon < 0 ? key : key.slice(0, colon);
+  const arg = colon < 0 ? "" : key.slice(colon + 1);
+  switch (verb) {
+    case "size": {
+      const n = number(arg);
+      return verdict(n !== undefined && BigInt(record.data.length) === n);
+    }
+    case "sum": {
+      const n = number(arg);
+      let sum = 0;
+      const data = record.data;
+      for (let i = 0; i < data.length; i++) sum += data[i];
+      return verdict(n !== undefined && BigInt(sum) === n);
+    }
+    case "text":
+      return verdict(decodes(() => record.text()));
+    case "json":
+      return verdict(decodes(() => record.json()));
+    case "attempt": {
+      const n = number(arg, U32_MAX);
+      return verdict(n !== undefined && BigInt(record.attempt) === n);
+    }
+    case "meta":
+      return verdict(metaOk(info, record));
+    case "publish":
+      try {
+        publish(PUBLISH_STREAM, PUBLISH_KEY, record.data);
+      } catch (e) {
+        if (!(e instanceof HostError)) throw e;
+        log.warn("publish refused: %s", e.message);
+        return retry;
+      }
+      return ack;
+    case "seek":
+      try {
+        seek(arg);
+      } catch (e) {
+        if (!(e instanceof HostError)) throw e;
+        log.warn("seek refused: %s", e.message);
+        return retry;
+      }
+      return ack;
+    case "log":
+      log.info("%s", LOSSY.decode(record.data));
+      return ack;
+    case "raise":
+      throw new Error("raised on purpose");
+  }
+  return drop;
+}
+
+export function conformance(info, records) {
+  if (records.length > 0 && records[0].partitionKey.startsWith("all:")) {
+    // One outcome for the batch; drop when the rest of the key is not an outcome.
+    return outcome(records[0].partitionKey.slice("all:".length)) ?? drop;
+  }
+  const outcomes = records.map((r) => command(info, r));
+  if (records.some((r) => r.partitionKey === "wrong-shape")) {
+    // One outcome fewer than records: the call must fail.
+    outcomes.pop();
+  }
+  return outcomes;
+}
+
+export const handle = batchHandler(conformance);

@@ -1,0 +1,122 @@
+"""The conformance handler in Python (tests/conformance/README.md): a per-batch handler whose
+records' partition keys are commands. Its twins are tests/conformance/rust and js; the cases
+are tests/conformance/contract.ndjson.
+
+Build: ./build (next to this file) writes conformance.wasm.
+"""
+
+import shardhost
+
+# 2020-01-01T00:00:00Z in milliseconds since the epoch.
+EPOCH_2020_MS = 1577836800000
+U64_MAX = 2**64 - 1
+U32_MAX = 2**32 - 1
+PUBLISH_STREAM = "conformance-out"
+PUBLISH_KEY = "k"
+
+
+def number(text, limit=U64_MAX):
+    """An unsigned number as Rust's `str::parse` reads it (ASCII digits, an optional leading
+    `+`, at most `limit`), or None."""
+    digits = text[1:] if text.startswith("+") else text
+    if not digits or not (digits.isascii() and digits.isdigit()):
+        return None
+    n = int(digits)
+    return n if n <= limit else None
+
+
+def outcome(name):
+    """`ack`, `drop`, `retry` or `retry-after:N` as an Outcome; None for anything else."""
+    if name == "ack":
+        return shardhost.ack
+    if name == "drop":
+        return shardhost.drop
+    if name == "retry":
+        return shardhost.retry
+    if name.startswith("retry-after:"):
+        ms = number(name[len("retry-after:"):])
+        if ms is not None:
+            return shardhost.retry_after(ms)
+    return None
+
+
+def verdict(ok):
+    return shardhost.ack if ok else shardhost.drop
+
+
+def meta_ok(info, record):
+    seq = record.sequence_number
+    return (
+        bool(seq)
+        and seq.isascii()
+        and seq.isdigit()
+        and record.sub_sequence_number == 0
+        and record.arrival_millis > EPOCH_2020_MS
+        and bool(info.stream)
+        and bool(info.shard_id)
+    )
+
+
+def command(info, record):
+    """The outcome of one record whose partition key is a command: `ack`, `drop`, `retry`,
+    `retry-after:N`, or a verb and an argument after the first colon (none: empty)."""
+    key = record.partition_key
+    simple = outcome(key)
+    if simple is not None:
+        return simple
+    verb, _, arg = key.partition(":")
+    if verb == "size":
+        n = number(arg)
+        return verdict(n is not None and len(record.data) == n)
+    if verb == "sum":
+        n = number(arg)
+        return verdict(n is not None and sum(record.data) == n)
+    if verb == "text":
+        try:
+            record.text()
+        except shardhost.DecodeError:
+            return shardhost.drop
+        return shardhost.ack
+    if verb == "json":
+        try:
+            record.json()
+        except shardhost.DecodeError:
+            return shardhost.drop
+        return shardhost.ack
+    if verb == "attempt":
+        n = number(arg, U32_MAX)
+        return verdict(n is not None and record.attempt == n)
+    if verb == "meta":
+        return verdict(meta_ok(info, record))
+    if verb == "publish":
+        try:
+            shardhost.publish(PUBLISH_STREAM, PUBLISH_KEY, record.data)
+        except shardhost.PublishError as e:
+            shardhost.log.warn("publish refused: %s", e.reason)
+            return shardhost.retry
+        return shardhost.ack
+    if verb == "seek":
+        try:
+            shardhost.seek(arg)
+        except shardhost.SeekError as e:
+            shardhost.log.warn("seek refused: %s", e.reason)
+            return shardhost.retry
+        return shardhost.ack
+    if verb == "log":
+        shardhost.log.info("%s", record.data.decode("utf-8", "replace"))
+        return shardhost.ack
+    if verb == "raise":
+        raise RuntimeError("raised on purpose")
+    return shardhost.drop
+
+
+@shardhost.batch_handler
+def conformance(info, records):
+    if records and records[0].partition_key.startswith("all:"):
+        # One outcome for the batch; drop when the rest of the key is not an outcome.
+        return outcome(records[0].partition_key[len("all:"):]) or shardhost.drop
+    outcomes = [command(info, r) for r in records]
+    if any(r.partition_key == "wrong-shape" for r in records):
+        # One outcome fewer than records: the call must fail.
+        outcomes.pop()
+    return outcomes
