@@ -32,7 +32,7 @@ pub fn cache(args: &CacheArgs) -> Result<(), CliError> {
         Some(path) => Config::load(path)?.host,
         None => HostConfig::default(),
     };
-    let Some(dir) = host.cache_dir.clone().or_else(Runtime::default_cache_dir) else {
+    let Some(dir) = Runtime::cache_dir_of(&host) else {
         return Err(CliError::NoCacheDir);
     };
     let dir = CacheDir::new(&dir);

@@ -10,7 +10,7 @@ use tracing::Instrument;
 use clap::Args;
 
 use super::CliError;
-use crate::config::{Limits, WasiGrants};
+use crate::config::{Limits, MAX_CALL_TIMEOUT, MAX_MEMORY, MIN_MEMORY, WasiGrants};
 use crate::feed::{self, FeedRecord};
 use crate::handler::{CallContext, Handler, HandlerFactory, outcomes_per_record};
 use crate::record::{BatchInfo, Outcome, Record};
@@ -38,18 +38,20 @@ pub struct InvokeArgs {
     timeout: std::time::Duration,
 }
 
+/// As `[subscription.limits] memory` takes it.
 fn memory(text: &str) -> Result<u64, String> {
     let bytes = crate::config::parse_size(text)?;
-    if !(1 << 20..=4 << 30).contains(&bytes) {
+    if !(MIN_MEMORY..=MAX_MEMORY).contains(&bytes) {
         return Err(format!("{text} is out of range: from 1MiB to 4GiB"));
     }
     Ok(bytes)
 }
 
+/// As `[subscription.limits] timeout` takes it.
 fn timeout(text: &str) -> Result<std::time::Duration, String> {
     let d = crate::config::parse_duration(text)?;
-    if d.is_zero() {
-        return Err("the timeout must be more than 0".into());
+    if d.is_zero() || d > MAX_CALL_TIMEOUT {
+        return Err(format!("{text} is out of range: more than 0, at most 15m"));
     }
     Ok(d)
 }

@@ -13,6 +13,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use parse::{MAX_CALL_TIMEOUT, MAX_MEMORY, MIN_MEMORY};
 pub use units::{parse_duration, parse_size};
 
 /// The most records one GetRecords call answers.

@@ -71,8 +71,9 @@ const LIMITS_KEYS: &[&str] = &[
 const WASI_KEYS: &[&str] = &["env"];
 const START_AT_KEYS: &[&str] = &["timestamp"];
 
-const MIN_MEMORY: u64 = 1 << 20;
-const MAX_MEMORY: u64 = 4 << 30;
+/// The range of `limits.memory` (also `invoke --memory`).
+pub const MIN_MEMORY: u64 = 1 << 20;
+pub const MAX_MEMORY: u64 = 4 << 30;
 
 /// Parses and validates config text read from `path`.
 pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {

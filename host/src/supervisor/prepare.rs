@@ -210,11 +210,7 @@ impl Host {
     /// Loads every handler and feed of the config and makes sure every stream exists (creating
     /// those with `create_if_missing`). Fails on the first part that cannot load; nothing reads yet.
     pub async fn prepare(config: Config) -> Result<Host, StartError> {
-        let cache = config
-            .host
-            .cache_dir
-            .clone()
-            .or_else(Runtime::default_cache_dir);
+        let cache = Runtime::cache_dir_of(&config.host);
         let stores = lease_store(&config, cache.as_deref()).await?;
         let owner: Arc<str> = Arc::from(owner_id(&config).as_str());
         let metrics = Arc::new(Metrics::new());

@@ -85,11 +85,7 @@ pub async fn dynamo_table(config: &Config) -> Result<Option<DynamoLeaseStore>, S
 /// The key that authenticates this fleet's retry copies and dead letters, found as a host of
 /// `config` finds it (for tools such as `shardhost dead-letters`).
 pub async fn fleet_envelope_key(config: &Config) -> Result<EnvelopeKey, StartError> {
-    let cache = config
-        .host
-        .cache_dir
-        .clone()
-        .or_else(Runtime::default_cache_dir);
+    let cache = Runtime::cache_dir_of(&config.host);
     lease_store(config, cache.as_deref())
         .await
         .map(|s| s.envelopes)

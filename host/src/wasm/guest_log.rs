@@ -79,9 +79,7 @@ impl GuestLog {
     pub fn line(&self, level: Level, message: &str) {
         let mut inner = self.lock();
         let kept = inner.emit(level, None, message);
-        if level == Level::Error
-            && let Some(kept) = kept
-        {
+        if level == Level::Error {
             inner.last_error = Some(kept);
         }
     }
@@ -156,9 +154,7 @@ impl Inner {
             Stdio::Stderr => Level::Warn,
         };
         let kept = self.emit(level, Some(stdio), text);
-        if stdio == Stdio::Stderr
-            && let Some(kept) = kept.filter(|l| !l.trim().is_empty())
-        {
+        if stdio == Stdio::Stderr && !kept.trim().is_empty() {
             if self.stderr_tail.len() == STDERR_TAIL_LINES {
                 self.stderr_tail.pop_front();
             }
@@ -168,7 +164,7 @@ impl Inner {
 
     /// Writes one line (if the rate allows); answers it cleaned and cut, as it was or would
     /// have been written (a trap report names it even when the rate dropped it).
-    fn emit(&mut self, level: Level, stdio: Option<Stdio>, message: &str) -> Option<String> {
+    fn emit(&mut self, level: Level, stdio: Option<Stdio>, message: &str) -> String {
         let (message, cut) = clean_log_line(message);
         if cut {
             self.ctx.contained("guest-log-truncated");
@@ -179,7 +175,7 @@ impl Inner {
                 if first_drop {
                     self.ctx.contained("guest-log-rate");
                 }
-                return Some(message);
+                return message;
             }
         };
         let handler = short_version(&self.version);
@@ -204,7 +200,7 @@ impl Inner {
             Level::Warn => emit!(warn),
             Level::Error => emit!(error),
         }
-        Some(message)
+        message
     }
 }
 

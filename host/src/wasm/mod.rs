@@ -88,8 +88,12 @@ impl Runtime {
     /// The runtime of a host with this `[host]` section: its cache directory (or the default)
     /// and cap.
     pub fn for_host(host: &HostConfig, fuel: bool) -> Result<Runtime, LoadError> {
-        let dir = host.cache_dir.clone().or_else(Runtime::default_cache_dir);
-        Runtime::with_cache(dir, host.cache_max, fuel)
+        Runtime::with_cache(Runtime::cache_dir_of(host), host.cache_max, fuel)
+    }
+
+    /// The cache directory of a host with this `[host]` section: `cache_dir`, else the default.
+    pub fn cache_dir_of(host: &HostConfig) -> Option<PathBuf> {
+        host.cache_dir.clone().or_else(Runtime::default_cache_dir)
     }
 
     /// A runtime that caches compiled components under `cache_dir` (none: compile every time),
