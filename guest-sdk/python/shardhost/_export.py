@@ -16,6 +16,7 @@ import sys
 
 from . import _host
 from . import log as _log
+from . import _outcome
 from ._outcome import Outcome
 from ._record import BatchInfo, Record
 
@@ -102,18 +103,18 @@ class WitWorld:
 
 
 def call(info, records, types):
-    """One call of `handle`: generated BatchInfo and KinesisRecords in, a generated
-    BatchOutcome out. An exception is logged at error level (the host names it in its report
-    of the failed call) and raised again, which traps."""
+    """One call of `handle`: the generated BatchInfo and the records (as `_record._lift` made
+    them, or generated KinesisRecords) in, a generated BatchOutcome out. An exception is logged
+    at error level (the host names it in its report of the failed call) and raised again,
+    which traps."""
     backend = _host._backend
     backend.arm()
     _log._refresh()
     try:
         kind, result = run(info, records)
-        conv = _converter(types)
         if kind == "all":
-            return types.BatchOutcome_All(conv(result))
-        return types.BatchOutcome_Each([conv(o) for o in result])
+            return types.BatchOutcome_All(_convert(types, [result])[0])
+        return types.BatchOutcome_Each(_convert(types, result))
     except BaseException as e:
         _log._log_always(4, _describe(e))
         raise
@@ -122,6 +123,17 @@ def call(info, records, types):
 
 
 _failed_record = None
+
+
+def _records(records, attempt):
+    """The call's records as SDK Records with the batch's attempt number."""
+    if records and type(records[0]) is not Record:  # generated records: wrap them
+        wrap = Record._wrap
+        return [wrap(r, attempt) for r in records]
+    if attempt != 1:
+        for r in records:
+            r._attempt = attempt
+    return records
 
 
 def run(info, records):
@@ -133,23 +145,21 @@ def run(info, records):
             "no handler: decorate a function with @shardhost.handler or @shardhost.batch_handler"
         )
     kind, fn = _registered
-    attempt = info.attempt
-    wrap = Record._wrap
+    records = _records(records, info.attempt)
     if kind == "record":
         out = []
         append = out.append
-        raw = None
         try:
-            for raw in records:
-                o = fn(wrap(raw, attempt))
-                if type(o) is not Outcome:
+            for r in records:
+                o = fn(r)
+                if o.__class__ is not Outcome:
                     _bad_outcome(fn, o)
                 append(o)
         except BaseException:
-            _failed_record = raw
+            _failed_record = records[len(out)]
             raise
         return "each", out
-    result = fn(BatchInfo._wrap(info), [wrap(r, attempt) for r in records])
+    result = fn(BatchInfo._wrap(info), records)
     if isinstance(result, Outcome):
         return "all", result
     if result is None or isinstance(result, (str, bytes, dict)):
@@ -190,27 +200,32 @@ def _bad_batch(fn, result):
     )
 
 
-_conv_cache = (None, None)
+_conv_cache = (None, None, None)
 
 
-def _converter(types):
-    """Outcome -> generated outcome; ack/drop/retry are made once per types module."""
+def _convert(types, outcomes):
+    """[Outcome] -> [generated outcome]. ack, drop and retry are looked up by identity in a
+    table made once per types module (a loop in C); a list with anything else (a retry_after,
+    an Outcome built by hand) is converted one by one."""
     global _conv_cache
-    if _conv_cache[0] is types:
-        return _conv_cache[1]
-    simple = {
-        "ack": types.Outcome_Ack(),
-        "drop": types.Outcome_Drop(),
-        "retry": types.Outcome_Retry(),
-    }
+    if _conv_cache[0] is not types:
+        by_kind = {
+            "ack": types.Outcome_Ack(),
+            "drop": types.Outcome_Drop(),
+            "retry": types.Outcome_Retry(),
+        }
+        by_id = {id(getattr(_outcome, k)): w for k, w in by_kind.items()}
+        _conv_cache = (types, by_id, by_kind)
+    _, by_id, by_kind = _conv_cache
+    try:
+        return list(map(by_id.__getitem__, map(id, outcomes)))
+    except KeyError:
+        pass
     retry_after = types.Outcome_RetryAfter
-
-    def conv(o):
-        w = simple.get(o._kind)
-        return w if w is not None else retry_after(o._delay_ms)
-
-    _conv_cache = (types, conv)
-    return conv
+    return [
+        retry_after(o._delay_ms) if o._kind == "retry-after" else by_kind[o._kind]
+        for o in outcomes
+    ]
 
 
 _SDK_DIR = os.path.dirname(os.path.abspath(__file__))

@@ -74,6 +74,14 @@ class WitBackend:
         import wit_world.imports.types as types
         from componentize_py_types import Err
 
+        # componentize-py (0.25) looks the record constructors of the bindings up after it
+        # imports the app, and calls them with the fields in WIT order: pointing
+        # `KinesisRecord` at `_lift` makes each record an SDK Record directly, with no
+        # generated object to wrap. (If a runtime builds generated records anyway, the SDK
+        # wraps them: `_export._records`.)
+        from . import _record
+
+        types.KinesisRecord = _record._lift
         self._host = host
         self.types = types
         self._err = Err

@@ -212,8 +212,8 @@ def _check_strings(value):
             stack.extend(v)
 
 
-def loads(text):
-    """Decodes `text` (a str) by the rule above; raises JsonError."""
+def _strict(text):
+    """The full rule, for any text (the reference the fast path must agree with)."""
     if _too_deep(text):
         raise JsonError("nested more than %d arrays/objects deep" % MAX_DEPTH)
     try:
@@ -229,4 +229,64 @@ def loads(text):
             _check_strings(value)
         except _Reject as e:
             raise JsonError(str(e)) from None
+    return value
+
+
+# The fast path: CPython's own C scanner with the number hooks of the full rule (called only
+# for numbers) but no object hook (a Python call per object, the larger cost); then a count of
+# colons proves that no key repeats. Whatever that cannot prove goes to `_strict`, which
+# decides.
+_scan = json.JSONDecoder(
+    parse_float=_big_float,
+    parse_int=_parse_int,
+    parse_constant=_parse_constant,
+    strict=True,
+).scan_once
+
+
+def _count_keys(value):
+    """The number of keys in all the objects of `value`."""
+    keys = 0
+    stack = [value]
+    pop = stack.pop
+    push = stack.extend
+    while stack:
+        v = pop()
+        t = type(v)
+        if t is dict:
+            keys += len(v)
+            push(v.values())
+        elif t is list:
+            push(v)
+    return keys
+
+
+def loads(text):
+    """Decodes `text` (a str) by the rule above; raises JsonError."""
+    if "\\u" in text or (
+        len(text) > MAX_DEPTH and text.count("[") + text.count("{") > MAX_DEPTH
+    ):
+        return _strict(text)  # surrogate escapes and deep nesting: the full rule
+    try:
+        value, end = _scan(text, 0)
+    except Exception:  # not JSON, leading whitespace, NaN, 1e400, ...: `_strict` says why
+        return _strict(text)
+    if end != len(text) and text[end:].strip(" \t\n\r"):
+        return _strict(text)
+    # Every key is followed by a colon, so an object that holds as many keys as the text has
+    # colons holds every key of the text once: none repeats (and no other object has keys).
+    if type(value) is dict:
+        if len(value) == text.count(":"):
+            return value
+    elif ":" not in text:
+        return value
+    # Otherwise, when no colon follows whitespace, `"` + `:` counts every key (and perhaps
+    # more, inside strings); the parsed objects hold that many keys only if none repeats.
+    quoted = text.count('":')
+    if quoted != text.count(":") and (
+        " :" in text or "\t:" in text or "\n:" in text or "\r:" in text
+    ):
+        return _strict(text)
+    if _count_keys(value) != quoted:
+        return _strict(text)
     return value

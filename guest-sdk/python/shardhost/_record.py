@@ -18,26 +18,13 @@ class DecodeError(ValueError):
         self.offset = offset
 
 
-class _Raw:
-    """A record built in a test: the same attribute names as the generated
-    `KinesisRecord`."""
-
-    __slots__ = (
-        "partition_key",
-        "sequence_number",
-        "sub_sequence_number",
-        "approximate_arrival_timestamp",
-        "data",
-    )
-
-
 class Record:
     """One Kinesis record, as the host delivered it (read-only).
 
     Handlers get their records from the host; `Record(partition_key, sequence_number, data)`
     builds one for a unit test (`data`: bytes, or str as UTF-8)."""
 
-    __slots__ = ("_r", "_attempt")
+    __slots__ = ("_pk", "_seq", "_sub", "_ts", "_data", "_attempt")
 
     def __init__(
         self,
@@ -51,42 +38,44 @@ class Record:
     ):
         if isinstance(data, str):
             data = data.encode("utf-8")
-        r = _Raw()
-        r.partition_key = str(partition_key)
-        r.sequence_number = str(sequence_number)
-        r.sub_sequence_number = int(sub_sequence_number)
-        r.approximate_arrival_timestamp = int(arrival_millis)
-        r.data = bytes(data)
-        self._r = r
+        self._pk = str(partition_key)
+        self._seq = str(sequence_number)
+        self._sub = int(sub_sequence_number)
+        self._ts = int(arrival_millis)
+        self._data = bytes(data)
         self._attempt = int(attempt)
 
     @classmethod
     def _wrap(cls, raw, attempt):
-        # From the generated KinesisRecord: no copy of the data.
+        # From a generated KinesisRecord (when the bindings made those): no copy of the data.
         self = cls.__new__(cls)
-        self._r = raw
+        self._pk = raw.partition_key
+        self._seq = raw.sequence_number
+        self._sub = raw.sub_sequence_number
+        self._ts = raw.approximate_arrival_timestamp
+        self._data = raw.data
         self._attempt = attempt
         return self
 
     @property
     def partition_key(self):
         """The partition key the producer gave the record."""
-        return self._r.partition_key
+        return self._pk
 
     @property
     def sequence_number(self):
         """The record's sequence number in its shard (a decimal string)."""
-        return self._r.sequence_number
+        return self._seq
 
     @property
     def sub_sequence_number(self):
         """The position of this user record inside a KPL aggregate; 0 for a plain record."""
-        return self._r.sub_sequence_number
+        return self._sub
 
     @property
     def arrival_millis(self):
         """When Kinesis accepted the record, in milliseconds since the Unix epoch."""
-        return self._r.approximate_arrival_timestamp
+        return self._ts
 
     @property
     def attempt(self):
@@ -96,14 +85,14 @@ class Record:
     @property
     def data(self):
         """The record's data (bytes), as the producer put it."""
-        return self._r.data
+        return self._data
 
     def text(self):
         """The data as UTF-8 text (a leading byte order mark is kept, as in Rust).
 
         Raises DecodeError (kind "utf8") when it is not UTF-8."""
         try:
-            return self._r.data.decode("utf-8")
+            return self._data.decode("utf-8")
         except UnicodeDecodeError as e:
             raise DecodeError(
                 "utf8",
@@ -118,14 +107,17 @@ class Record:
         Raises DecodeError: kind "utf8" when the data is not UTF-8, "json" when the text is
         not JSON by that rule. The shape (which keys, which types) is the handler's to check.
         """
-        text = self.text()
+        try:
+            text = self._data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = self.text()  # raises the DecodeError
         try:
             return _json.loads(text)
         except _json.JsonError as e:
             raise DecodeError("json", "record data is not valid JSON: %s" % e, e.pos) from None
 
     def __bytes__(self):
-        return bytes(self._r.data)
+        return bytes(self._data)
 
     def __eq__(self, other):
         if not isinstance(other, Record):
@@ -164,6 +156,24 @@ class Record:
             shown = shown[:197] + "..."
         parts.append("data=" + shown)
         return "Record(%s)" % ", ".join(parts)
+
+
+_new_record = Record.__new__
+
+
+def _lift(partition_key, sequence_number, sub_sequence_number, arrival, data):
+    """Makes a Record straight from the fields of a WIT `kinesis-record`, in the record's
+    field order: the bindings call this instead of building their own record class, which the
+    SDK would then wrap (`_host` installs it). The attempt is the batch's, set by the caller
+    when it is not 1."""
+    self = _new_record(Record)
+    self._pk = partition_key
+    self._seq = sequence_number
+    self._sub = sub_sequence_number
+    self._ts = arrival
+    self._data = data
+    self._attempt = 1
+    return self
 
 
 class BatchInfo:

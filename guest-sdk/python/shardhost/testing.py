@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 from . import _export, _host
 from . import log as _log
-from ._record import BatchInfo
+from ._record import BatchInfo, Record
 
 __all__ = ["FakeHost", "call", "reset"]
 
@@ -94,7 +94,18 @@ def call(records, info=None):
         attempt=info.attempt,
     )
     _log._refresh()
-    kind, result = _export.run(raw_info, [r._r for r in records])
+    copies = [
+        Record(
+            r.partition_key,
+            r.sequence_number,
+            r.data,
+            sub_sequence_number=r.sub_sequence_number,
+            arrival_millis=r.arrival_millis,
+            attempt=info.attempt,
+        )
+        for r in records
+    ]
+    kind, result = _export.run(raw_info, copies)
     if kind == "all":
         return [result] * len(records)
     return result

@@ -44,6 +44,25 @@ class Adapter(unittest.TestCase):
         info, records = raw_batch(texts, attempt)
         return _export.call(info, records, self.types)
 
+    def test_records_lifted_as_sdk_records_get_the_batch_attempt(self):
+        from shardhost import _record
+
+        seen = []
+
+        @shardhost.handler
+        def handle(record):
+            seen.append((record.partition_key, record.sequence_number, record.arrival_millis,
+                         record.data, record.attempt))
+            return decide(record)
+
+        t = self.types
+        info = t.BatchInfo("shipments", "shardId-000000000000", 0, 3)
+        lifted = [_record._lift("pk", str(i), 0, 7, b"drop" if i else b"x") for i in range(3)]
+        self.assertIs(type(lifted[0]), shardhost.Record)
+        out = _export.call(info, lifted, t)
+        self.assertEqual(out, t.BatchOutcome_Each([t.Outcome_Ack(), t.Outcome_Drop(), t.Outcome_Drop()]))
+        self.assertEqual(seen, [("pk", "0", 7, b"x", 3), ("pk", "1", 7, b"drop", 3), ("pk", "2", 7, b"drop", 3)])
+
     def test_per_record_outcomes_in_order(self):
         seen = []
 

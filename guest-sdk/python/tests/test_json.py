@@ -8,7 +8,7 @@ import unittest
 
 from tests import support  # noqa: F401  (the SDK on sys.path)
 
-from shardhost import DecodeError, Record
+from shardhost import DecodeError, Record, _json
 
 OK, ERR, UTF8 = "ok", "json", "utf8"
 
@@ -124,6 +124,75 @@ class JsonRule(unittest.TestCase):
         for n in (1000, 100_000):
             with self.assertRaises(DecodeError):
                 Record("pk", "1", b"[" * n + b"]" * n).json()
+
+
+def _outcome(fn, text):
+    try:
+        v = fn(text)
+    except _json.JsonError as e:
+        return ("error", str(e))
+    return ("ok", repr(v), type(v))
+
+
+class FastPath(unittest.TestCase):
+    """`loads` answers without the per-value hooks when it can prove the answer; these check
+    that it answers exactly what the full rule (`_strict`) answers, error messages included."""
+
+    SEEDS = [
+        '{"id":1,"address":"1 Main Street","carrier":"dhl","note":"fragile, keep dry"}',
+        '{"a":{"b":[1,2,{"c":null}]},"d":-5,"e":0.25,"f":"x:y","g":true}',
+        '[1,-2,3.5,"s",[],{}]',
+        '{"t":"12:30","u":"http://x","n":18446744073709551615}',
+    ]
+    PIECES = [
+        '"a"', '"a":', ' :', '\t:', ':', ',', '{', '}', '[', ']', '"', '\\', '\\u00e9',
+        '\\ud800', '-0', '-0.5', '0', '18446744073709551616', '-9223372036854775809',
+        '9223372036854775807', '1e400', '1e307', '-1.7e308', '1.5', 'NaN', 'Infinity', ' ',
+        '\n', 'true', 'null', '"k":1', '"k" :2', '"k":{"k":1}', '9' * 400,
+    ]
+
+    def test_fast_path_agrees_with_the_full_rule(self):
+        import random
+
+        rng = random.Random(15)
+        texts = list(self.SEEDS)
+        for data, _ in CASES:
+            try:
+                texts.append(data.decode("utf-8"))
+            except UnicodeDecodeError:
+                pass
+        for _ in range(20000):
+            t = rng.choice(self.SEEDS)
+            for _ in range(rng.randint(1, 3)):
+                i = rng.randint(0, len(t))
+                if rng.random() < 0.3 and i < len(t):
+                    t = t[:i] + t[i + 1:]
+                else:
+                    t = t[:i] + rng.choice(self.PIECES) + t[i:]
+            texts.append(t)
+        texts += ['{"a":1,"a":2}', '{"a":1,"a" :2}', '{"a" :1,"a":2}', '{"x":{"a":1,"a":2}}',
+                  '[{"a":1,"a":2}]', '{"a":"\\":","a":1}', '{"a\\"":1,"a\\"":2}']
+        for t in texts:
+            with self.subTest(text=t[:80]):
+                self.assertEqual(_outcome(_json.loads, t), _outcome(_json._strict, t))
+
+    def test_the_common_record_takes_the_fast_path(self):
+        # a flat record decodes without the hooks: the strict decoder is never asked
+        calls = []
+        strict = _json._strict
+        _json._strict = lambda t: calls.append(t) or strict(t)
+        try:
+            self.assertEqual(_json.loads(self.SEEDS[0])["carrier"], "dhl")
+            self.assertEqual(_json.loads(self.SEEDS[1])["d"], -5)
+            self.assertEqual(_json.loads(self.SEEDS[2])[2], 3.5)
+            self.assertEqual(_json.loads(self.SEEDS[3])["n"], 2**64 - 1)
+            self.assertEqual(_json.loads('{"a":{"b":1},"c":[{"d":-0}]}')["c"][0]["d"], -0.0)
+            self.assertEqual(calls, [])
+            with self.assertRaises(_json.JsonError):
+                _json.loads('{"a":1,"a":2}')
+            self.assertEqual(calls, ['{"a":1,"a":2}'])
+        finally:
+            _json._strict = strict
 
 
 if __name__ == "__main__":
