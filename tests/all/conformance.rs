@@ -33,11 +33,19 @@ fn the_javascript_handlers_give_every_conformance_outcome() {
     conform(Language::JavaScript);
 }
 
+/// The JavaScript SDK's default build compiles ahead of time (weval); `--no-aot` builds keep
+/// the interpreter only, and must answer the same.
+#[test]
+fn the_javascript_handlers_built_without_aot_give_every_conformance_outcome() {
+    conform(Language::JavaScriptNoAot);
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Language {
     Rust,
     Python,
     JavaScript,
+    JavaScriptNoAot,
 }
 
 impl Language {
@@ -52,6 +60,10 @@ impl Language {
             Language::JavaScript => (
                 built("examples/shipping/js", "ship.wasm"),
                 built("tests/conformance/js", "conformance.wasm"),
+            ),
+            Language::JavaScriptNoAot => (
+                built_js_no_aot("examples/shipping/js/app.js", "ship.wasm"),
+                built_js_no_aot("tests/conformance/js/app.js", "conformance.wasm"),
             ),
         }
     }
@@ -75,6 +87,19 @@ fn built(dir: &str, output: &str) -> PathBuf {
     let path = dir.join(output);
     assert!(path.exists(), "{} was not built", path.display());
     path
+}
+
+/// Builds `APP` with the JavaScript SDK's `componentize --no-aot` into target/js-no-aot/.
+fn built_js_no_aot(app: &str, output: &str) -> PathBuf {
+    let out = root().join("target").join("js-no-aot").join(output);
+    let status = Command::new(root().join("guest-sdk/js/componentize"))
+        .arg("--no-aot")
+        .arg(root().join(app))
+        .arg(&out)
+        .status()
+        .expect("componentize runs");
+    assert!(status.success(), "componentize --no-aot {app} failed");
+    out
 }
 
 fn conform(language: Language) {

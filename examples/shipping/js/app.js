@@ -20,18 +20,18 @@ export function ship(record) {
   try {
     shipment = toShipment(record.json());
   } catch (e) {
-    console.warn(`not a shipment, retired: sequence_number=${record.sequenceNumber} error=${e.message}`);
+    console.warn("not a shipment, retired: sequence_number=%s error=%s", record.sequenceNumber, e.message);
     return drop;
   }
   if (shipment.address === "") {
-    console.warn(`shipment without an address retired: id=${shipment.id}`);
+    console.warn("shipment without an address retired: id=%d", shipment.id);
     return drop;
   }
   if (!CARRIERS.includes(shipment.carrier)) {
-    console.warn(`unknown carrier, shipment held: id=${shipment.id} carrier=${shipment.carrier}`);
+    console.warn("unknown carrier, shipment held: id=%d carrier=%s", shipment.id, shipment.carrier);
     return retry;
   }
-  console.info(`shipment booked: id=${shipment.id} carrier=${shipment.carrier}`);
+  console.info("shipment booked: id=%d carrier=%s", shipment.id, shipment.carrier);
   return ack;
 }
 

@@ -1,7 +1,16 @@
 // The adapters that make a handler function the component's `handle` export.
 
 import { beginCall, logAlways, show } from "./log.js";
-import { toHostBatchOutcome, toHostOutcome } from "./outcome.js";
+import {
+  HOST_ACK,
+  HOST_DROP,
+  HOST_RETRY,
+  ack,
+  drop,
+  retry,
+  toHostBatchOutcome,
+  toHostOutcome,
+} from "./outcome.js";
 import { batchInfoFromHost, recordFromHost } from "./record.js";
 
 /**
@@ -25,8 +34,12 @@ export function handler(fn) {
       const out = new Array(records.length);
       for (let i = 0; i < records.length; i++) {
         const answer = fn(recordFromHost(records[i], attempt));
-        if (isThenable(answer)) return finishAsync(fn, records, attempt, out, i, answer);
-        out[i] = toHostOutcome(answer, "the handler");
+        // ack, drop and retry first: one comparison each, no lookups (an interpreter runs this)
+        if (answer === ack) out[i] = HOST_ACK;
+        else if (answer === drop) out[i] = HOST_DROP;
+        else if (answer === retry) out[i] = HOST_RETRY;
+        else if (isThenable(answer)) return finishAsync(fn, records, attempt, out, i, answer);
+        else out[i] = toHostOutcome(answer, "the handler");
       }
       return { tag: "each", val: out };
     } catch (e) {

@@ -93,8 +93,11 @@ export const log = Object.freeze({
 export function routeConsole(target = globalThis.console) {
   if (!target) return;
   const route = (name, level) => {
+    const rank = RANK[level];
     try {
-      target[name] = (...args) => write(level, args);
+      target[name] = (...args) => {
+        if (rank >= threshold) send(level, format(args));
+      };
     } catch {
       // a frozen console: leave it
     }

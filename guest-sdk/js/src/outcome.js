@@ -84,9 +84,9 @@ function describe(value) {
 
 // ---- to the host's shapes (internal) ----
 
-const HOST_ACK = Object.freeze({ tag: "ack" });
-const HOST_DROP = Object.freeze({ tag: "drop" });
-const HOST_RETRY = Object.freeze({ tag: "retry" });
+export const HOST_ACK = Object.freeze({ tag: "ack" });
+export const HOST_DROP = Object.freeze({ tag: "drop" });
+export const HOST_RETRY = Object.freeze({ tag: "retry" });
 
 /** @returns the WIT `outcome` for one handler answer; throws a TypeError for anything else. */
 export function toHostOutcome(outcome, what) {
