@@ -11,7 +11,7 @@ import {
   toHostBatchOutcome,
   toHostOutcome,
 } from "./outcome.js";
-import { batchInfoFromHost, recordFromHost } from "./record.js";
+import { HostRecord, batchInfoFromHost, recordFromHost } from "./record.js";
 
 /**
  * Makes a per-record handler, `(record) => outcome`, into the component's `handle` export:
@@ -33,7 +33,7 @@ export function handler(fn) {
       const attempt = info.attempt;
       const out = new Array(records.length);
       for (let i = 0; i < records.length; i++) {
-        const answer = fn(recordFromHost(records[i], attempt));
+        const answer = fn(new HostRecord(records[i], attempt));
         // ack, drop and retry first: one comparison each, no lookups (an interpreter runs this)
         if (answer === ack) out[i] = HOST_ACK;
         else if (answer === drop) out[i] = HOST_DROP;

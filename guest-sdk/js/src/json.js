@@ -71,19 +71,31 @@ export function parseStrictJson(text) {
  */
 export function plain(text, value) {
   if (text.indexOf("\\u") !== -1 && SURROGATE.test(text)) return false;
-  const keys = valueKeys(value);
-  if (keys < 0) return false;
-  return keys === 0 || colons(text) === keys || keyEnds(text) === keys;
+  let keys;
+  if (typeof value === "object" && value !== null && !Array.isArray(value)) {
+    // The common record, a flat object, without a call per level (calls cost in an interpreter).
+    const values = Object.values(value);
+    keys = values.length;
+    for (let i = 0; i < values.length; i++) {
+      const e = values[i];
+      if (typeof e === "object") {
+        if (e !== null) {
+          keys = valueKeys(value); // nested: the whole walk
+          break;
+        }
+      } else if (typeof e === "number" && !(e <= MAX_SAFE && e >= -MAX_SAFE)) return false;
+    }
+  } else {
+    keys = valueKeys(value);
+  }
+  if (keys <= 0) return keys === 0;
+  let colons = 0;
+  for (let i = text.indexOf(":"); i !== -1; i = text.indexOf(":", i + 1)) colons++;
+  return colons === keys || keyEnds(text) === keys;
 }
 
 const SURROGATE = /\\u[dD][89a-fA-F]/;
 const KEY_END = /"[ \t\n\r]*:/g;
-
-function colons(text) {
-  let count = 0;
-  for (let i = text.indexOf(":"); i !== -1; i = text.indexOf(":", i + 1)) count++;
-  return count;
-}
 
 function keyEnds(text) {
   const ends = text.match(KEY_END);

@@ -139,7 +139,7 @@ export function recordFromHost(r, attempt) {
  * the engine lay the object out once (cheaper than Object.create and six additions, in the
  * interpreter guest JavaScript runs in). Its instances are Records (same prototype).
  */
-function HostRecord(r, attempt) {
+export function HostRecord(r, attempt) {
   this.partitionKey = r.partitionKey;
   this.sequenceNumber = r.sequenceNumber;
   this.subSequenceNumber = r.subSequenceNumber;
