@@ -71,23 +71,7 @@ export function parseStrictJson(text) {
  */
 export function plain(text, value) {
   if (text.indexOf("\\u") !== -1 && SURROGATE.test(text)) return false;
-  let keys;
-  if (typeof value === "object" && value !== null && !Array.isArray(value)) {
-    // The common record, a flat object, without a call per level (calls cost in an interpreter).
-    const values = Object.values(value);
-    keys = values.length;
-    for (let i = 0; i < values.length; i++) {
-      const e = values[i];
-      if (typeof e === "object") {
-        if (e !== null) {
-          keys = valueKeys(value); // nested: the whole walk
-          break;
-        }
-      } else if (typeof e === "number" && !(e <= MAX_SAFE && e >= -MAX_SAFE)) return false;
-    }
-  } else {
-    keys = valueKeys(value);
-  }
+  const keys = valueKeys(value);
   if (keys <= 0) return keys === 0;
   let colons = 0;
   for (let i = text.indexOf(":"); i !== -1; i = text.indexOf(":", i + 1)) colons++;
@@ -104,39 +88,29 @@ function keyEnds(text) {
 
 /**
  * How many keys the objects in a parsed value have together (without recursion), or -1 when
- * it holds a number beyond +-(2^53 - 1) (or not finite).
+ * it holds a number beyond +-(2^53 - 1) (or not finite). Nested objects and arrays are only
+ * queued when there are some: most records are one flat object.
  */
 function valueKeys(value) {
-  if (typeof value !== "object" || value === null) return number(value) ? 0 : -1;
   let count = 0;
-  let pending = null; // the nested objects and arrays still to look at; most records have none
-  let v = value;
+  let pending = null;
+  let values = [value];
   for (;;) {
-    if (Array.isArray(v)) {
-      for (let i = 0; i < v.length; i++) {
-        const e = v[i];
-        if (typeof e === "object") {
-          if (e !== null) (pending ??= []).push(e);
-        } else if (typeof e === "number" && !(e <= MAX_SAFE && e >= -MAX_SAFE)) return -1;
-      }
-    } else {
-      const values = Object.values(v); // one native call; indexing beats keyed lookups here
-      count += values.length;
-      for (let i = 0; i < values.length; i++) {
-        const e = values[i];
-        if (typeof e === "object") {
-          if (e !== null) (pending ??= []).push(e);
-        } else if (typeof e === "number" && !(e <= MAX_SAFE && e >= -MAX_SAFE)) return -1;
-      }
+    for (let i = 0; i < values.length; i++) {
+      const e = values[i];
+      if (typeof e === "object") {
+        if (e !== null) (pending ??= []).push(e);
+      } else if (typeof e === "number" && !(e <= MAX_SAFE && e >= -MAX_SAFE)) return -1;
     }
     if (pending === null || pending.length === 0) return count;
-    v = pending.pop();
+    const v = pending.pop();
+    if (Array.isArray(v)) {
+      values = v;
+    } else {
+      values = Object.values(v); // one native call; indexing beats keyed lookups here
+      count += values.length;
+    }
   }
-}
-
-/** False for a number beyond +-(2^53 - 1), NaN or infinite; true for anything else. */
-function number(v) {
-  return typeof v !== "number" || (v <= MAX_SAFE && v >= -MAX_SAFE);
 }
 
 /**

@@ -48,14 +48,14 @@ class Record:
     @classmethod
     def _wrap(cls, raw, attempt):
         # From a generated KinesisRecord (when the bindings made those): no copy of the data.
-        self = cls.__new__(cls)
-        self._pk = raw.partition_key
-        self._seq = raw.sequence_number
-        self._sub = raw.sub_sequence_number
-        self._ts = raw.approximate_arrival_timestamp
-        self._data = raw.data
-        self._attempt = attempt
-        return self
+        return _lift(
+            raw.partition_key,
+            raw.sequence_number,
+            raw.sub_sequence_number,
+            raw.approximate_arrival_timestamp,
+            raw.data,
+            attempt,
+        )
 
     @property
     def partition_key(self):
@@ -161,18 +161,18 @@ class Record:
 _new_record = Record.__new__
 
 
-def _lift(partition_key, sequence_number, sub_sequence_number, arrival, data):
+def _lift(partition_key, sequence_number, sub_sequence_number, arrival, data, attempt=1):
     """Makes a Record straight from the fields of a WIT `kinesis-record`, in the record's
     field order: the bindings call this instead of building their own record class, which the
-    SDK would then wrap (`_host` installs it). The attempt is the batch's, set by the caller
-    when it is not 1."""
+    SDK would then wrap (`_host` installs it). The bindings give no attempt: the batch's is set
+    by `_export._records` when it is not 1."""
     self = _new_record(Record)
     self._pk = partition_key
     self._seq = sequence_number
     self._sub = sub_sequence_number
     self._ts = arrival
     self._data = data
-    self._attempt = 1
+    self._attempt = attempt
     return self
 
 

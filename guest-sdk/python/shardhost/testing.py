@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 from . import _export, _host
 from . import log as _log
-from ._record import BatchInfo, Record
+from ._record import BatchInfo, _lift
 
 __all__ = ["FakeHost", "call", "reset"]
 
@@ -95,14 +95,8 @@ def call(records, info=None):
     )
     _log._refresh()
     copies = [
-        Record(
-            r.partition_key,
-            r.sequence_number,
-            r.data,
-            sub_sequence_number=r.sub_sequence_number,
-            arrival_millis=r.arrival_millis,
-            attempt=info.attempt,
-        )
+        _lift(r.partition_key, r.sequence_number, r.sub_sequence_number, r.arrival_millis,
+              r.data, info.attempt)
         for r in records
     ]
     kind, result = _export.run(raw_info, copies)

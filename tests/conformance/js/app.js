@@ -67,6 +67,18 @@ function decodes(f) {
 
 const LOSSY = new TextDecoder("utf-8");
 
+/** ack when the host call succeeds; retry (with a warning) when the host refuses it. */
+function refusable(what, call) {
+  try {
+    call();
+  } catch (e) {
+    if (!(e instanceof HostError)) throw e;
+    log.warn("%s refused: %s", what, e.message);
+    return retry;
+  }
+  return ack;
+}
+
 /** The outcome of one record whose partition key is a command: `ack`, `drop`, `retry`,
  * `retry-after:N`, or a verb and an argument after the first colon (none: empty). */
 function command(info, record) {
@@ -99,23 +111,9 @@ function command(info, record) {
     case "meta":
       return verdict(metaOk(info, record));
     case "publish":
-      try {
-        publish(PUBLISH_STREAM, PUBLISH_KEY, record.data);
-      } catch (e) {
-        if (!(e instanceof HostError)) throw e;
-        log.warn("publish refused: %s", e.message);
-        return retry;
-      }
-      return ack;
+      return refusable("publish", () => publish(PUBLISH_STREAM, PUBLISH_KEY, record.data));
     case "seek":
-      try {
-        seek(arg);
-      } catch (e) {
-        if (!(e instanceof HostError)) throw e;
-        log.warn("seek refused: %s", e.message);
-        return retry;
-      }
-      return ack;
+      return refusable("seek", () => seek(arg));
     case "log":
       log.info("%s", LOSSY.decode(record.data));
       return ack;

@@ -71,15 +71,9 @@ def command(info, record):
     if verb == "sum":
         n = number(arg)
         return verdict(n is not None and sum(record.data) == n)
-    if verb == "text":
+    if verb in ("text", "json"):
         try:
-            record.text()
-        except shardhost.DecodeError:
-            return shardhost.drop
-        return shardhost.ack
-    if verb == "json":
-        try:
-            record.json()
+            record.text() if verb == "text" else record.json()
         except shardhost.DecodeError:
             return shardhost.drop
         return shardhost.ack
