@@ -19,18 +19,18 @@ use crate::support::fleet::{Instance, SettledLine, Stack, shardhost, stack};
 use crate::support::kinesis::Kinesis;
 use crate::support::{HostToml, Scratch, guest, wait_until, wait_until_else};
 
-const SUBSCRIPTION: &str = "test";
+pub const SUBSCRIPTION: &str = "test";
 
 /// A stack, its instances and a config file for the command line, for one test.
-struct Fleet {
-    st: Stack,
-    dir: Scratch,
+pub struct Fleet {
+    pub st: Stack,
+    pub dir: Scratch,
     /// The config `deploy --config` and `status --config` read (no admin API, no owner).
-    cli_config: PathBuf,
+    pub cli_config: PathBuf,
 }
 
 impl Fleet {
-    fn new(shards: i32, tag: &str) -> Option<Fleet> {
+    pub fn new(shards: i32, tag: &str) -> Option<Fleet> {
         let st = stack(shards)?;
         let dir = Scratch::new(tag);
         let cli_config = dir.write("cli.toml", st.fleet_config(None, "always_ack").render());
@@ -42,16 +42,16 @@ impl Fleet {
     }
 
     /// Starts instance `owner` whose config file names `handler`.
-    fn start(&self, owner: &str, handler: &str) -> Instance {
+    pub fn start(&self, owner: &str, handler: &str) -> Instance {
         self.start_with(owner, self.st.fleet_config(Some(owner), handler))
     }
 
-    fn start_with(&self, owner: &str, config: HostToml) -> Instance {
+    pub fn start_with(&self, owner: &str, config: HostToml) -> Instance {
         Instance::start(&self.dir, owner, config)
     }
 
     /// `shardhost ARGS... --config cli.toml REST...`
-    fn cli(&self, verb: &str, rest: &[&str]) -> std::process::Output {
+    pub fn cli(&self, verb: &str, rest: &[&str]) -> std::process::Output {
         let config = self.cli_config.to_str().unwrap();
         let mut args = vec![verb, "--config", config];
         args.extend_from_slice(rest);
@@ -59,14 +59,14 @@ impl Fleet {
     }
 
     /// The fleet, read from the table by `status --config --json`.
-    fn report(&self) -> FleetReport {
+    pub fn report(&self) -> FleetReport {
         let out = self.cli("status", &["--json"]);
         assert!(out.status.success(), "status --config: {}", text(&out));
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
     /// Waits until every instance named runs `version`, live, in the table's view.
-    fn wait_running(&self, owners: &[&str], version: &str) {
+    pub fn wait_running(&self, owners: &[&str], version: &str) {
         wait_until_else(
             &format!("{owners:?} to run {}", &version[..12]),
             Duration::from_secs(30),
@@ -83,13 +83,13 @@ impl Fleet {
 impl Stack {
     /// Instance `owner`'s host (`None`: the command line's config) on the stack, heartbeats every
     /// second, the admin API on a free port, running the guest `handler` from the start.
-    fn fleet_config(&self, owner: Option<&str>, handler: &str) -> HostToml {
+    pub fn fleet_config(&self, owner: Option<&str>, handler: &str) -> HostToml {
         self.fleet_host(owner)
             .subscription(self.subscription(handler).trim_horizon().batch(10))
     }
 
     /// As `fleet_config`, without the subscription.
-    fn fleet_host(&self, owner: Option<&str>) -> HostToml {
+    pub fn fleet_host(&self, owner: Option<&str>) -> HostToml {
         let host = match owner {
             Some(owner) => self.host(owner).admin(),
             None => HostToml::kinesis(&self.kinesis).dynamodb_leases(&self.table, &self.dynamodb),
@@ -101,7 +101,7 @@ impl Stack {
     }
 }
 
-fn text(out: &std::process::Output) -> String {
+pub fn text(out: &std::process::Output) -> String {
     format!(
         "exit {:?}\nstdout:\n{}\nstderr:\n{}",
         out.status.code(),
@@ -110,11 +110,11 @@ fn text(out: &std::process::Output) -> String {
     )
 }
 
-fn version(handler: &str) -> String {
+pub fn version(handler: &str) -> String {
     version_of(&std::fs::read(guest(handler)).unwrap())
 }
 
-fn path(handler: &str) -> String {
+pub fn path(handler: &str) -> String {
     guest(handler).display().to_string()
 }
 
@@ -152,7 +152,7 @@ impl Producer {
 }
 
 /// Every record settled by any of `instances`.
-fn settled(instances: &[&Instance]) -> Vec<SettledLine> {
+pub fn settled(instances: &[&Instance]) -> Vec<SettledLine> {
     instances.iter().flat_map(|i| i.settled()).collect()
 }
 

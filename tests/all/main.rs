@@ -14,6 +14,7 @@ mod delivery;
 mod dynamo;
 mod faults;
 mod fleet;
+mod fleet_trust;
 mod hotswap;
 mod imports;
 mod instances;

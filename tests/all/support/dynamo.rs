@@ -137,3 +137,16 @@ impl Dynamo {
             .unwrap();
     }
 }
+
+impl Dynamo {
+    /// Deletes the row keyed `key`, unconditionally (as another writer would).
+    pub async fn delete_row(&self, table: &str, key: &str) {
+        self.client
+            .delete_item()
+            .table_name(table)
+            .key("lease_key", s(key))
+            .send()
+            .await
+            .unwrap();
+    }
+}
