@@ -13,6 +13,7 @@ pub mod config;
 pub mod handler;
 pub mod lease;
 pub mod record;
+pub mod signing;
 pub mod source;
 pub mod status;
 

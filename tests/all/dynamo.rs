@@ -516,7 +516,8 @@ async fn a_component_larger_than_an_item_is_stored_in_parts_beside_the_leases_an
     );
     // Beside the leases: keys no `stream:shard` or bare shard id can be.
     for i in 0..3 {
-        let key = format!("#shardhost#component#svc#sub#v1#{i}");
+        let upload = stored.upload.as_deref().expect("an upload id");
+        let key = format!("#shardhost#component#svc#sub#v1#{upload}#{i}");
         assert!(raw.row(&table, &key).await.is_some(), "{key}");
     }
     store.delete_component("svc", "sub", &stored).await.unwrap();
@@ -524,44 +525,56 @@ async fn a_component_larger_than_an_item_is_stored_in_parts_beside_the_leases_an
 }
 
 #[tokio::test]
-async fn a_desired_version_written_over_a_stale_generation_is_refused() {
+async fn a_desired_version_written_over_a_row_read_earlier_is_refused() {
     let Some(ep) = dynamodb_endpoint() else {
         return;
     };
     let (_raw, table) = table(&ep, "desired").await;
     let store = store(&ep, &table, None).await;
-    let component = |v: &str| StoredComponent {
-        version: v.to_owned(),
-        size: 1,
-        chunks: 1,
-    };
+    let max = 64 << 20;
     let desired = |v: &str, generation: u64| Desired {
-        component: component(v),
+        component: StoredComponent {
+            version: v.repeat(64),
+            size: 1,
+            chunks: 1,
+            upload: Some("u1".into()),
+        },
         generation,
+        deploy_id: "lineage".into(),
         deployed_by: "test".into(),
         deployed_at_ms: now_ms(),
         previous: None,
+        signed: None,
     };
+    let nothing = store.desired("svc", "sub", max).await.unwrap();
+    assert_eq!(nothing.row, None);
     let written = store
-        .set_desired("svc", "sub", &desired("a", 1), None)
+        .set_desired("svc", "sub", &desired("a", 1), &nothing.seen)
         .await
         .unwrap();
     assert!(matches!(written, SetDesired::Done));
-    // A second first deploy, and one that read generation 0 or 2, come too late or too early.
-    for seen in [None, Some(0), Some(2)] {
-        let written = store
-            .set_desired("svc", "sub", &desired("b", 2), seen)
-            .await
-            .unwrap();
-        assert!(matches!(written, SetDesired::Conflict), "{seen:?}");
-    }
+    // A second first deploy comes too late.
     let written = store
-        .set_desired("svc", "sub", &desired("b", 2), Some(1))
+        .set_desired("svc", "sub", &desired("b", 2), &nothing.seen)
+        .await
+        .unwrap();
+    assert!(matches!(written, SetDesired::Conflict));
+    let first = store.desired("svc", "sub", max).await.unwrap();
+    let written = store
+        .set_desired("svc", "sub", &desired("b", 2), &first.seen)
         .await
         .unwrap();
     assert!(matches!(written, SetDesired::Done));
-    let now = store.desired("svc", "sub").await.unwrap().unwrap();
-    assert_eq!((now.component.version.as_str(), now.generation), ("b", 2));
+    // One that read generation 1 comes too late now.
+    let written = store
+        .set_desired("svc", "sub", &desired("c", 3), &first.seen)
+        .await
+        .unwrap();
+    assert!(matches!(written, SetDesired::Conflict));
+    let Some(Ok(now)) = store.desired("svc", "sub", max).await.unwrap().row else {
+        panic!("a usable row");
+    };
+    assert_eq!((now.component.version, now.generation), ("b".repeat(64), 2));
     // Another service's rows are its own.
-    assert_eq!(store.desired("other", "sub").await.unwrap(), None);
+    assert_eq!(store.desired("other", "sub", max).await.unwrap().row, None);
 }

@@ -9,8 +9,8 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use shardhost::lease::{DynamoLeaseStore, DynamoOptions};
 use shardhost::status::fleet::FleetReport;
-use shardhost::testing::Fleet as TableFleet;
 use shardhost::testing::version_of;
+use shardhost::testing::{Fleet as TableFleet, Sign};
 
 use crate::fleet::{Fleet, SUBSCRIPTION, path, settled, text, version};
 use crate::support::dynamo::Row;
@@ -45,7 +45,9 @@ impl Fleet {
         }
         let attrs: Vec<(&str, AttributeValue)> =
             row.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-        self.st.rt.block_on(self.st.d.put_row(&self.st.table, &attrs));
+        self.st
+            .rt
+            .block_on(self.st.d.put_row(&self.st.table, &attrs));
     }
 
     /// Puts one record and waits until `instance` settles it with `handler` (12 hex digits).
@@ -63,6 +65,9 @@ impl Fleet {
         );
     }
 }
+
+/// Attributes written over a row.
+type Changes = Vec<(&'static str, AttributeValue)>;
 
 /// The refusal instance `owner` reports for subscription `test`, if any.
 fn refusal(report: &FleetReport, owner: &str) -> Option<String> {
@@ -88,7 +93,7 @@ fn a_hostile_desired_row_is_refused_while_instances_keep_handling_records_and_re
     let good = f.desired_row();
 
     let other = "ab".repeat(32);
-    let hostile: Vec<(&str, &str, Vec<(&str, AttributeValue)>)> = vec![
+    let hostile: Vec<(&str, &str, Changes)> = vec![
         (
             "a huge size",
             "size",
@@ -186,7 +191,7 @@ fn a_deleted_or_restored_desired_row_does_not_stop_later_deploys_reaching_the_fl
         version("always_drop"),
         version("batchall"),
     );
-    let a = f.start("a", "always_ack");
+    let _a = f.start("a", "always_ack");
     f.wait_running(&["a"], &v1);
     for handler in ["always_drop", "batchall"] {
         let out = f.cli("deploy", &[SUBSCRIPTION, &path(handler)]);
@@ -225,10 +230,12 @@ fn racing_deploys_never_make_a_version_desired_whose_bytes_are_gone() {
         &table, &endpoint,
     ))));
     let fleet = TableFleet::new(store, "svc");
-    let components: Vec<Vec<u8>> = (0..3).map(|i| format!("component {i}").into_bytes()).collect();
-    let first = rt.block_on(fleet.publish("sub", &components[0], None, "test"));
+    let components: Vec<Vec<u8>> = (0..3)
+        .map(|i| format!("component {i}").into_bytes())
+        .collect();
+    let first = rt.block_on(fleet.publish("sub", &components[0], None, "test", &Sign::No));
     first.unwrap();
-    rt.block_on(fleet.publish("sub", &components[1], None, "test"))
+    rt.block_on(fleet.publish("sub", &components[1], None, "test", &Sign::No))
         .unwrap();
     for round in 0..60u64 {
         let now = rt.block_on(fleet.desired("sub")).unwrap().unwrap();
@@ -250,9 +257,9 @@ fn racing_deploys_never_make_a_version_desired_whose_bytes_are_gone() {
         // read of the row and its conditional write.
         let stagger = Duration::from_micros((round % 6) * 1_000);
         let (x, y) = rt.block_on(async {
-            tokio::join!(fleet.publish("sub", third, None, "a"), async {
+            tokio::join!(fleet.publish("sub", third, None, "a", &Sign::No), async {
                 tokio::time::sleep(stagger).await;
-                fleet.publish("sub", back, None, "b").await
+                fleet.publish("sub", back, None, "b", &Sign::No).await
             })
         });
         x.unwrap();

@@ -23,6 +23,7 @@
 mod guard;
 pub mod reply;
 mod serve;
+pub mod signed;
 
 use guard::UPLOAD_TIMEOUT;
 
@@ -206,8 +207,13 @@ async fn metrics_text(State(shared): State<Arc<Shared>>) -> Response {
 async fn deploy(
     State(shared): State<Arc<Shared>>,
     Path(name): Path<String>,
+    headers: axum::http::HeaderMap,
     body: Body,
 ) -> Response {
+    let sign = match signed::sign_of(&headers) {
+        Ok(sign) => sign,
+        Err((status, message)) => return error(status, message),
+    };
     let Some(_upload) = Upload::begin(&shared, &name) else {
         return error(
             StatusCode::CONFLICT,
@@ -234,7 +240,13 @@ async fn deploy(
         }
     };
     let origin = format!("upload for `{name}` ({} bytes)", body.len());
-    swapped(shared.state.deployer.deploy(&name, &body, &origin).await)
+    swapped(
+        shared
+            .state
+            .deployer
+            .deploy(&name, &body, &origin, &sign)
+            .await,
+    )
 }
 
 /// One upload in progress for a subscription; ends when dropped.
@@ -261,8 +273,15 @@ impl Drop for Upload<'_> {
     }
 }
 
-async fn rollback(State(shared): State<Arc<Shared>>, Path(name): Path<String>) -> Response {
-    swapped(shared.state.deployer.rollback(&name).await)
+async fn rollback(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    match signed::sign_of(&headers) {
+        Ok(sign) => swapped(shared.state.deployer.rollback(&name, &sign).await),
+        Err((status, message)) => error(status, message),
+    }
 }
 
 fn swapped(result: Result<Deployed, DeployError>) -> Response {
@@ -273,6 +292,8 @@ fn swapped(result: Result<Deployed, DeployError>) -> Response {
                 DeployError::UnknownSubscription { .. } => StatusCode::NOT_FOUND,
                 DeployError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
                 DeployError::NothingToRollBack(_) => StatusCode::CONFLICT,
+                ref e if e.unsigned() => StatusCode::FORBIDDEN,
+                ref e if e.moved() => StatusCode::CONFLICT,
                 DeployError::Fleet(_) => StatusCode::SERVICE_UNAVAILABLE,
             };
             error(status, e.to_string())

@@ -9,6 +9,10 @@ use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
 
 use crate::admin::reply::{ErrorReply, SwapReply};
+use crate::admin::signed::{
+    DEPLOY_ID_HEADER, GENERATION_HEADER, SIGNATURE_HEADER, SIGNED_BY_HEADER,
+};
+use crate::fleet::Intent;
 use crate::status::Report;
 
 /// The admin API the command talks to.
@@ -154,21 +158,33 @@ impl AdminClient {
         answer.into_reply("status", "a status report")
     }
 
-    /// `PUT /subscriptions/{subscription}/handler` with the component.
+    /// `PUT /subscriptions/{subscription}/handler` with the component (and, when signed, the
+    /// signature made for the generation it should get).
     pub async fn deploy(
         &self,
         subscription: &str,
         component: Vec<u8>,
+        signed: Option<&Intent>,
     ) -> Result<SwapReply, AdminError> {
         let path = format!("/subscriptions/{subscription}/handler");
-        let answer = self.send(Method::PUT, &path, component).await?;
+        let headers = signed.map(signature_headers).unwrap_or_default();
+        let answer = self
+            .send_with(Method::PUT, &path, &headers, component)
+            .await?;
         answer.into_reply("deploy", SWAP)
     }
 
-    /// `POST /subscriptions/{subscription}/rollback`.
-    pub async fn rollback(&self, subscription: &str) -> Result<SwapReply, AdminError> {
+    /// `POST /subscriptions/{subscription}/rollback` (signed like a deploy).
+    pub async fn rollback(
+        &self,
+        subscription: &str,
+        signed: Option<&Intent>,
+    ) -> Result<SwapReply, AdminError> {
         let path = format!("/subscriptions/{subscription}/rollback");
-        let answer = self.send(Method::POST, &path, Vec::new()).await?;
+        let headers = signed.map(signature_headers).unwrap_or_default();
+        let answer = self
+            .send_with(Method::POST, &path, &headers, Vec::new())
+            .await?;
         answer.into_reply("deploy", SWAP)
     }
 
@@ -177,6 +193,17 @@ impl AdminClient {
         &self,
         method: Method,
         path: &str,
+        body: Vec<u8>,
+    ) -> Result<Answer, SendError> {
+        self.send_with(method, path, &[], body).await
+    }
+
+    /// Sends one request with extra headers and reads the whole answer.
+    pub async fn send_with(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&'static str, String)],
         body: Vec<u8>,
     ) -> Result<Answer, SendError> {
         let url = format!("{}{path}", self.base);
@@ -201,6 +228,9 @@ impl AdminClient {
         if let Some(token) = &self.token {
             request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
         }
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
         let request = request
             .body(Full::new(Bytes::from(body)))
             .map_err(|source| SendError::Request {
@@ -217,6 +247,16 @@ impl AdminClient {
             .to_bytes();
         Ok(Answer { status, body })
     }
+}
+
+/// The headers that carry a deploy's signature (see `admin::signed`).
+fn signature_headers(intent: &Intent) -> Vec<(&'static str, String)> {
+    vec![
+        (GENERATION_HEADER, intent.generation.to_string()),
+        (DEPLOY_ID_HEADER, intent.deploy_id.clone()),
+        (SIGNATURE_HEADER, intent.signed.signature.clone()),
+        (SIGNED_BY_HEADER, intent.signed.key.clone()),
+    ]
 }
 
 /// What a deploy or rollback answers.

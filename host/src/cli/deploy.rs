@@ -1,5 +1,5 @@
 //! `shardhost deploy [--admin URL | --config FILE] SUBSCRIPTION (FILE.wasm | --rollback)
-//! [--wait [--timeout D]]`
+//! [--sign-key FILE] [--wait [--timeout D]]`
 //!
 //! Through an instance's admin API, or, with `--config`, straight into the lease table the config
 //! names (validated here under the config's limits first): with a DynamoDB lease table either
@@ -10,10 +10,16 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::admin_client::{AdminClient, AdminError};
 use super::fleet::{FleetSource, load, subscription, wait, who};
 use super::{AdminArgs, CliError};
+use crate::admin::reply::SwapReply;
 use crate::config::Config;
-use crate::wasm::{Runtime, short_version};
+use crate::fleet::{FleetError, Intent, Sign};
+use crate::lease::new_id;
+use crate::signing::{SignKey, Statement};
+use crate::wasm::{Runtime, short_version, version_of};
+use hyper::StatusCode;
 
 #[derive(Args, Debug)]
 pub struct DeployArgs {
@@ -41,6 +47,11 @@ pub struct DeployArgs {
     #[arg(long)]
     wait: bool,
 
+    /// Sign the deploy with this private key (PKCS#8 PEM, `shardhost keygen`): instances with
+    /// [fleet] trusted_keys run only signed versions.
+    #[arg(long, value_name = "FILE")]
+    sign_key: Option<PathBuf>,
+
     /// How long --wait waits (e.g. 90s, 5m).
     #[arg(long, default_value = "60s", value_parser = duration, requires = "wait")]
     timeout: Duration,
@@ -59,21 +70,32 @@ pub fn deploy(args: &DeployArgs) -> Result<(), CliError> {
         })?),
         None => None,
     };
+    let key = match &args.sign_key {
+        Some(path) => Some(SignKey::read(path)?),
+        None => None,
+    };
     match &args.config {
         Some(path) => {
             let config = load(path)?;
-            super::block_on(through_table(args, &config, component))
+            super::block_on(through_table(args, &config, component, key.as_ref()))
         }
-        None => super::block_on(through_admin(args, component)),
+        None => super::block_on(through_admin(args, component, key.as_ref())),
     }
 }
 
-async fn through_admin(args: &DeployArgs, component: Option<Vec<u8>>) -> Result<(), CliError> {
+async fn through_admin(
+    args: &DeployArgs,
+    component: Option<Vec<u8>>,
+    key: Option<&SignKey>,
+) -> Result<(), CliError> {
     let client = args.admin.client()?;
     let name = &args.subscription;
-    let reply = match component {
-        Some(bytes) => client.deploy(name, bytes).await?,
-        None => client.rollback(name).await?,
+    let reply = match key {
+        None => match component {
+            Some(bytes) => client.deploy(name, bytes, None).await?,
+            None => client.rollback(name, None).await?,
+        },
+        Some(key) => signed_through_admin(&client, name, component, key).await?,
     };
     let (old, new) = (&reply.old, &reply.new);
     if old == new {
@@ -97,11 +119,71 @@ async fn through_admin(args: &DeployArgs, component: Option<Vec<u8>>) -> Result<
     Ok(())
 }
 
+/// Signs for the generation the desired row gets next (read from the instance's status) and
+/// deploys; signs again when another deploy moved the row meanwhile (409).
+async fn signed_through_admin(
+    client: &AdminClient,
+    name: &str,
+    component: Option<Vec<u8>>,
+    key: &SignKey,
+) -> Result<SwapReply, CliError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let report = client.status().await?;
+        let fleet = report
+            .fleet
+            .ok_or_else(|| CliError::NothingToSign(name.to_owned()))?;
+        let desired = fleet.desired_of(name);
+        let version = match (&component, desired) {
+            (Some(bytes), _) => version_of(bytes),
+            (None, Some(d)) => match &d.previous_version {
+                Some(v) => v.clone(),
+                None => return Err(FleetError::NothingToRollBack(name.to_owned()).into()),
+            },
+            (None, None) => return Err(FleetError::NothingToRollBack(name.to_owned()).into()),
+        };
+        let deploy_id = desired
+            .filter(|d| d.problem.is_none())
+            .and_then(|d| d.deploy_id.clone())
+            .filter(|id| !id.is_empty())
+            .unwrap_or_else(new_id);
+        let generation = fleet.highest_generation(name) + 1;
+        let statement = Statement {
+            service: &fleet.service,
+            subscription: name,
+            version: &version,
+            generation,
+            deploy_id: &deploy_id,
+        };
+        let intent = Intent {
+            generation,
+            deploy_id: deploy_id.clone(),
+            signed: key.sign(&statement),
+        };
+        let sent = match &component {
+            Some(bytes) => client.deploy(name, bytes.clone(), Some(&intent)).await,
+            None => client.rollback(name, Some(&intent)).await,
+        };
+        match sent {
+            Err(AdminError::Refused(r)) if r.status == StatusCode::CONFLICT && tries < 5 => {
+                continue;
+            }
+            other => return Ok(other?),
+        }
+    }
+}
+
 async fn through_table(
     args: &DeployArgs,
     config: &Config,
     component: Option<Vec<u8>>,
+    key: Option<&SignKey>,
 ) -> Result<(), CliError> {
+    let sign = match key {
+        Some(key) => Sign::Key(key),
+        None => Sign::No,
+    };
     let s = subscription(config, &args.subscription)?;
     let fleet = FleetSource::table(config).await?;
     let by = format!("{} (deploy --config)", who());
@@ -121,10 +203,10 @@ async fn through_table(
                 })?;
             let running = std::fs::read(&s.handler).ok();
             fleet
-                .publish(&s.name, &bytes, running.as_deref(), &by)
+                .publish(&s.name, &bytes, running.as_deref(), &by, &sign)
                 .await?
         }
-        None => fleet.rollback(&s.name, &by).await?,
+        None => fleet.rollback(&s.name, &by, &sign).await?,
     };
     let version = desired.component.version.clone();
     println!(

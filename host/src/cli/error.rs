@@ -126,6 +126,12 @@ pub enum CliError {
     /// The fleet's lease table.
     #[error(transparent)]
     Fleet(#[from] FleetError),
+    /// `keygen`, `deploy --sign-key`: a key that cannot be read or written.
+    #[error(transparent)]
+    Key(#[from] crate::signing::KeyError),
+    /// `deploy --sign-key --admin`: the instance has no fleet to sign for.
+    #[error("{0}: this instance keeps its leases in memory: there is no fleet deploy to sign")]
+    NothingToSign(String),
     /// `deploy --wait`: some live instances do not run the version.
     #[error("{}", not_converged(.subscription, .version, .refused, .pending, .timeout))]
     NotConverged {
@@ -194,6 +200,8 @@ impl CliError {
             | CliError::NoFleet(_)
             | CliError::UnknownSubscription { .. }
             | CliError::Refused { .. }
+            | CliError::Key(_)
+            | CliError::NothingToSign(_)
             | CliError::NoCacheDir => EXIT_CONFIG,
             CliError::AsyncRuntime(_)
             | CliError::Engine(_)

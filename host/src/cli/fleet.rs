@@ -31,7 +31,11 @@ impl FleetSource {
                 source: Box::new(source),
             })?
             .ok_or_else(|| CliError::NoFleet(config.path.clone()))?;
-        Ok(Fleet::new(std::sync::Arc::new(table), &config.host.name))
+        let policy = crate::fleet::FleetPolicy {
+            max_component_size: config.fleet.max_component_size,
+            trusted: config.fleet.trusted_keys.clone(),
+        };
+        Ok(Fleet::new(std::sync::Arc::new(table), &config.host.name).with_policy(policy))
     }
 
     /// The fleet now; `None` when the instance asked has no fleet (memory lease store).

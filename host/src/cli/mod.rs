@@ -9,6 +9,7 @@ mod deploy;
 mod error;
 mod fleet;
 mod invoke;
+mod keygen;
 mod run;
 mod status;
 
@@ -73,6 +74,9 @@ enum Command {
     DeadLetters(dead_letters::DeadLettersArgs),
     /// List the compiled components cached on this machine, or clear them.
     Cache(cache::CacheArgs),
+    /// Make a key that signs fleet deploys: writes the private key to --out (mode 0600) and
+    /// prints the public key for [fleet] trusted_keys.
+    Keygen(keygen::KeygenArgs),
 }
 
 /// Where the admin API of a running host is.
@@ -105,6 +109,7 @@ impl Cli {
             Command::Status(args) => status::status(&args),
             Command::DeadLetters(args) => dead_letters::dead_letters(&args),
             Command::Cache(args) => cache::cache(&args),
+            Command::Keygen(args) => keygen::keygen(&args),
         }
     }
 

@@ -43,6 +43,10 @@ pub const FLEET_POLL: Duration = Duration::from_secs(2);
 /// a refusal); one missing for three periods counts as gone.
 pub const FLEET_HEARTBEAT: Duration = Duration::from_secs(10);
 
+/// `[fleet] max_component_size`: the largest handler a desired row may name (64 MiB: a
+/// Python or JavaScript handler is ~17 MiB).
+pub const MAX_COMPONENT_SIZE: u64 = 64 << 20;
+
 /// `[host] cache_max`: the compile cache's size cap (2 GiB: some 60 Python or JavaScript
 /// handler versions of ~35 MiB each, or hundreds of Rust ones).
 pub const CACHE_MAX: u64 = 2 << 30;

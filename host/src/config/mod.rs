@@ -114,12 +114,29 @@ pub struct LeaseConfig {
 }
 
 /// `[fleet]`: how instances sharing a DynamoDB lease table follow its desired handler versions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FleetConfig {
     /// How often the desired versions are read (default 2 s).
     pub poll: Duration,
     /// How often the heartbeat is written (default 10 s), and at once after every change.
     pub heartbeat: Duration,
+    /// The largest component a desired row may name (default 64 MiB); a larger one is refused
+    /// before anything is fetched.
+    pub max_component_size: u64,
+    /// `trusted_keys` and the keys in `trusted_keys_file`: with any, only desired versions
+    /// signed by one of them run. Empty: any writer of the lease table may deploy.
+    pub trusted_keys: crate::signing::TrustedKeys,
+}
+
+impl Default for FleetConfig {
+    fn default() -> Self {
+        FleetConfig {
+            poll: defaults::FLEET_POLL,
+            heartbeat: defaults::FLEET_HEARTBEAT,
+            max_component_size: defaults::MAX_COMPONENT_SIZE,
+            trusted_keys: Default::default(),
+        }
+    }
 }
 
 /// `[admin]`

@@ -1,6 +1,7 @@
 //! The TOML walk: one function per table of `shardhost.toml`, each reporting every problem it
 //! finds and filling in defaults, so that one pass lists everything wrong with a config.
 
+mod trust;
 mod walk;
 
 use std::collections::HashMap;
@@ -40,7 +41,13 @@ const LEASES_KEYS: &[&str] = &[
     "region",
     "test_credentials",
 ];
-const FLEET_KEYS: &[&str] = &["poll", "heartbeat"];
+const FLEET_KEYS: &[&str] = &[
+    "poll",
+    "heartbeat",
+    "max_component_size",
+    "trusted_keys",
+    "trusted_keys_file",
+];
 const ADMIN_KEYS: &[&str] = &["listen", "token", "max_upload"];
 const SUBSCRIPTION_KEYS: &[&str] = &[
     "name",
@@ -96,7 +103,8 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let admin = admin(&mut w, &root);
     // `feed` is checked against the endpoint only when the endpoint itself is fine.
     let memory = endpoint_ok.then_some(kinesis.endpoint == KinesisEndpoint::Memory);
-    let subscriptions = subscriptions(&mut w, &root, memory);
+    let signed = !fleet.trusted_keys.is_empty();
+    let subscriptions = subscriptions(&mut w, &root, memory, signed);
     let problems = w.finish();
     if !problems.is_empty() {
         return Err(ConfigError { problems });
@@ -314,10 +322,7 @@ pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// A duration that defaults when absent; `None` when present but invalid (already reported).
 /// `[fleet]`: only with a DynamoDB lease table (the memory store has no fleet).
 fn fleet(w: &mut Walker<'_>, root: &Section<'_, '_>, leases: &LeaseConfig) -> FleetConfig {
-    let mut fleet = FleetConfig {
-        poll: defaults::FLEET_POLL,
-        heartbeat: defaults::FLEET_HEARTBEAT,
-    };
+    let mut fleet = FleetConfig::default();
     let Some(sec) = w.table(root, "fleet", FLEET_KEYS) else {
         return fleet;
     };
@@ -344,8 +349,24 @@ fn fleet(w: &mut Walker<'_>, root: &Section<'_, '_>, leases: &LeaseConfig) -> Fl
             );
         }
     }
+    if let Some(f) = sec.get("max_component_size")
+        && let Some(bytes) = w.size(&f)
+    {
+        if !(1..=MAX_COMPONENT_SIZE).contains(&bytes) {
+            w.report_at(
+                &f,
+                format!("max_component_size must be between 1 byte and {MAX_COMPONENT_SIZE} bytes (1 GiB)"),
+            );
+        } else {
+            fleet.max_component_size = bytes;
+        }
+    }
+    fleet.trusted_keys = trust::trusted_keys(w, &sec);
     fleet
 }
+
+/// The largest `[fleet] max_component_size`.
+const MAX_COMPONENT_SIZE: u64 = 1 << 30;
 
 /// The shortest `[fleet]` interval: each poll is a read of the lease table per subscription.
 const MIN_FLEET_INTERVAL: Duration = Duration::from_millis(100);
@@ -404,6 +425,7 @@ fn subscriptions(
     w: &mut Walker<'_>,
     root: &Section<'_, '_>,
     memory: Option<bool>,
+    signed: bool,
 ) -> Vec<SubscriptionConfig> {
     let Some(field) = root.get("subscription") else {
         w.report(
@@ -430,7 +452,7 @@ fn subscriptions(
     let mut subscriptions = Vec::new();
     for item in &items {
         if let Some(sec) = w.open(item, SUBSCRIPTION_KEYS) {
-            subscriptions.push(subscription(w, &sec, memory, &mut names));
+            subscriptions.push(subscription(w, &sec, memory, signed, &mut names));
         }
     }
     subscriptions
@@ -441,6 +463,7 @@ fn subscription(
     w: &mut Walker<'_>,
     sec: &Section<'_, '_>,
     memory: Option<bool>,
+    signed: bool,
     names: &mut HashMap<String, usize>,
 ) -> SubscriptionConfig {
     let name = w
@@ -490,10 +513,7 @@ fn subscription(
     SubscriptionConfig {
         handler: handler.unwrap_or_default(),
         handler_at,
-        watch: sec
-            .get("watch")
-            .and_then(|f| w.boolean(&f))
-            .unwrap_or(false),
+        watch: watch(w, sec, signed),
         feed,
         create_if_missing,
         start_at,
@@ -583,6 +603,22 @@ fn retry_policy(
         retry_stream: retry_stream.unwrap_or_else(|| stream.unwrap_or_default().to_owned()),
         dead_letter: dead_letter.unwrap_or_default(),
     })
+}
+
+/// `watch`: not with trusted keys (a changed file is deployed unsigned, and refused).
+fn watch(w: &mut Walker<'_>, sec: &Section<'_, '_>, signed: bool) -> bool {
+    let Some(f) = sec.get("watch") else {
+        return false;
+    };
+    let watch = w.boolean(&f).unwrap_or(false);
+    if watch && signed {
+        w.report_at(
+            &f,
+            "watch = true cannot be used with [fleet] trusted_keys: a changed file would be \
+             deployed unsigned; deploy with `shardhost deploy --sign-key FILE` instead",
+        );
+    }
+    watch
 }
 
 /// `publish_to`: the streams a handler may publish to.

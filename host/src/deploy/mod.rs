@@ -13,14 +13,15 @@ mod watch;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
 use crate::config::{Limits, SubscriptionConfig, WasiGrants};
-use crate::fleet::{Fleet, FleetError};
+use crate::fleet::last_ran::{Kept, LastRan};
+use crate::fleet::{Fleet, FleetError, Sign};
 use crate::handler::{HandlerFactory, HandlerSlot, Swapped};
+use crate::lease::Desired;
 use crate::metrics::Metrics;
 use crate::status::fleet::Refusal;
 use crate::wasm::{HandlerComponent, LoadError, Runtime, Urgency, short_version, version_of};
@@ -46,6 +47,40 @@ pub enum DeployError {
     Fleet(#[source] FleetError),
 }
 
+impl DeployError {
+    /// Whether the deploy was refused for want of a trusted signature (or for a signature made
+    /// for a generation the row has passed).
+    pub fn unsigned(&self) -> bool {
+        matches!(self, DeployError::Fleet(FleetError::Untrusted { .. }))
+    }
+
+    pub fn moved(&self) -> bool {
+        matches!(self, DeployError::Fleet(FleetError::Moved { .. }))
+    }
+}
+
+/// The fleet generation and lineage a subscription applied (or refused) last.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    pub generation: u64,
+    pub deploy_id: String,
+}
+
+impl Applied {
+    pub fn of(desired: &Desired) -> Applied {
+        Applied {
+            generation: desired.generation,
+            deploy_id: desired.deploy_id.clone(),
+        }
+    }
+
+    /// Whether `desired` is news to a subscription that applied `self`: a later generation, or
+    /// a row that was replaced (another lineage), whatever its generation.
+    pub fn is_older_than(&self, desired: &Desired) -> bool {
+        desired.deploy_id != self.deploy_id || desired.generation > self.generation
+    }
+}
+
 /// `a`, `b`
 fn quoted(names: &[String]) -> String {
     names
@@ -68,7 +103,9 @@ struct Target {
     /// The last refused swap, for `status`; cleared by a successful one.
     last_error: Mutex<Option<String>>,
     /// The fleet generation this instance applied or refused last (0: none).
-    generation: AtomicU64,
+    applied: Mutex<Applied>,
+    /// The last unusable desired row seen (said once in the log, not at every poll).
+    bad_row: Mutex<Option<String>>,
     /// The desired version this instance refused, while it runs another.
     refusal: Mutex<Option<Refusal>>,
 }
@@ -94,6 +131,8 @@ pub struct Deployed {
 struct FleetLink {
     fleet: Arc<Fleet>,
     owner: String,
+    /// Where the version each subscription runs is kept on disk.
+    last_ran: Option<LastRan>,
 }
 
 /// Swaps handlers for every subscription of a host.
@@ -130,17 +169,20 @@ impl Deployer {
                 watch: s.watch,
                 swapping: tokio::sync::Mutex::new(()),
                 last_error: Mutex::new(None),
-                generation: AtomicU64::new(0),
+                applied: Mutex::new(Applied::default()),
+                bad_row: Mutex::new(None),
                 refusal: Mutex::new(None),
             },
         );
     }
 
-    /// Deploys and rollbacks go to `fleet` (as `owner`) from now on.
-    pub fn join_fleet(&mut self, fleet: Arc<Fleet>, owner: &str) {
+    /// Deploys and rollbacks go to `fleet` (as `owner`) from now on; the version each
+    /// subscription runs is kept in `last_ran`.
+    pub fn join_fleet(&mut self, fleet: Arc<Fleet>, owner: &str, last_ran: Option<LastRan>) {
         self.fleet = Some(FleetLink {
             fleet,
             owner: owner.to_owned(),
+            last_ran,
         });
     }
 
@@ -165,12 +207,14 @@ impl Deployer {
 
     /// Validates `bytes` as `subscription`'s handler and, only if they pass, makes them the
     /// version its shards switch to at their next batch (with a fleet: first writes them as the
-    /// fleet's desired version). `origin` names the bytes in errors and logs (an upload, a file).
+    /// fleet's desired version, signed as `sign` says). `origin` names the bytes in errors and
+    /// logs (an upload, a file).
     pub async fn deploy(
         &self,
         subscription: &str,
         bytes: &[u8],
         origin: &str,
+        sign: &Sign<'_>,
     ) -> Result<Deployed, DeployError> {
         let target = self.target(subscription)?;
         let _one_at_a_time = target.swapping.lock().await;
@@ -186,13 +230,12 @@ impl Deployer {
                 let by = format!("{} ({origin})", link.owner);
                 let desired = link
                     .fleet
-                    .publish(subscription, bytes, running.as_deref(), &by)
+                    .publish(subscription, bytes, running.as_deref(), &by, sign)
                     .await
                     .map_err(DeployError::Fleet)?;
-                target
-                    .generation
-                    .store(desired.generation, Ordering::Release);
+                *target.applied.lock().expect("deployer poisoned") = Applied::of(&desired);
                 *target.refusal.lock().expect("deployer poisoned") = None;
+                self.keep(subscription, &desired, bytes);
                 Some(desired.generation)
             }
             None => None,
@@ -255,20 +298,24 @@ impl Deployer {
     }
 
     /// Restores the version `subscription` ran before its last swap; with a fleet, the version
-    /// the fleet ran before its last deploy, on every instance.
-    pub async fn rollback(&self, subscription: &str) -> Result<Deployed, DeployError> {
+    /// the fleet ran before its last deploy, on every instance (signed as `sign` says).
+    pub async fn rollback(
+        &self,
+        subscription: &str,
+        sign: &Sign<'_>,
+    ) -> Result<Deployed, DeployError> {
         let target = self.target(subscription)?;
         let _one_at_a_time = target.swapping.lock().await;
         if let Some(link) = &self.fleet {
             let by = format!("{} (rollback)", link.owner);
-            let desired = link
-                .fleet
-                .rollback(subscription, &by)
-                .await
-                .map_err(|e| match e {
-                    FleetError::NothingToRollBack(s) => DeployError::NothingToRollBack(s),
-                    e => DeployError::Fleet(e),
-                })?;
+            let desired =
+                link.fleet
+                    .rollback(subscription, &by, sign)
+                    .await
+                    .map_err(|e| match e {
+                        FleetError::NothingToRollBack(s) => DeployError::NothingToRollBack(s),
+                        e => DeployError::Fleet(e),
+                    })?;
             let swapped = self
                 .apply(&link.fleet, subscription, target, &desired)
                 .await?;
@@ -299,6 +346,13 @@ impl Deployer {
         self.metrics.swap(subscription, true);
         self.metrics
             .handler_version(subscription, Some(&swapped.old), &swapped.new);
+    }
+
+    /// Keeps `bytes` on disk as the fleet version `subscription` runs (see `fleet::last_ran`).
+    fn keep(&self, subscription: &str, desired: &Desired, bytes: &[u8]) {
+        if let Some(last_ran) = self.fleet.as_ref().and_then(|l| l.last_ran.as_ref()) {
+            last_ran.save(subscription, &Kept::of(desired), bytes);
+        }
     }
 
     /// Every subscription's handler, by name.

@@ -51,7 +51,12 @@ impl Deployer {
                 tracing::info!(subscription = name, file = %target.path.display(), "handler file changed; deploying it");
                 // A refused reload is logged and shown in status by `deploy`.
                 let _ = self
-                    .deploy(name, &bytes, &target.path.display().to_string())
+                    .deploy(
+                        name,
+                        &bytes,
+                        &target.path.display().to_string(),
+                        &crate::fleet::Sign::No,
+                    )
                     .await;
             }
         }

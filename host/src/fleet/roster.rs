@@ -37,15 +37,7 @@ impl Fleet {
     pub async fn report(&self, subscriptions: &[String]) -> Result<FleetReport, FleetError> {
         let mut desired = Vec::new();
         for name in subscriptions {
-            let d = self.desired(name).await?;
-            desired.push(DesiredReport {
-                subscription: name.clone(),
-                version: d.as_ref().map(|d| d.component.version.clone()),
-                generation: d.as_ref().map_or(0, |d| d.generation),
-                deployed_by: d.as_ref().map(|d| d.deployed_by.clone()),
-                deployed_at_ms: d.as_ref().map(|d| d.deployed_at_ms),
-                previous_version: d.and_then(|d| d.previous.map(|p| p.version)),
-            });
+            desired.push(self.desired_report(name).await?);
         }
         self.read(1);
         let now = now_ms();
@@ -71,3 +63,35 @@ impl Fleet {
 
 /// A heartbeat this old (ms) is removed from the roster by the next instance that writes one.
 const FORGET_AFTER_MS: u64 = 3_600_000;
+
+impl Fleet {
+    /// What the desired row of `subscription` says, or why it cannot be used.
+    async fn desired_report(&self, subscription: &str) -> Result<DesiredReport, FleetError> {
+        let d = match self.desired(subscription).await {
+            Ok(d) => d,
+            Err(FleetError::BadRow { source, .. }) => {
+                return Ok(DesiredReport {
+                    subscription: subscription.to_owned(),
+                    version: source.version.clone(),
+                    generation: source.generation.unwrap_or(0),
+                    problem: Some(source.to_string()),
+                    ..DesiredReport::default()
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(DesiredReport {
+            subscription: subscription.to_owned(),
+            version: d.as_ref().map(|d| d.component.version.clone()),
+            generation: d.as_ref().map_or(0, |d| d.generation),
+            deployed_by: d.as_ref().map(|d| d.deployed_by.clone()),
+            deployed_at_ms: d.as_ref().map(|d| d.deployed_at_ms),
+            deploy_id: d.as_ref().map(|d| d.deploy_id.clone()),
+            signed_by: d
+                .as_ref()
+                .and_then(|d| d.signed.as_ref().map(|s| s.key.clone())),
+            previous_version: d.and_then(|d| d.previous.map(|p| p.version)),
+            problem: None,
+        })
+    }
+}

@@ -15,6 +15,7 @@ use crate::status::StatusBoard;
 use crate::status::fleet::{Heartbeat, Running};
 
 /// Who this instance is, for its heartbeat.
+#[derive(Clone)]
 pub struct Member {
     pub owner: Arc<str>,
     pub admin: Option<String>,
@@ -87,13 +88,6 @@ pub async fn run(
 /// Reads every subscription's desired version and converges on it.
 async fn converge(fleet: &Fleet, deployer: &Deployer) {
     for name in deployer.subscriptions() {
-        match fleet.desired(&name).await {
-            Ok(Some(desired)) => deployer.converge(fleet, &name, &desired).await,
-            Ok(None) => {}
-            Err(e) => tracing::warn!(
-                subscription = name,
-                "cannot read the desired handler version: {e}"
-            ),
-        }
+        deployer.follow(fleet, &name).await;
     }
 }

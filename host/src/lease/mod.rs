@@ -18,7 +18,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 
 pub use dynamo::{
-    CHUNK_BYTES, Desired, DynamoLeaseStore, DynamoOptions, SetDesired, StoredComponent,
+    BadRow, CHUNK_BYTES, Desired, DesiredRead, DynamoLeaseStore, DynamoOptions, MAX_GENERATION,
+    Seen, SetDesired, StoredComponent, is_id, is_version, new_id,
 };
 pub(crate) use handle::{KeepAlive, LeaseHandle};
 pub use memory::MemoryLeaseStore;

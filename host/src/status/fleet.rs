@@ -65,6 +65,15 @@ pub struct DesiredReport {
     pub deployed_at_ms: Option<u64>,
     /// What `deploy --rollback` restores.
     pub previous_version: Option<String>,
+    /// The row's lineage (see `lease::Desired::deploy_id`).
+    #[serde(default)]
+    pub deploy_id: Option<String>,
+    /// The public key the deploy was signed with, when it was signed.
+    #[serde(default)]
+    pub signed_by: Option<String>,
+    /// Why the row cannot be used, when it cannot (every instance refuses it).
+    #[serde(default)]
+    pub problem: Option<String>,
 }
 
 /// The whole fleet of one service.
@@ -107,6 +116,21 @@ impl FleetReport {
     /// The desired state of `subscription`.
     pub fn desired_of(&self, subscription: &str) -> Option<&DesiredReport> {
         self.desired.iter().find(|d| d.subscription == subscription)
+    }
+
+    /// The highest generation the desired row of `subscription` or any live instance shows
+    /// (the next deploy writes one past it).
+    pub fn highest_generation(&self, subscription: &str) -> u64 {
+        let row = self.desired_of(subscription).map_or(0, |d| d.generation);
+        let instances = self
+            .instances
+            .iter()
+            .filter(|i| i.live)
+            .filter_map(|i| i.heartbeat.subscriptions.get(subscription))
+            .flat_map(|r| [Some(r.generation), r.refused.as_ref().map(|f| f.generation)])
+            .flatten()
+            .filter(|g| *g <= crate::lease::MAX_GENERATION);
+        instances.fold(row, u64::max)
     }
 
     /// Where the rollout of `version` at `generation` stands for `subscription`, over the live

@@ -4,6 +4,7 @@
 
 mod prepare;
 mod stores;
+mod supervise;
 
 use std::sync::Arc;
 
@@ -47,7 +48,7 @@ pub enum StartError {
     #[error("subscription `{subscription}`: {source}")]
     Fleet {
         subscription: String,
-        source: crate::fleet::FleetError,
+        source: Box<crate::fleet::FleetError>,
     },
     #[error(transparent)]
     Runtime(LoadError),
@@ -200,13 +201,23 @@ impl Host {
                 admin: admin_addr.map(|a| format!("http://{a}")),
                 started_ms: crate::lease::now_ms(),
             };
-            side.spawn(sync::run(
-                fleet.clone(),
-                self.deployer.clone(),
+            let (fleet, deployer, status) =
+                (fleet.clone(), self.deployer.clone(), self.status.clone());
+            let (timings, task_stop) = (self.config.fleet.clone(), stop.clone());
+            side.spawn(supervise::supervise(
+                "fleet sync",
                 self.status.clone(),
-                me,
-                self.config.fleet,
                 stop.clone(),
+                move || {
+                    sync::run(
+                        fleet.clone(),
+                        deployer.clone(),
+                        status.clone(),
+                        me.clone(),
+                        timings.clone(),
+                        task_stop.clone(),
+                    )
+                },
             ));
         }
         side

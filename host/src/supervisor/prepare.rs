@@ -7,12 +7,14 @@ use super::stores::{lease_store, owner_id};
 use super::{Host, StartError};
 use crate::admin::{AdminServer, AdminState};
 use crate::config::{Config, KinesisEndpoint, SubscriptionConfig};
-use crate::deploy::Deployer;
+use crate::deploy::{Applied, Deployer};
 use crate::dispatch::SubscriptionPlan;
 use crate::envelope::EnvelopeKey;
 use crate::feed::{self, FeedRecord};
-use crate::fleet::Fleet;
+use crate::fleet::last_ran::{Kept, LastRan};
+use crate::fleet::{Fleet, FleetError, FleetPolicy};
 use crate::handler::{HandlerFactory, HandlerSlot};
+use crate::lease::Desired;
 use crate::metrics::Metrics;
 use crate::publish::Publisher;
 use crate::source::StreamSource;
@@ -21,6 +23,26 @@ use crate::source::memory::MemoryStreams;
 use crate::status::StatusBoard;
 use crate::status::fleet::Refusal;
 use crate::wasm::{HandlerComponent, Runtime, short_version, version_of};
+
+/// The handler a subscription starts with, and the fleet state it starts in.
+struct Start {
+    component: Arc<HandlerComponent>,
+    applied: Applied,
+    refusal: Option<Refusal>,
+    /// The refusal is of a row that cannot be used at all.
+    bad_row: bool,
+}
+
+impl Start {
+    fn file(component: Arc<HandlerComponent>) -> Start {
+        Start {
+            component,
+            applied: Applied::default(),
+            refusal: None,
+            bad_row: false,
+        }
+    }
+}
 
 /// A subscription ready to run.
 pub(super) struct Prepared {
@@ -40,12 +62,14 @@ struct Parts {
     metrics: Arc<Metrics>,
     checkpoint_every: std::time::Duration,
     fleet: Option<Arc<Fleet>>,
+    /// Where the fleet version each subscription runs is kept on disk.
+    last_ran: Option<LastRan>,
 }
 
 impl Parts {
     /// Loads a subscription's handler and feed, and plans its shard workers.
     async fn subscription(&mut self, s: &SubscriptionConfig) -> Result<Prepared, StartError> {
-        let (component, generation, refusal) = self.first_handler(s).await?;
+        let start = self.first_handler(s).await?;
         let feed = match &s.feed {
             Some(path) => feed::load(path).map_err(|source| StartError::Feed {
                 subscription: s.name.clone(),
@@ -53,9 +77,10 @@ impl Parts {
             })?,
             None => Vec::new(),
         };
-        let slot = Arc::new(HandlerSlot::new(component as Arc<dyn HandlerFactory>));
+        let slot = Arc::new(HandlerSlot::new(start.component as Arc<dyn HandlerFactory>));
         self.deployer.add(s, slot.clone());
-        self.deployer.started_at(&s.name, generation, refusal);
+        self.deployer
+            .started_at(&s.name, start.applied, start.refusal, start.bad_row);
         let publisher = (!s.publish_to.is_empty()).then(|| {
             Arc::new(Publisher::new(
                 self.source.clone(),
@@ -105,67 +130,150 @@ impl Parts {
 }
 
 impl Parts {
-    /// The handler a subscription starts with: with a fleet that has a desired version, that one
-    /// (fetched, checked and validated here); else, or when this instance refuses it, the
-    /// config's file. Also the fleet generation it belongs to and the refusal, if any.
-    async fn first_handler(
-        &self,
-        s: &SubscriptionConfig,
-    ) -> Result<(Arc<HandlerComponent>, u64, Option<Refusal>), StartError> {
-        let fleet_error = |source| StartError::Fleet {
-            subscription: s.name.clone(),
-            source,
+    /// The handler a subscription starts with: with a fleet that has a usable, trusted desired
+    /// version, that one (fetched, checked and validated here); when the row cannot be used or
+    /// this instance refuses it, the fleet version it ran last (kept on disk) or else the
+    /// config's file. Also the fleet state it starts in.
+    async fn first_handler(&self, s: &SubscriptionConfig) -> Result<Start, StartError> {
+        let Some(fleet) = &self.fleet else {
+            return Ok(Start::file(self.load_file(s).await?));
         };
-        let desired = match &self.fleet {
-            Some(fleet) => fleet.desired(&s.name).await.map_err(fleet_error)?,
-            None => None,
+        let desired = match fleet.desired(&s.name).await {
+            Ok(Some(d)) => d,
+            Ok(None) => return Ok(Start::file(self.load_file(s).await?)),
+            Err(e @ FleetError::BadRow { .. }) => {
+                let refusal = Refusal {
+                    version: String::new(),
+                    generation: 0,
+                    error: e.to_string(),
+                };
+                return self
+                    .fall_back(s, fleet, Applied::default(), refusal, true)
+                    .await;
+            }
+            Err(source) => {
+                return Err(StartError::Fleet {
+                    subscription: s.name.clone(),
+                    source: Box::new(source),
+                });
+            }
         };
-        let file = self.load_file(s);
-        let Some(desired) = desired else {
-            return Ok((file.await?, 0, None));
-        };
+        let applied = Applied::of(&desired);
         let want = &desired.component.version;
-        let from_file = std::fs::read(&s.handler).is_ok_and(|b| version_of(&b) == *want);
-        if from_file {
-            return Ok((file.await?, desired.generation, None));
-        }
-        let fleet = self
-            .fleet
-            .as_ref()
-            .expect("a desired version comes from a fleet");
-        let origin = format!("fleet generation {}", desired.generation);
-        let loaded = match fleet.fetch(&s.name, &desired.component).await {
-            Ok(bytes) => self
-                .runtime
-                .load_bytes(&origin, &bytes, s.limits, &s.wasi)
-                .await
-                .map_err(|e| e.to_string()),
+        let loaded = match fleet.trust(&s.name, &desired) {
             Err(e) => Err(e.to_string()),
+            Ok(()) if std::fs::read(&s.handler).is_ok_and(|b| version_of(&b) == *want) => {
+                return Ok(Start {
+                    component: self.load_file(s).await?,
+                    applied,
+                    refusal: None,
+                    bad_row: false,
+                });
+            }
+            Ok(()) => self.load_desired(s, fleet, &desired).await,
         };
         match loaded {
-            Ok(component) => {
-                tracing::info!(
-                    subscription = %s.name, version = short_version(want),
-                    generation = desired.generation, deployed_by = %desired.deployed_by,
-                    file = %s.handler.display(),
-                    "running the fleet's desired handler version (deployed to the lease table), not the config file's"
-                );
-                Ok((component, desired.generation, None))
-            }
+            Ok(component) => Ok(Start {
+                component,
+                applied,
+                refusal: None,
+                bad_row: false,
+            }),
             Err(error) => {
-                tracing::error!(
-                    subscription = %s.name, version = short_version(want),
-                    generation = desired.generation, file = %s.handler.display(),
-                    "refused the fleet's desired handler version: {error}; running the config file's"
-                );
                 let refusal = Refusal {
                     version: want.clone(),
                     generation: desired.generation,
                     error,
                 };
-                Ok((file.await?, desired.generation, Some(refusal)))
+                self.fall_back(s, fleet, applied, refusal, false).await
             }
         }
+    }
+
+    /// Fetches and validates the desired version, keeping it on disk when it loads.
+    async fn load_desired(
+        &self,
+        s: &SubscriptionConfig,
+        fleet: &Fleet,
+        desired: &Desired,
+    ) -> Result<Arc<HandlerComponent>, String> {
+        let origin = format!("fleet generation {}", desired.generation);
+        let bytes = fleet
+            .fetch(&s.name, &desired.component)
+            .await
+            .map_err(|e| e.to_string())?;
+        let component = self
+            .runtime
+            .load_bytes(&origin, &bytes, s.limits, &s.wasi)
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(last_ran) = &self.last_ran {
+            last_ran.save(&s.name, &Kept::of(desired), &bytes);
+        }
+        tracing::info!(
+            subscription = %s.name, version = short_version(&desired.component.version),
+            generation = desired.generation, deployed_by = %desired.deployed_by,
+            file = %s.handler.display(),
+            "running the fleet's desired handler version (deployed to the lease table), not the config file's"
+        );
+        Ok(component)
+    }
+
+    /// Starts on the fleet version this instance ran last (when it is still trusted and loads),
+    /// else on the config's file, reporting `refusal`.
+    async fn fall_back(
+        &self,
+        s: &SubscriptionConfig,
+        fleet: &Fleet,
+        applied: Applied,
+        refusal: Refusal,
+        bad_row: bool,
+    ) -> Result<Start, StartError> {
+        let kept = self.last_ran.as_ref().and_then(|l| l.load(&s.name));
+        if let Some((kept, bytes)) = kept {
+            let statement =
+                fleet.statement(&s.name, &kept.version, kept.generation, &kept.deploy_id);
+            let trusted = &fleet.policy().trusted;
+            let signed = kept.signed();
+            if trusted.is_empty() || trusted.verify(&statement, signed.as_ref()).is_ok() {
+                let origin = format!("fleet generation {} (kept on disk)", kept.generation);
+                if let Ok(component) = self
+                    .runtime
+                    .load_bytes(&origin, &bytes, s.limits, &s.wasi)
+                    .await
+                {
+                    tracing::error!(
+                        subscription = %s.name, version = short_version(&kept.version),
+                        generation = kept.generation,
+                        "refused the fleet's desired handler version: {}; running the fleet version this instance ran last", refusal.error
+                    );
+                    let applied = if bad_row {
+                        Applied {
+                            generation: kept.generation,
+                            deploy_id: kept.deploy_id,
+                        }
+                    } else {
+                        applied
+                    };
+                    return Ok(Start {
+                        component,
+                        applied,
+                        refusal: Some(refusal),
+                        bad_row,
+                    });
+                }
+            }
+        }
+        tracing::error!(
+            subscription = %s.name, file = %s.handler.display(),
+            "refused the fleet's desired handler version: {}; running the config file's", refusal.error
+        );
+        Ok(Start {
+            component: self.load_file(s).await?,
+            applied,
+            refusal: Some(refusal),
+            bad_row,
+        })
     }
 
     /// Loads the subscription's configured handler file.
@@ -183,6 +291,21 @@ impl Parts {
             version = short_version(component.version()), "handler loaded"
         );
         Ok(component)
+    }
+}
+
+/// Says at start that, without trusted keys, any writer of the lease table can deploy.
+fn warn_if_unsigned(config: &Config) {
+    if config.fleet.trusted_keys.is_empty() {
+        tracing::warn!(
+            "[fleet] trusted_keys is not set: anyone who can write the lease table can deploy a \
+             handler to every instance (see README, \"Signed deploys\")"
+        );
+    } else {
+        tracing::info!(
+            keys = config.fleet.trusted_keys.len(),
+            "fleet deploys must be signed by a key in [fleet] trusted_keys"
+        );
     }
 }
 
@@ -214,9 +337,18 @@ impl Host {
         let stores = lease_store(&config, cache.as_deref()).await?;
         let owner: Arc<str> = Arc::from(owner_id(&config).as_str());
         let metrics = Arc::new(Metrics::new());
-        let fleet = stores
-            .table
-            .map(|table| Arc::new(Fleet::new(table, &config.host.name).counted_in(&metrics)));
+        let policy = FleetPolicy {
+            max_component_size: config.fleet.max_component_size,
+            trusted: config.fleet.trusted_keys.clone(),
+        };
+        let fleet = stores.table.map(|table| {
+            let fleet = Fleet::new(table, &config.host.name).with_policy(policy);
+            Arc::new(fleet.counted_in(&metrics))
+        });
+        if fleet.is_some() {
+            warn_if_unsigned(&config);
+        }
+        let last_ran = cache.as_deref().map(|c| LastRan::new(c, &config.host.name));
         let runtime = Arc::new(
             Runtime::for_host(&config.host, config.meters_fuel()).map_err(StartError::Runtime)?,
         );
@@ -226,7 +358,7 @@ impl Host {
         };
         let mut deployer = Deployer::new(runtime.clone(), metrics.clone());
         if let Some(fleet) = &fleet {
-            deployer.join_fleet(fleet.clone(), &owner);
+            deployer.join_fleet(fleet.clone(), &owner, last_ran.clone());
         }
         let mut parts = Parts {
             deployer,
@@ -236,6 +368,7 @@ impl Host {
             metrics,
             checkpoint_every: config.leases.checkpoint_every,
             fleet,
+            last_ran,
         };
         let mut subscriptions = Vec::new();
         for s in &config.subscriptions {

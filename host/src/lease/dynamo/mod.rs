@@ -24,6 +24,7 @@
 //! envelope key (`secret`), its desired handler versions and their bytes (`desired`), and its
 //! heartbeats (`roster`).
 
+mod component;
 mod desired;
 mod legacy;
 mod roster;
@@ -43,7 +44,11 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 
 use super::{Checkpoint, Lease, LeaseError, LeaseKey, LeaseStore, now_ms};
-pub use desired::{CHUNK_BYTES, Desired, SetDesired, StoredComponent};
+pub use component::new_id;
+pub use desired::{
+    BadRow, CHUNK_BYTES, Desired, DesiredRead, MAX_GENERATION, Seen, SetDesired, StoredComponent,
+    is_id, is_version,
+};
 use legacy::Legacy;
 use row::{CHECKPOINT, COUNTER, EXPIRY, HANDOFF_TO, KEY, OPENED, OWNER, n, s};
 use write::{HELD, UNASKED};
