@@ -278,3 +278,130 @@ fn racing_deploys_never_make_a_version_desired_whose_bytes_are_gone() {
         );
     }
 }
+
+/// The refusal `owner` reports for `subscription`, if any.
+fn refusal_of(report: &FleetReport, owner: &str, subscription: &str) -> Option<String> {
+    let i = report
+        .instances
+        .iter()
+        .find(|i| i.heartbeat.owner == owner && i.live)?;
+    let running = i.heartbeat.subscriptions.get(subscription)?;
+    running.refused.as_ref().map(|r| r.error.clone())
+}
+
+/// `shardhost keygen --out DIR/NAME`: the key file and the public key printed.
+fn keygen(f: &Fleet, name: &str) -> (String, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let file = f.dir.0.join(name);
+    let out = crate::support::fleet::shardhost(&["keygen", "--out", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let public = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert!(public.starts_with("ed25519:"), "{public}");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    (file.display().to_string(), public)
+}
+
+#[test]
+fn with_trusted_keys_only_versions_signed_for_this_deploy_run_at_start_and_after() {
+    let Some(f) = Fleet::new(1, "fleet-signed") else {
+        return;
+    };
+    let (v1, v2) = (version("always_ack"), version("always_drop"));
+    let (key, public) = keygen(&f, "deploy.pem");
+    let (stranger, _) = keygen(&f, "stranger.pem");
+    let config =
+        f.st.fleet_config(Some("a"), "always_ack")
+            .subscription(crate::support::Subscription::new(
+                "other",
+                &f.st.stream,
+                crate::support::guest("always_ack"),
+            ))
+            .set("fleet", "trusted_keys", vec![public.clone()]);
+    let wait_refused = |sub: &str, needle: &str| {
+        wait_until_else(
+            &format!("a to refuse `{sub}`: {needle}"),
+            Duration::from_secs(30),
+            || refusal_of(&f.report(), "a", sub).is_some_and(|e| e.contains(needle)),
+            || format!("{:#?}", f.report()),
+        )
+    };
+
+    // Whoever writes the table without a trusted key (here: a config without trusted keys).
+    let out = f.cli("deploy", &[SUBSCRIPTION, &path("always_drop")]);
+    assert!(out.status.success(), "{}", text(&out));
+    let mut a = f.start_with("a", config.clone());
+    wait_refused(SUBSCRIPTION, "not signed");
+    f.wait_running(&["a"], &v1);
+    f.handles_a_record_with(&a, &v1[..12], "unsigned-at-start");
+
+    // Signed, but by a key the instance does not trust.
+    let out = f.cli(
+        "deploy",
+        &[SUBSCRIPTION, &path("batchall"), "--sign-key", &stranger],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    wait_refused(SUBSCRIPTION, "not in [fleet] trusted_keys");
+
+    // Signed by the trusted key: it runs, and the refusal is gone.
+    let out = f.cli(
+        "deploy",
+        &[SUBSCRIPTION, &path("always_drop"), "--sign-key", &key],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    f.wait_running(&["a"], &v2);
+    assert_eq!(refusal_of(&f.report(), "a", SUBSCRIPTION), None);
+    f.handles_a_record_with(&a, &v2[..12], "signed");
+
+    // The same signed row replayed onto another subscription, and onto a later generation.
+    let signed = f.desired_row();
+    let mut elsewhere: Vec<(&str, AttributeValue)> = signed
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.clone()))
+        .collect();
+    elsewhere.retain(|(k, _)| *k != "lease_key");
+    elsewhere.push(("lease_key", s("#shardhost#desired#shardhost#other")));
+    f.st.rt.block_on(f.st.d.put_row(&f.st.table, &elsewhere));
+    wait_refused("other", "does not verify");
+    let generation: u64 = signed["generation"].as_n().unwrap().parse().unwrap();
+    f.put_desired(&signed, &[("generation", n(&(generation + 5).to_string()))]);
+    wait_refused(SUBSCRIPTION, "does not verify");
+    assert!(a.alive());
+
+    // Through the admin API: unsigned is refused, signed runs.
+    let admin = f.report().instances[0].heartbeat.admin.clone().unwrap();
+    let unsigned = crate::support::fleet::shardhost(&[
+        "deploy",
+        "--admin",
+        &admin,
+        SUBSCRIPTION,
+        &path("always_ack"),
+    ]);
+    assert_eq!(unsigned.status.code(), Some(1), "{}", text(&unsigned));
+    assert!(
+        String::from_utf8_lossy(&unsigned.stderr).contains("signed"),
+        "{}",
+        text(&unsigned)
+    );
+    let out = crate::support::fleet::shardhost(&[
+        "deploy",
+        "--admin",
+        &admin,
+        SUBSCRIPTION,
+        &path("always_ack"),
+        "--sign-key",
+        &key,
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    f.wait_running(&["a"], &v1);
+
+    // A restart while an unsigned row is desired: it starts on the last signed version it ran.
+    let out = f.cli("deploy", &[SUBSCRIPTION, &path("always_drop")]);
+    assert!(out.status.success(), "{}", text(&out));
+    wait_refused(SUBSCRIPTION, "not signed");
+    a.kill9();
+    let a = f.start_with("a", config);
+    wait_refused(SUBSCRIPTION, "not signed");
+    f.wait_running(&["a"], &v1);
+    f.handles_a_record_with(&a, &v1[..12], "after-restart");
+}

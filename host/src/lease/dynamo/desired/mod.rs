@@ -469,7 +469,9 @@ impl Write {
         let key = self.name(KEY);
         let generation = self.name(GENERATION);
         self.condition = match (&seen.exists, &seen.generation) {
-            (false, _) => format!("attribute_not_exists({key})"),
+            (false, _) => {
+                format!("attribute_not_exists({key}) AND attribute_not_exists({generation})")
+            }
             (true, None) => {
                 format!("attribute_exists({key}) AND attribute_not_exists({generation})")
             }
@@ -478,11 +480,13 @@ impl Write {
                 Some(v @ (AttributeValue::S(_) | AttributeValue::N(_) | AttributeValue::B(_))),
             ) => {
                 self.values.push((":seen".into(), v.clone()));
-                format!("{generation} = :seen")
+                format!("attribute_exists({key}) AND {generation} = :seen")
             }
             // A generation of another type (a list, a map...): only a row is required. Another
             // deploy replacing the same broken row at the same moment may be overwritten.
-            (true, Some(_)) => format!("attribute_exists({key})"),
+            (true, Some(_)) => {
+                format!("attribute_exists({key}) AND attribute_exists({generation})")
+            }
         };
     }
 
