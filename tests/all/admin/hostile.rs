@@ -122,12 +122,20 @@ fn an_upload_for_an_unknown_subscription_is_refused_before_its_body_is_read() {
     waiting.send(head(
         &host,
         put,
-        &[&authorized(), "Content-Length: 50000000", "Expect: 100-continue"],
+        &[
+            &authorized(),
+            "Content-Length: 50000000",
+            "Expect: 100-continue",
+        ],
     ));
     assert_eq!(waiting.status_within(AT_ONCE), 404, "not 100 Continue");
     // ...and one that does not wait is answered though its body never comes.
     let mut eager = Raw::open(&host);
-    eager.send(head(&host, put, &[&authorized(), "Content-Length: 50000000"]));
+    eager.send(head(
+        &host,
+        put,
+        &[&authorized(), "Content-Length: 50000000"],
+    ));
     assert_eq!(eager.status_within(AT_ONCE), 404);
     host.stop();
 }
@@ -144,7 +152,11 @@ fn an_upload_without_the_token_is_refused_before_its_body_is_read() {
             put,
             &[auth, "Content-Length: 50000000", "Expect: 100-continue"],
         ));
-        assert_eq!(waiting.status_within(AT_ONCE), 401, "{auth}: not 100 Continue");
+        assert_eq!(
+            waiting.status_within(AT_ONCE),
+            401,
+            "{auth}: not 100 Continue"
+        );
         let mut eager = Raw::open(&host);
         eager.send(head(&host, put, &[auth, "Content-Length: 50000000"]));
         assert_eq!(eager.status_within(AT_ONCE), 401, "{auth}");
@@ -161,7 +173,11 @@ fn an_upload_declaring_more_than_max_upload_is_refused_before_its_body_is_read()
     waiting.send(head(
         &host,
         put,
-        &[&authorized(), "Content-Length: 65537", "Expect: 100-continue"],
+        &[
+            &authorized(),
+            "Content-Length: 65537",
+            "Expect: 100-continue",
+        ],
     ));
     assert_eq!(waiting.status_within(AT_ONCE), 413, "not 100 Continue");
     let mut eager = Raw::open(&host);
@@ -172,7 +188,11 @@ fn an_upload_declaring_more_than_max_upload_is_refused_before_its_body_is_read()
     at_limit.send(head(
         &host,
         put,
-        &[&authorized(), "Content-Length: 65536", "Expect: 100-continue"],
+        &[
+            &authorized(),
+            "Content-Length: 65536",
+            "Expect: 100-continue",
+        ],
     ));
     assert_eq!(at_limit.status_within(AT_ONCE), 100);
     at_limit.send(vec![0u8; 65536]);
@@ -190,7 +210,11 @@ fn a_chunked_upload_is_cut_at_max_upload_while_it_streams() {
         "PUT /subscriptions/tagged/handler",
         &[&authorized(), "Transfer-Encoding: chunked"],
     ));
-    let chunk = [format!("{:x}\r\n", 40 << 10).into_bytes(), vec![0u8; 40 << 10]].concat();
+    let chunk = [
+        format!("{:x}\r\n", 40 << 10).into_bytes(),
+        vec![0u8; 40 << 10],
+    ]
+    .concat();
     // 80 KiB in two chunks, and the body never ends (no last chunk).
     upload.send([&chunk[..], b"\r\n", &chunk[..], b"\r\n"].concat());
     assert_eq!(upload.status_within(AT_ONCE), 413);
@@ -243,7 +267,11 @@ fn healthz_and_status_answer_while_a_hundred_slow_or_idle_clients_hold_connectio
         health.send(head(&host, "GET /healthz", &["Connection: close"]));
         assert_eq!(health.status_within(AT_ONCE), 200, "/healthz answers");
         let mut status = Raw::open(&host);
-        status.send(head(&host, "GET /status", &[&authorized(), "Connection: close"]));
+        status.send(head(
+            &host,
+            "GET /status",
+            &[&authorized(), "Connection: close"],
+        ));
         assert_eq!(status.status_within(AT_ONCE), 200, "/status answers");
     }
     stop.store(true, Ordering::Relaxed);
@@ -273,7 +301,10 @@ fn past_the_connection_cap_the_longest_waiting_are_closed_and_nothing_else_stops
     let mut first = Raw::open(&host);
     assert_eq!(first.send(&health).status_within(AT_ONCE), 200);
     // The first ones were closed to make room, before their header-read timeout (5 s).
-    assert!(idle[0].closed_within(AT_ONCE), "the oldest idle one is closed");
+    assert!(
+        idle[0].closed_within(AT_ONCE),
+        "the oldest idle one is closed"
+    );
     // Every idle connection is closed by the server, none is held forever.
     for (i, conn) in idle.iter_mut().enumerate() {
         assert!(
@@ -294,7 +325,11 @@ fn a_request_in_flight_is_not_closed_to_make_room() {
     upload.send(head(
         &host,
         "PUT /subscriptions/tagged/handler",
-        &[&authorized(), "Content-Length: 1000", "Expect: 100-continue"],
+        &[
+            &authorized(),
+            "Content-Length: 1000",
+            "Expect: 100-continue",
+        ],
     ));
     // Asked for its body: the upload is in flight.
     assert_eq!(upload.status_within(AT_ONCE), 100);
