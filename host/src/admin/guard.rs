@@ -16,10 +16,14 @@ use crate::metrics::Metrics;
 
 /// A connection must send a complete request head within this (also between requests).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
-/// Connections served at once; more wait in the listen backlog.
-pub const MAX_CONNECTIONS: usize = 64;
+/// Connections open at once (each costs a file descriptor); past it the one that has waited
+/// longest without a request in flight is closed to make room (`conns.rs`).
+pub const MAX_CONNECTIONS: usize = 256;
 /// The longest a request may take, from its head to its answer (a deploy compiles).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+/// After the last answer on a connection, how long what the client still sends (a body that
+/// was refused unread) is discarded before the connection is closed (`serve.rs`: `linger`).
+pub const LINGER: Duration = Duration::from_secs(2);
 /// The longest an upload's body may take to arrive.
 pub const UPLOAD_TIMEOUT: Duration = Duration::from_secs(60);
 

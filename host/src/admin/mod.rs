@@ -12,26 +12,61 @@
 //! otherwise; the scheme in any case, the token compared in constant time). The config refuses
 //! a listen address off loopback without a token.
 //!
-//! What a browser or a slow client can do is bounded ([`guard`]): a request with an `Origin`
-//! header (a web page's) is refused, and so is one whose `Host` is not the listen address or
-//! `localhost` (DNS rebinding); a connection that sends no complete request head within
-//! [`HEADER_READ_TIMEOUT`](guard::HEADER_READ_TIMEOUT) is closed; at most [`MAX_CONNECTIONS`](guard::MAX_CONNECTIONS) are open at once (more wait in
-//! the kernel's backlog, taking no file descriptor); a request takes at most
-//! [`REQUEST_TIMEOUT`](guard::REQUEST_TIMEOUT), an upload body at most [`UPLOAD_TIMEOUT`]; and a subscription takes
-//! one upload at a time.
+//! # What a client can do, and what it cannot
+//!
+//! A request is checked in this order, each step before anything after it is read:
+//! `Origin` and `Host` ([`guard`]: a web page's request, or one for another host name, DNS
+//! rebinding, is refused) → the token → for a deploy, the subscription's name (404), the
+//! length it declares (`Content-Length` past `max_upload`: 413) and one upload per
+//! subscription at a time (409) → only then the body, cut at `max_upload` as it streams (a
+//! chunked one too) and within [`UPLOAD_TIMEOUT`](guard::UPLOAD_TIMEOUT). A refused
+//! request's body is never asked for (no `100 Continue`), buffered or waited for: the
+//! connection ends after the answer, discarding what the client still sends for at most
+//! [`LINGER`](guard::LINGER) (2 s) so that it reads its answer rather than a reset. So
+//! without the token nothing but request heads is ever read.
+//!
+//! Connections ([`serve`], [`conns`]): the accept loop never waits before accepting. A
+//! connection is *waiting* until its request head has arrived (at most
+//! [`HEADER_READ_TIMEOUT`](guard::HEADER_READ_TIMEOUT), 5 s) and again from its answer until
+//! the next head (the same 5 s), and has a request *in flight* in between. At most
+//! [`MAX_CONNECTIONS`](guard::MAX_CONNECTIONS) (256) are open: one more closes the connection
+//! that has waited longest; when every open one has a request in flight the new one is closed.
+//! What follows:
+//!
+//! - Silent, slow (a head a byte at a time) and idle keep-alive clients, in any number, hold
+//!   at most 256 file descriptors, each for at most 5 s (or until it is closed to make room),
+//!   and cannot keep anyone else from an answer: a client that sends its head as soon as it
+//!   is connected is the newest waiting connection until its head is in, so it is closed only
+//!   if 256 others connect within that time (on loopback, well under a millisecond; over a
+//!   network, one round trip). An attacker who can connect that fast, all the time, can make
+//!   honest requests fail (closed, never unanswered for long); a retry races again. Nothing
+//!   slower than that fails one.
+//! - Only a request in flight keeps its place, and without the token every request is
+//!   answered as soon as its head is read (401, 403, 404, `/healthz`). Long requests are
+//!   a token holder's (or, with no token, a local client's: the listen address is then
+//!   loopback): an upload's body at most [`UPLOAD_TIMEOUT`](guard::UPLOAD_TIMEOUT) and one
+//!   per subscription, any request at most [`REQUEST_TIMEOUT`](guard::REQUEST_TIMEOUT) (a
+//!   `/status` or rollback waiting on a slow lease table).
+//! - An answer the client does not read, and a lingering close, hold their connection only
+//!   until someone needs its place: no request is in flight, so it may be closed to make room.
+//! - An honest client's idle keep-alive connection may be closed to make room; HTTP clients
+//!   reconnect (the CLI's opens one connection per request).
+//! - Not bounded here: a flood that fills the kernel's listen backlog or SYN queue before
+//!   anything is accepted (the kernel's SYN cookies and a firewall's business).
 
+mod conns;
 mod guard;
 pub mod reply;
 mod serve;
 pub mod signed;
+mod upload;
 
-use guard::UPLOAD_TIMEOUT;
+use upload::deploy;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::middleware;
@@ -202,77 +237,6 @@ async fn metrics_text(State(shared): State<Arc<Shared>>) -> Response {
         .into_response()
 }
 
-/// Takes the upload only when no other upload for the subscription is in progress, and reads
-/// its body within [`UPLOAD_TIMEOUT`] and `max_upload`.
-async fn deploy(
-    State(shared): State<Arc<Shared>>,
-    Path(name): Path<String>,
-    headers: axum::http::HeaderMap,
-    body: Body,
-) -> Response {
-    let sign = match signed::sign_of(&headers) {
-        Ok(sign) => sign,
-        Err((status, message)) => return error(status, message),
-    };
-    let Some(_upload) = Upload::begin(&shared, &name) else {
-        return error(
-            StatusCode::CONFLICT,
-            format!("an upload for `{name}` is already in progress; try again when it is done"),
-        );
-    };
-    let read = axum::body::to_bytes(body, shared.max_upload);
-    let body = match tokio::time::timeout(UPLOAD_TIMEOUT, read).await {
-        Ok(Ok(body)) => body,
-        Ok(Err(_)) => {
-            return error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!(
-                    "the upload is larger than [admin] max_upload ({} bytes)",
-                    shared.max_upload
-                ),
-            );
-        }
-        Err(_) => {
-            return error(
-                StatusCode::REQUEST_TIMEOUT,
-                format!("the upload did not arrive within {UPLOAD_TIMEOUT:?}"),
-            );
-        }
-    };
-    let origin = format!("upload for `{name}` ({} bytes)", body.len());
-    swapped(
-        shared
-            .state
-            .deployer
-            .deploy(&name, &body, &origin, &sign)
-            .await,
-    )
-}
-
-/// One upload in progress for a subscription; ends when dropped.
-struct Upload<'a> {
-    shared: &'a Shared,
-    name: String,
-}
-
-impl<'a> Upload<'a> {
-    fn begin(shared: &'a Shared, name: &str) -> Option<Upload<'a>> {
-        let mut uploading = shared.uploading.lock().expect("upload set poisoned");
-        uploading.insert(name.to_owned()).then(|| Upload {
-            shared,
-            name: name.to_owned(),
-        })
-    }
-}
-
-impl Drop for Upload<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut uploading) = self.shared.uploading.lock() {
-            uploading.remove(&self.name);
-        }
-    }
-}
-
 async fn rollback(
     State(shared): State<Arc<Shared>>,
     Path(name): Path<String>,
@@ -287,16 +251,18 @@ async fn rollback(
 fn swapped(result: Result<Deployed, DeployError>) -> Response {
     match result {
         Ok(s) => axum::Json(SwapReply::from(s)).into_response(),
-        Err(e) => {
-            let status = match e {
-                DeployError::UnknownSubscription { .. } => StatusCode::NOT_FOUND,
-                DeployError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-                DeployError::NothingToRollBack(_) => StatusCode::CONFLICT,
-                ref e if e.unsigned() => StatusCode::FORBIDDEN,
-                ref e if e.moved() => StatusCode::CONFLICT,
-                DeployError::Fleet(_) => StatusCode::SERVICE_UNAVAILABLE,
-            };
-            error(status, e.to_string())
-        }
+        Err(e) => refusal(e),
     }
+}
+
+fn refusal(e: DeployError) -> Response {
+    let status = match e {
+        DeployError::UnknownSubscription { .. } => StatusCode::NOT_FOUND,
+        DeployError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        DeployError::NothingToRollBack(_) => StatusCode::CONFLICT,
+        ref e if e.unsigned() => StatusCode::FORBIDDEN,
+        ref e if e.moved() => StatusCode::CONFLICT,
+        DeployError::Fleet(_) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    error(status, e.to_string())
 }
