@@ -5,6 +5,7 @@ pub use crate::allocator::release_large_buffers;
 pub use crate::aws::http_client;
 pub use crate::coordinator::{Coordinator, LeaseSettings};
 pub use crate::dispatch::{InFlight, SubscriptionPlan};
+pub use crate::fleet::Fleet;
 pub use crate::source::memory::{MemoryStreams, hash_key};
 pub use crate::wasm::{Runtime, version_of};
 
