@@ -7,8 +7,8 @@
 //! stores them and writes the desired row ([`Fleet::publish`], [`Fleet::rollback`]); every instance
 //! polls the row ([`sync`]), fetches a new version, checks its sha256, validates it under its own
 //! limits and swaps it in at batch boundaries, like a local deploy (`Deployer::converge`). Each
-//! instance also writes a heartbeat (what it runs, its shards, its last refusal) into one roster
-//! row per service, which `status` and `deploy --wait` read ([`Fleet::report`]).
+//! instance also writes a heartbeat (what it runs, its shards, its last refusal) into a roster
+//! row of its own, which `status` and `deploy --wait` read ([`Fleet::report`], `roster.rs`).
 //!
 //! With the memory lease store there is no fleet: a deploy reaches the one host it is sent to.
 
