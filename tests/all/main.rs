@@ -22,6 +22,7 @@ mod kinesis;
 mod lanes;
 mod outcomes;
 mod retries;
+mod roster;
 mod sandbox;
 mod sdks;
 mod throughput;

@@ -9,8 +9,8 @@
 //! trusted keys, a version not signed by one of them is refused: [`Fleet::trust`]), fetches a new
 //! version, checks its sha256, validates it under its own limits and swaps it in at batch
 //! boundaries, like a local deploy (`Deployer::converge`). Each instance also writes a heartbeat
-//! (what it runs, its shards, its last refusal) into the roster ([`roster`]), which `status` and
-//! `deploy --wait` read ([`Fleet::report`]).
+//! (what it runs, its shards, its last refusal) into a roster row of its own, which `status`
+//! and `deploy --wait` read ([`Fleet::report`], `roster.rs`).
 //!
 //! Generations: a deploy writes one past both the row's and the highest any instance reports
 //! (so a row deleted or restored from a backup never makes the next deploy look old), and an

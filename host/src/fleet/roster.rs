@@ -1,32 +1,26 @@
 //! The fleet's roster: every instance's heartbeat (what it runs, its shards, its last refusal),
-//! written by that instance, read by `status` and `deploy --wait` ([`Fleet::report`]).
+//! in a row of its own that only that instance writes, read by `status` and `deploy --wait`
+//! ([`Fleet::report`]). A heartbeat is one small write whatever the size of the fleet; the row
+//! of an instance that stopped beating counts until [`Heartbeat::expires_ms`], shown as not
+//! live from three missed beats on (`Heartbeat::live`).
 
 use super::{Fleet, FleetError};
 use crate::lease::now_ms;
 use crate::status::fleet::{DesiredReport, FleetReport, Heartbeat, InstanceReport};
 
 impl Fleet {
-    /// Writes this instance's heartbeat; answers every heartbeat in the roster. Heartbeats of
-    /// instances gone for an hour are removed.
-    pub async fn beat(&self, beat: &Heartbeat) -> Result<Vec<Heartbeat>, FleetError> {
+    /// Writes this instance's heartbeat row (replacing its last one).
+    pub async fn beat(&self, beat: &Heartbeat) -> Result<(), FleetError> {
         self.wrote(1);
         let text = serde_json::to_string(beat).expect("a heartbeat serializes");
-        let entries = self.store.beat(&self.service, &beat.owner, &text).await?;
-        let mut beats = Vec::new();
-        for (owner, text) in entries {
-            match serde_json::from_str::<Heartbeat>(&text) {
-                Ok(b) if beat.beat_ms.saturating_sub(b.beat_ms) > FORGET_AFTER_MS => {
-                    self.wrote(1);
-                    self.store.forget(&self.service, &owner, &text).await?;
-                }
-                Ok(b) => beats.push(b),
-                Err(e) => tracing::debug!(owner, "unreadable heartbeat in the roster: {e}"),
-            }
-        }
-        Ok(beats)
+        let expires_at = beat.expires_ms().div_ceil(1_000);
+        Ok(self
+            .store
+            .beat(&self.service, &beat.owner, &text, expires_at)
+            .await?)
     }
 
-    /// Removes this instance's heartbeat (on a clean stop).
+    /// Removes this instance's heartbeat row (on a clean stop), unless it holds a later one.
     pub async fn leave(&self, beat: &Heartbeat) -> Result<(), FleetError> {
         self.wrote(1);
         let text = serde_json::to_string(beat).expect("a heartbeat serializes");
@@ -39,14 +33,19 @@ impl Fleet {
         for name in subscriptions {
             desired.push(self.desired_report(name).await?);
         }
-        self.read(1);
+        let roster = self.store.roster(&self.service).await?;
+        self.read(u64::from(roster.pages));
         let now = now_ms();
-        let mut instances: Vec<InstanceReport> = self
-            .store
-            .roster(&self.service)
-            .await?
-            .into_iter()
-            .filter_map(|(_, text)| serde_json::from_str::<Heartbeat>(&text).ok())
+        let mut instances: Vec<InstanceReport> = roster
+            .heartbeats
+            .iter()
+            .filter_map(|text| match serde_json::from_str::<Heartbeat>(text) {
+                Ok(heartbeat) => Some(heartbeat),
+                Err(e) => {
+                    tracing::debug!("unreadable heartbeat in the roster: {e}");
+                    None
+                }
+            })
             .map(|heartbeat| InstanceReport {
                 live: heartbeat.live(now),
                 heartbeat,
@@ -60,9 +59,6 @@ impl Fleet {
         })
     }
 }
-
-/// A heartbeat this old (ms) is removed from the roster by the next instance that writes one.
-const FORGET_AFTER_MS: u64 = 3_600_000;
 
 impl Fleet {
     /// What the desired row of `subscription` says, or why it cannot be used.

@@ -10,6 +10,12 @@ use serde::{Deserialize, Serialize};
 /// How many heartbeat periods an instance may miss before it counts as gone.
 pub const MISSED_BEATS: u64 = 3;
 
+/// How many heartbeat periods an instance's row counts after its last heartbeat (shown as not
+/// live from [`MISSED_BEATS`] on), and at least how long (ms): long enough for an operator to see
+/// that an instance stopped answering, short enough that a crashed one leaves `status` soon.
+pub const EXPIRES_AFTER_BEATS: u64 = 10;
+pub const EXPIRES_AFTER_AT_LEAST_MS: u64 = 5 * 60_000;
+
 /// One instance's heartbeat, as it writes it into the lease table.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Heartbeat {
@@ -52,6 +58,16 @@ impl Heartbeat {
     pub fn live(&self, now_ms: u64) -> bool {
         now_ms.saturating_sub(self.beat_ms) <= self.beat_every_ms.saturating_mul(MISSED_BEATS)
     }
+
+    /// When its row stops being listed (ms since the Unix epoch): [`EXPIRES_AFTER_BEATS`]
+    /// periods after it was written, at least [`EXPIRES_AFTER_AT_LEAST_MS`].
+    pub fn expires_ms(&self) -> u64 {
+        let after = self
+            .beat_every_ms
+            .saturating_mul(EXPIRES_AFTER_BEATS)
+            .max(EXPIRES_AFTER_AT_LEAST_MS);
+        self.beat_ms.saturating_add(after)
+    }
 }
 
 /// What one subscription should run, fleet-wide.
@@ -82,7 +98,7 @@ pub struct FleetReport {
     /// `[host] name`.
     pub service: String,
     pub desired: Vec<DesiredReport>,
-    /// Every instance with a heartbeat in the table, live or not.
+    /// Every instance whose heartbeat row has not expired, live or not.
     pub instances: Vec<InstanceReport>,
 }
 
@@ -239,5 +255,17 @@ mod tests {
         };
         assert!(beat.live(31_000));
         assert!(!beat.live(31_001));
+    }
+
+    #[test]
+    fn a_row_expires_after_ten_periods_and_never_within_five_minutes() {
+        let beat = |every_ms| Heartbeat {
+            beat_ms: 1_000,
+            beat_every_ms: every_ms,
+            ..Heartbeat::default()
+        };
+        assert_eq!(beat(10_000).expires_ms(), 1_000 + 300_000);
+        assert_eq!(beat(1_000).expires_ms(), 1_000 + 300_000);
+        assert_eq!(beat(60_000).expires_ms(), 1_000 + 600_000);
     }
 }

@@ -56,8 +56,9 @@ use write::{HELD, UNASKED};
 /// A [`LeaseStore`] in a DynamoDB table (`[leases] store = "dynamodb"`).
 ///
 /// The service's credentials need `dynamodb:GetItem` and `dynamodb:UpdateItem` on the table,
-/// `dynamodb:DescribeTable` for [`check_table`](Self::check_table), and `dynamodb:DeleteItem`
-/// for fleet deploys to remove the bytes of versions older than the previous one.
+/// `dynamodb:DescribeTable` for [`check_table`](Self::check_table), `dynamodb:DeleteItem` for
+/// fleet deploys to remove the bytes of versions older than the previous one and for a clean
+/// stop to remove the instance's heartbeat row, and `dynamodb:Scan` to read the roster.
 #[derive(Debug)]
 pub struct DynamoLeaseStore {
     client: Client,

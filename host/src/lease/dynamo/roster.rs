@@ -1,83 +1,136 @@
-//! The fleet's roster: one row per service in the lease table, one attribute per live instance
-//! holding its heartbeat (a JSON text the fleet room writes and reads; see `crate::fleet`).
+//! The fleet's roster: one row per instance in the lease table, written only by that instance,
+//! holding its last heartbeat (a JSON text the fleet room writes and reads; see `crate::fleet`).
 //!
-//! | `lease_key`                 | attributes                                              |
-//! |-----------------------------|---------------------------------------------------------|
-//! | `#shardhost#fleet#SERVICE`  | `instance#OWNER` (S): that instance's last heartbeat      |
+//! | `lease_key`                           | attributes                                        |
+//! |---------------------------------------|---------------------------------------------------|
+//! | `#shardhost#instance#SERVICE#OWNER`   | `heartbeat` (S): that instance's last heartbeat; `expires_at` (N, seconds since the Unix epoch): when the row stops counting |
 //!
-//! One row, not a row per instance: reading the whole fleet is one GetItem (a lease table has no
-//! index to query and a Scan would read every lease), and instances write their own attribute
-//! without touching the others'.
+//! A heartbeat is one write of this row (well under 1 KB: one write unit), whatever the size
+//! of the fleet. `expires_at` can be the table's TTL attribute, so DynamoDB deletes the rows of
+//! crashed instances; readers ignore an expired row either way (TTL deletes late, and dynalite
+//! not at all). `#` and `%` in a service or owner name are escaped (`%23`, `%25`), so two names
+//! never share a key and one service's prefix never covers another's rows.
+//!
+//! The table has a partition key only, so the roster is read by a Scan filtered on the key's
+//! prefix: it reads (and is billed for) every row of the table, the lease rows and the stored
+//! component bytes too, one page of up to 1 MB at a time. It is bounded by [`MAX_PAGES`] and
+//! [`MAX_INSTANCES`]; past either it answers what it found and logs a warning. Reads are
+//! eventually consistent (half the price of strongly consistent ones): a heartbeat written less
+//! than a second ago may be missing, which the next one makes up for.
 
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use aws_sdk_dynamodb::types::{AttributeValue, Select};
 
 use super::DynamoLeaseStore;
-use super::row::{Item, KEY, s};
-use crate::lease::LeaseError;
+use super::row::{Item, KEY, n, s};
+use crate::lease::{LeaseError, now_ms};
 
-/// The prefix of an instance's attribute.
-const INSTANCE: &str = "instance#";
+/// The heartbeat's JSON text (S).
+const HEARTBEAT: &str = "heartbeat";
+/// When the row stops counting (N, seconds since the Unix epoch): the TTL attribute.
+const EXPIRES_AT: &str = "expires_at";
 
-fn roster_key(service: &str) -> String {
-    format!(
-        "#shardhost#fleet#{}",
-        service.replace('%', "%25").replace('#', "%23")
-    )
+/// The most Scan pages (each reads up to 1 MB of the table) one roster read takes.
+const MAX_PAGES: u32 = 400;
+/// The most instances one roster read answers.
+const MAX_INSTANCES: usize = 10_000;
+
+/// `#` and `%` escaped, so `#` separates the parts of a key unambiguously.
+fn escape(name: &str) -> String {
+    name.replace('%', "%25").replace('#', "%23")
 }
 
-/// Every `(owner, heartbeat)` of a roster row.
-fn entries(item: &Item) -> Vec<(String, String)> {
-    item.iter()
-        .filter_map(|(attr, value)| {
-            let owner = attr.strip_prefix(INSTANCE)?;
-            let AttributeValue::S(text) = value else {
-                return None;
-            };
-            Some((owner.to_owned(), text.clone()))
-        })
-        .collect()
+/// The prefix of every instance row of `service`.
+fn prefix(service: &str) -> String {
+    format!("#shardhost#instance#{}#", escape(service))
+}
+
+fn instance_key(service: &str, owner: &str) -> String {
+    format!("{}{}", prefix(service), escape(owner))
+}
+
+/// What one roster read found.
+#[derive(Debug, Default)]
+pub struct Roster {
+    /// The heartbeat text of every row not yet expired.
+    pub heartbeats: Vec<String>,
+    /// Scan requests sent (pages read).
+    pub pages: u32,
 }
 
 impl DynamoLeaseStore {
-    /// Writes `owner`'s heartbeat; answers every entry of the roster as it is after the write.
+    /// Writes `owner`'s heartbeat row, replacing the one before; the row counts until
+    /// `expires_at` (seconds since the Unix epoch).
     pub async fn beat(
         &self,
         service: &str,
         owner: &str,
         heartbeat: &str,
-    ) -> Result<Vec<(String, String)>, LeaseError> {
-        let key = roster_key(service);
-        let out = self
-            .client
+        expires_at: u64,
+    ) -> Result<(), LeaseError> {
+        let key = instance_key(service, owner);
+        // An UpdateItem of the whole (small) row costs what a PutItem would, and needs no
+        // permission the lease store does not need already.
+        self.client
             .update_item()
             .table_name(&self.table)
             .key(KEY, s(key.as_str()))
-            .update_expression("SET #me = :beat")
-            .expression_attribute_names("#me", format!("{INSTANCE}{owner}"))
+            .update_expression(format!("SET {HEARTBEAT} = :beat, {EXPIRES_AT} = :expires"))
             .expression_attribute_values(":beat", s(heartbeat))
-            .return_values(ReturnValue::AllNew)
+            .expression_attribute_values(":expires", n(expires_at))
             .send()
             .await
             .map_err(|e| self.sdk_error("write a heartbeat", &key, e))?;
-        Ok(out.attributes().map(entries).unwrap_or_default())
+        Ok(())
     }
 
-    /// Every `(owner, heartbeat)` of `service`'s roster.
-    pub async fn roster(&self, service: &str) -> Result<Vec<(String, String)>, LeaseError> {
-        let key = roster_key(service);
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key(KEY, s(key.as_str()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| self.sdk_error("read the fleet's heartbeats", &key, e))?;
-        Ok(out.item().map(entries).unwrap_or_default())
+    /// Every heartbeat of `service` whose row has not expired, in no particular order.
+    pub async fn roster(&self, service: &str) -> Result<Roster, LeaseError> {
+        let prefix = prefix(service);
+        let now_s = now_ms() / 1_000;
+        let mut roster = Roster::default();
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .filter_expression(format!(
+                    "begins_with({KEY}, :prefix) AND {EXPIRES_AT} > :now"
+                ))
+                .projection_expression(HEARTBEAT)
+                .expression_attribute_values(":prefix", s(prefix.as_str()))
+                .expression_attribute_values(":now", n(now_s))
+                .select(Select::SpecificAttributes)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| self.sdk_error("read the fleet's heartbeats", &prefix, e))?;
+            roster.pages += 1;
+            roster.heartbeats.extend(out.items().iter().filter_map(
+                |item| match item.get(HEARTBEAT) {
+                    Some(AttributeValue::S(text)) => Some(text.clone()),
+                    _ => None,
+                },
+            ));
+            start = out.last_evaluated_key().cloned();
+            if start.is_none() {
+                return Ok(roster);
+            }
+            if roster.pages >= MAX_PAGES || roster.heartbeats.len() >= MAX_INSTANCES {
+                tracing::warn!(
+                    table = self.table,
+                    pages = roster.pages,
+                    instances = roster.heartbeats.len(),
+                    "the fleet's roster was read only in part (at most {MAX_PAGES} pages of the \
+                     lease table and {MAX_INSTANCES} instances): some instances may be missing"
+                );
+                roster.heartbeats.truncate(MAX_INSTANCES);
+                return Ok(roster);
+            }
+        }
     }
 
-    /// Removes `owner`'s entry, if it is still `heartbeat` (so a live instance that just wrote
+    /// Removes `owner`'s row, if it still holds `heartbeat` (so a live instance that just wrote
     /// a new one keeps it).
     pub async fn forget(
         &self,
@@ -85,15 +138,13 @@ impl DynamoLeaseStore {
         owner: &str,
         heartbeat: &str,
     ) -> Result<(), LeaseError> {
-        let key = roster_key(service);
+        let key = instance_key(service, owner);
         let removed = self
             .client
-            .update_item()
+            .delete_item()
             .table_name(&self.table)
             .key(KEY, s(key.as_str()))
-            .update_expression("REMOVE #it")
-            .condition_expression("#it = :seen")
-            .expression_attribute_names("#it", format!("{INSTANCE}{owner}"))
+            .condition_expression(format!("{HEARTBEAT} = :seen"))
             .expression_attribute_values(":seen", s(heartbeat))
             .send()
             .await;
@@ -107,5 +158,26 @@ impl DynamoLeaseStore {
             }
             Err(e) => Err(self.sdk_error("remove a heartbeat", &key, e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_with_hash_or_percent_never_share_a_key_or_a_prefix() {
+        let keys = [
+            instance_key("a", "b#c"),
+            instance_key("a#b", "c"),
+            instance_key("a%23b", "c"),
+            instance_key("a", "b%23c"),
+        ];
+        for (i, k) in keys.iter().enumerate() {
+            assert!(keys[i + 1..].iter().all(|other| other != k), "{keys:?}");
+        }
+        assert!(!instance_key("a#b", "c").starts_with(&prefix("a")));
+        assert!(instance_key("a", "b#c").starts_with(&prefix("a")));
+        assert_eq!(instance_key("svc", "ip-1"), "#shardhost#instance#svc#ip-1");
     }
 }
