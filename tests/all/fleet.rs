@@ -483,7 +483,12 @@ fn bytes_in_the_table_that_do_not_match_their_version_are_refused_and_the_file_r
     let out = f.cli("deploy", &[SUBSCRIPTION, &path("always_drop")]);
     assert!(out.status.success(), "{}", text(&out));
     // Someone overwrites the stored component (one part is all of it: it is under 350 KB).
-    let part = format!("#shardhost#component#shardhost#{SUBSCRIPTION}#{v2}#0");
+    let desired =
+        f.st.rt
+            .block_on(f.st.d.row(&f.st.table, "#shardhost#desired#shardhost#test"))
+            .unwrap();
+    let upload = desired["upload"].as_s().unwrap();
+    let part = format!("#shardhost#component#shardhost#{SUBSCRIPTION}#{v2}#{upload}#0");
     let mut tampered = std::fs::read(guest("always_drop")).unwrap();
     tampered[100] ^= 0xff;
     f.st.rt.block_on(f.st.d.set(
