@@ -17,6 +17,16 @@ pub fn check(path: &Path) -> Result<(), CliError> {
     for line in loaded {
         println!("{line}");
     }
+    if matches!(
+        config.leases.store,
+        crate::config::LeaseStoreKind::Dynamo { .. }
+    ) && config.fleet.trusted_keys.is_empty()
+    {
+        eprintln!(
+            "warning: [fleet] trusted_keys is not set: anyone who can write the lease table can \
+             deploy a handler to every instance (README: \"Signed deploys\")"
+        );
+    }
     println!("{}: ok", path.display());
     Ok(())
 }
