@@ -218,6 +218,31 @@ fn one_deploy_reaches_every_instance_and_one_started_later_runs_it_from_its_firs
             == 4
     });
     f.wait_running(&["a", "b", "c"], &v1);
+    // The shards settle over the three (2/1/1) before the rollout: a shard that moved during it
+    // from an instance on the new version to one not yet on it would go back a version.
+    wait_until(
+        "every instance holding a shard",
+        Duration::from_secs(30),
+        || {
+            let report = f.report();
+            let held: Vec<usize> = ["a", "b", "c"]
+                .iter()
+                .filter_map(|o| {
+                    report
+                        .instances
+                        .iter()
+                        .find(|i| i.live && i.heartbeat.owner == *o)
+                })
+                .filter_map(|i| {
+                    i.heartbeat
+                        .subscriptions
+                        .get(SUBSCRIPTION)
+                        .map(|r| r.shards)
+                })
+                .collect();
+            held.len() == 3 && held.iter().all(|n| *n >= 1) && held.iter().sum::<usize>() == 4
+        },
+    );
 
     // Through b's admin API, whose address the table's heartbeats show.
     let report = f.report();

@@ -2,8 +2,9 @@
 //! only its user may write): what it starts on when the table's desired row cannot be used (a
 //! bad or untrusted row), rather than the config file's possibly much older handler.
 //!
-//! `CACHE/fleet/SERVICE/SUBSCRIPTION.wasm` and `….json` (version, generation, lineage,
-//! signature); names are hex-encoded, so no name can reach outside the directory.
+//! `CACHE/fleet/TABLE/SERVICE/SUBSCRIPTION.wasm` and `….json` (version, generation, lineage,
+//! signature): keyed by the lease table too, so two fleets on one machine never share a kept
+//! version; names are hex-encoded, so no name can reach outside the directory.
 
 use std::path::{Path, PathBuf};
 
@@ -50,9 +51,13 @@ pub struct LastRan {
 }
 
 impl LastRan {
-    pub fn new(cache: &Path, service: &str) -> LastRan {
+    /// The versions kept for `service` of the lease table `table`.
+    pub fn new(cache: &Path, table: &str, service: &str) -> LastRan {
         LastRan {
-            dir: cache.join("fleet").join(hex::encode(service)),
+            dir: cache
+                .join("fleet")
+                .join(hex::encode(table))
+                .join(hex::encode(service)),
         }
     }
 
@@ -105,7 +110,7 @@ mod tests {
     #[test]
     fn a_kept_version_reads_back_and_tampered_bytes_do_not() {
         let dir = std::env::temp_dir().join(format!("shardhost-last-ran-{}", std::process::id()));
-        let last = LastRan::new(&dir, "svc/../x");
+        let last = LastRan::new(&dir, "leases", "svc/../x");
         let bytes = b"component".to_vec();
         let kept = Kept {
             version: version_of(&bytes),
@@ -116,6 +121,8 @@ mod tests {
         assert_eq!(last.load("ship"), None);
         last.save("ship", &kept, &bytes);
         assert_eq!(last.load("ship"), Some((kept, bytes)));
+        // Another lease table's fleet of the same name keeps its own.
+        assert_eq!(LastRan::new(&dir, "other", "svc/../x").load("ship"), None);
         std::fs::write(last.paths("ship").0, b"other").unwrap();
         assert_eq!(last.load("ship"), None);
         assert!(last.dir.starts_with(dir.join("fleet")));

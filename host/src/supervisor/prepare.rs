@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::stores::{lease_store, owner_id};
 use super::{Host, StartError};
 use crate::admin::{AdminServer, AdminState};
-use crate::config::{Config, KinesisEndpoint, SubscriptionConfig};
+use crate::config::{Config, KinesisEndpoint, LeaseStoreKind, SubscriptionConfig};
 use crate::deploy::{Applied, Deployer};
 use crate::dispatch::SubscriptionPlan;
 use crate::envelope::EnvelopeKey;
@@ -348,7 +348,12 @@ impl Host {
         if fleet.is_some() {
             warn_if_unsigned(&config);
         }
-        let last_ran = cache.as_deref().map(|c| LastRan::new(c, &config.host.name));
+        let last_ran = match (&config.leases.store, cache.as_deref()) {
+            (LeaseStoreKind::Dynamo { table, .. }, Some(cache)) => {
+                Some(LastRan::new(cache, table, &config.host.name))
+            }
+            _ => None,
+        };
         let runtime = Arc::new(
             Runtime::for_host(&config.host, config.meters_fuel()).map_err(StartError::Runtime)?,
         );
