@@ -65,3 +65,10 @@ pub const IN_FLIGHT_RECORDS: usize = 20_000;
 
 /// `[subscription.limits] in_flight_bytes` (64 MiB).
 pub const IN_FLIGHT_BYTES: u64 = 64 << 20;
+
+/// `[subscription.http] timeout`: per request.
+pub const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
+/// `[subscription.http] max_body`: the largest response body.
+pub const HTTP_MAX_BODY: u64 = 10 * 1024 * 1024;
+/// `[subscription.http] max_in_flight`: requests one call may have open at once.
+pub const HTTP_MAX_IN_FLIGHT: u32 = 16;

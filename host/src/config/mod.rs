@@ -189,12 +189,82 @@ impl Default for Limits {
     }
 }
 
-/// `[subscription.wasi]`: what the sandbox grants. Nothing unless listed.
+/// What the sandbox grants a subscription's handler beyond computing: `[subscription.wasi]`
+/// (environment variables), `[subscription.http]` (outbound HTTP) and `[subscription.config]`
+/// (values it reads by name). Nothing unless listed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WasiGrants {
     /// Environment variables, as given: `"NAME"` passes the host's value through, `"NAME=value"`
     /// sets it.
     pub env: Vec<String>,
+    /// `[subscription.http]`; `None`: no HTTP at all.
+    pub http: Option<HttpGrant>,
+    /// `[subscription.config]`: what `config::get(name)` answers, by name.
+    pub config: std::collections::BTreeMap<String, ConfigValue>,
+}
+
+/// `[subscription.http]`: the origins a handler may send requests to, and the bounds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpGrant {
+    /// `allow`: a request goes out only to one of these (redirects are requests too).
+    pub allow: Vec<Origin>,
+    /// Per request, from sending to the end of the response body; never longer than what is
+    /// left of the call's timeout. Default [`defaults::HTTP_TIMEOUT`].
+    pub timeout: Duration,
+    /// The largest response body, in bytes. Default [`defaults::HTTP_MAX_BODY`].
+    pub max_body: u64,
+    /// Requests one call may have open at once. Default [`defaults::HTTP_MAX_IN_FLIGHT`].
+    pub max_in_flight: u32,
+    /// PEM certificates trusted besides the platform's roots (a private CA), resolved against
+    /// the config file's directory.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// `scheme://host[:port]`, as a browser compares them: scheme and host in lower case, the
+/// port always known (80 for http, 443 for https when not written).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Origin {
+    /// `http` or `https`.
+    pub scheme: String,
+    pub host: String,
+    pub port: u16,
+}
+
+impl Origin {
+    /// The default port of a scheme: 80 for http, 443 for https.
+    pub fn default_port(scheme: &str) -> u16 {
+        if scheme == "https" { 443 } else { 80 }
+    }
+}
+
+impl fmt::Display for Origin {
+    /// `scheme://host`, with `:port` only when it is not the scheme's default.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://{}", self.scheme, self.host)?;
+        if self.port != Origin::default_port(&self.scheme) {
+            write!(f, ":{}", self.port)?;
+        }
+        Ok(())
+    }
+}
+
+/// One `[subscription.config]` value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ConfigValue {
+    pub value: String,
+    /// Some of it came from the environment (`${VAR}`): never logged or shown.
+    pub from_env: bool,
+}
+
+impl fmt::Debug for ConfigValue {
+    /// Never the value of one that came from the environment.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.from_env {
+            f.write_str("ConfigValue(<from the environment>)")
+        } else {
+            write!(f, "ConfigValue({:?})", self.value)
+        }
+    }
 }
 
 /// One `[[subscription]]`.
