@@ -124,7 +124,9 @@
 
 #![deny(missing_docs)]
 
+pub mod config;
 mod host;
+pub mod http;
 pub mod log;
 mod outcome;
 mod record;

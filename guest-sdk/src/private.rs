@@ -6,12 +6,15 @@ use std::sync::Once;
 
 use crate::{BatchInfo, BatchOutcome, Outcome, Record};
 
-/// The bindings of the world `shardhost:handler/handler`, generated from `../wit`.
+/// The bindings of the world `shardhost:handler/http-handler` (the handler world and
+/// `wasi:http`'s outgoing handler), generated from `../wit`. A component imports only what
+/// its handler calls: one that sends no request does not import `wasi:http`.
 #[allow(clippy::too_many_arguments)] // the generated canonical-ABI entry point
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit",
-        world: "handler",
+        world: "http-handler",
+        generate_all,
         pub_export_macro: true,
         export_macro_name: "__export",
         default_bindings_module: "::shardhost_guest::__private::bindings",

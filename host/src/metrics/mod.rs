@@ -10,6 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+mod http;
 mod shard;
 
 pub use shard::ShardMetrics;
@@ -93,6 +94,7 @@ pub struct Metrics {
     envelopes_rejected: Family<SubscriptionLabels, Counter>,
     contained: Family<ContainedLabels, Counter>,
     fleet_requests: Family<RequestLabels, Counter>,
+    http: http::HttpFamilies,
 }
 
 impl Default for Metrics {
@@ -122,11 +124,13 @@ impl Metrics {
             envelopes_rejected: Family::default(),
             contained: Family::default(),
             fleet_requests: Family::default(),
+            http: http::HttpFamilies::default(),
             registry: Registry::default(),
         };
         m.register_handler_metrics(&mut registry);
         m.register_shard_metrics(&mut registry);
         m.register_containment_metrics(&mut registry);
+        m.http.register(&mut registry);
         Metrics { registry, ..m }
     }
 

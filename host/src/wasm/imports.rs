@@ -1,14 +1,20 @@
 //! What a guest reaches through the host: the store's data ([`HostState`]) and its
 //! implementation of the generated `shardhost:handler/host` trait (`log`, `max-log-level`,
-//! `publish`, `seek`).
+//! `publish`, `seek`), of `wasi:config/store` (the subscription's `[subscription.config]`),
+//! and its view of `wasi:http` (`http/`).
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use super::bindings::wasi::config::store;
 use super::bindings::{Host, Level};
 use super::guest_log::{GuestLog, Stdio};
+use super::http::{HttpGate, HttpHooks};
 use super::limits::{InstanceLimiter, MAX_HOST_RESOURCES};
 use crate::handler::CallContext;
 
@@ -26,6 +32,20 @@ pub struct HostState {
     max_level_checked_at: Instant,
     /// Where the guest asked its shard to seek during the current call.
     pub(super) seek: Option<String>,
+    /// What `wasi:config/store` answers.
+    config: Arc<BTreeMap<String, String>>,
+    http_ctx: WasiHttpCtx,
+    http: HttpHooks,
+}
+
+/// What an instance is granted besides computing (from `[subscription.wasi]`, `.http` and
+/// `.config`), resolved once per component.
+#[derive(Debug, Default)]
+pub(super) struct Granted {
+    pub(super) env: Vec<(String, String)>,
+    pub(super) config: Arc<BTreeMap<String, String>>,
+    /// None: every request is denied.
+    pub(super) http: Option<Arc<HttpGate>>,
 }
 
 impl HostState {
@@ -34,13 +54,13 @@ impl HostState {
     pub(super) fn new(
         ctx: &CallContext,
         version: &str,
-        env: &[(String, String)],
+        granted: &Granted,
         memory: u64,
         deadline: Instant,
     ) -> HostState {
         let log = GuestLog::new(ctx, version);
         let mut wasi = WasiCtx::builder();
-        wasi.envs(env);
+        wasi.envs(&granted.env);
         wasi.stdout(log.stream(Stdio::Stdout));
         wasi.stderr(log.stream(Stdio::Stderr));
         let mut table = ResourceTable::new();
@@ -55,7 +75,36 @@ impl HostState {
             max_level: None,
             max_level_checked_at: Instant::now(),
             seek: None,
+            config: granted.config.clone(),
+            http_ctx: WasiHttpCtx::new(),
+            http: HttpHooks::new(granted.http.clone(), ctx, deadline),
         }
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        // Requests made from here on end by the current call's deadline.
+        self.http.deadline = self.deadline;
+        WasiHttpCtxView {
+            ctx: &mut self.http_ctx,
+            table: &mut self.table,
+            hooks: &mut self.http,
+        }
+    }
+}
+
+impl store::Host for HostState {
+    fn get(&mut self, key: String) -> Result<Option<String>, store::Error> {
+        Ok(self.config.get(&key).cloned())
+    }
+
+    fn get_all(&mut self) -> Result<Vec<(String, String)>, store::Error> {
+        Ok(self
+            .config
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
     }
 }
 

@@ -10,17 +10,19 @@ use wasmtime::component::{HasSelf, InstancePre, Linker};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use super::bindings;
-use super::imports::HostState;
+use super::imports::{Granted, HostState};
 use super::ticker::Ticker;
 use crate::config::{Limits, WasiGrants};
 use crate::handler::{CallContext, CallError, Handler};
 use crate::record::{BatchInfo, BatchOutcome, Record};
 
 /// The linker every handler is instantiated with: WASI (granting only what the store's
-/// `WasiCtx` grants) and the `shardhost:handler` world's imports, as generated from the WIT.
+/// `WasiCtx` grants), `wasi:http` (sending only what the store's grant allows), and the
+/// `shardhost:handler` world's imports, as generated from the WIT.
 pub(super) fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     bindings::Handler::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
     Ok(linker)
 }
@@ -55,7 +57,7 @@ pub(super) struct InstanceSpec {
     pub(super) limits: Limits,
     /// The engine meters fuel: every store needs some (unlimited unless `limits.fuel`).
     pub(super) metered: bool,
-    pub(super) env: Vec<(String, String)>,
+    pub(super) granted: Granted,
     /// Advances the epoch while this component's guest code runs.
     pub(super) ticker: Arc<Ticker>,
 }
@@ -68,7 +70,7 @@ impl InstanceSpec {
         ctx: &CallContext,
     ) -> Result<(Store<HostState>, Option<u64>), InstantiateError> {
         let deadline = Instant::now() + self.limits.timeout;
-        let state = HostState::new(ctx, &self.version, &self.env, self.limits.memory, deadline);
+        let state = HostState::new(ctx, &self.version, &self.granted, self.limits.memory, deadline);
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limits);
         // At every epoch tick a running guest yields to the async runtime, and traps once its

@@ -11,6 +11,7 @@ mod bindings;
 mod cache;
 mod compile;
 mod guest_log;
+mod http;
 mod imports;
 mod instance;
 mod limits;
@@ -35,7 +36,7 @@ pub use instance::{InstantiateError, WasmInstance};
 use ticker::Ticker;
 
 /// The world every handler component implements.
-pub const WORLD: &str = "shardhost:handler/handler@0.1.0";
+pub const WORLD: &str = "shardhost:handler/handler@0.1.1";
 
 /// Why a component cannot serve as a handler.
 #[derive(Debug, thiserror::Error)]
@@ -56,11 +57,25 @@ pub enum LoadError {
     Compile { name: String, message: String },
     #[error(
         "{name}: imports {}, which the host does not provide (it gives handlers WASI 0.2 \
-         cli, clocks, filesystem, io, random and sockets, and shardhost:handler/host){}",
+         cli, clocks, filesystem, io, random and sockets, wasi:config/store, wasi:http's \
+         outgoing handler where granted, and shardhost:handler/host){}",
         list(imports),
         hint(imports)
     )]
     MissingImports { name: String, imports: Vec<String> },
+    #[error(
+        "{name}: imports {} (it sends HTTP requests), but the subscription grants no HTTP: add \
+         a [subscription.http] table with the origins it may reach (allow = [\"https://…\"]; \
+         `shardhost invoke`: --allow-http ORIGIN)",
+        list(imports)
+    )]
+    HttpNotGranted { name: String, imports: Vec<String> },
+    #[error("{name}: {source}")]
+    HttpTls {
+        name: String,
+        #[source]
+        source: http::TlsError,
+    },
     #[error("{name}: does not implement the world {WORLD}: {source:#}")]
     WrongWorld {
         name: String,
@@ -82,6 +97,8 @@ pub struct Runtime {
     compiler: Compiler,
     ticker: Arc<Ticker>,
     fuel: bool,
+    /// The TLS clients of the HTTP grants loaded so far.
+    gates: http::Gates,
 }
 
 impl Runtime {
@@ -128,6 +145,7 @@ impl Runtime {
             compiler,
             ticker,
             fuel,
+            gates: http::Gates::default(),
         })
     }
 
@@ -216,11 +234,12 @@ impl Runtime {
                 }
             }
         })?;
+        let granted = self.granted(&name, &component, wasi)?;
         let spec = InstanceSpec {
             version: version.clone(),
             limits,
             metered: self.fuel,
-            env: instance::resolve_env(wasi),
+            granted,
             ticker: self.ticker.clone(),
         };
         // Instantiate once under the limits, then check the exports, so a component that
@@ -249,7 +268,50 @@ impl Runtime {
     }
 }
 
-/// The interfaces the host's linker gives every handler: WASI 0.2 and the `host` interface.
+impl Runtime {
+    /// What instances of `component` get from `wasi`; refuses a component that imports
+    /// `wasi:http` where no HTTP is granted.
+    fn granted(
+        &self,
+        name: &str,
+        component: &Component,
+        wasi: &WasiGrants,
+    ) -> Result<imports::Granted, LoadError> {
+        let http_imports: Vec<String> = component
+            .component_type()
+            .imports(&self.engine)
+            .map(|(name, _)| name)
+            .filter(|name| name.starts_with("wasi:http/"))
+            .map(str::to_owned)
+            .collect();
+        let http = match &wasi.http {
+            Some(grant) => Some(self.gates.of(grant).map_err(|source| LoadError::HttpTls {
+                name: name.to_owned(),
+                source,
+            })?),
+            None if !http_imports.is_empty() => {
+                return Err(LoadError::HttpNotGranted {
+                    name: name.to_owned(),
+                    imports: http_imports,
+                });
+            }
+            None => None,
+        };
+        let config = wasi
+            .config
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect();
+        Ok(imports::Granted {
+            env: instance::resolve_env(wasi),
+            config: Arc::new(config),
+            http,
+        })
+    }
+}
+
+/// The interfaces the host's linker gives handlers: WASI 0.2, `wasi:config/store`,
+/// `wasi:http` (used only where granted: [`Runtime::granted`]), and the `host` interface.
 fn provided(import: &str) -> bool {
     const WASI: [&str; 6] = ["cli", "clocks", "filesystem", "io", "random", "sockets"];
     let (package, version) = import.split_once('@').unwrap_or((import, ""));
@@ -257,10 +319,15 @@ fn provided(import: &str) -> bool {
         return false;
     };
     match namespace.split_once(':') {
+        Some(("wasi", "http")) => {
+            ["wasi:http/outgoing-handler", "wasi:http/types"].contains(&package)
+                && version.starts_with("0.2.")
+        }
+        Some(("wasi", "config")) => package == "wasi:config/store" && version == "0.2.0-rc.1",
         Some(("wasi", p)) => WASI.contains(&p) && version.starts_with("0.2."),
         Some(("shardhost", "handler")) => {
             ["shardhost:handler/host", "shardhost:handler/types"].contains(&package)
-                && version == "0.1.0"
+                && (version == "0.1.0" || version == "0.1.1")
         }
         _ => false,
     }
@@ -286,9 +353,9 @@ fn list(imports: &[String]) -> String {
 
 /// How to build without what the host does not give, where we know.
 fn hint(imports: &[String]) -> &'static str {
-    if imports.iter().any(|i| i.starts_with("wasi:http/")) {
-        "; a handler makes no HTTP requests: build a JavaScript handler with componentize-js's \
-         `--disable http --disable fetch-event` (jco componentize: `-d http -d fetch-event`)"
+    if imports.iter().any(|i| i.starts_with("wasi:http/incoming-handler")) {
+        "; a handler serves no HTTP: build a JavaScript handler with componentize-js's \
+         `--disable fetch-event` (jco componentize: `-d fetch-event`)"
     } else {
         ""
     }
@@ -339,18 +406,23 @@ mod tests {
     use super::provided;
 
     #[test]
-    fn the_host_gives_wasi_0_2_and_its_own_interface_and_nothing_else() {
+    fn the_host_gives_wasi_0_2_outgoing_http_config_and_its_own_interface_and_nothing_else() {
         for given in [
             "wasi:cli/environment@0.2.0",
             "wasi:io/streams@0.2.6",
             "wasi:sockets/tcp@0.2.3",
+            "wasi:http/outgoing-handler@0.2.12",
+            "wasi:http/types@0.2.3",
+            "wasi:config/store@0.2.0-rc.1",
             "shardhost:handler/host@0.1.0",
+            "shardhost:handler/host@0.1.1",
             "shardhost:handler/types@0.1.0",
         ] {
             assert!(provided(given), "{given}");
         }
         for missing in [
-            "wasi:http/outgoing-handler@0.2.3",
+            "wasi:http/incoming-handler@0.2.3",
+            "wasi:config/store@0.2.0-draft",
             "wasi:cli/environment@0.3.0",
             "wasi:keyvalue/store@0.2.0",
             "shardhost:handler/host@0.2.0",

@@ -1,0 +1,144 @@
+//! Outbound HTTP for handlers granted it (`[subscription.http]`), through `wasi:http`.
+//!
+//! wasmtime-wasi-http gives the guest the `wasi:http` resources; every request it makes comes
+//! to [`HttpHooks::send_request`](hooks), which sends it only to an allowed origin, within the
+//! request's timeout (never past the call's deadline), with at most `max_in_flight` requests
+//! of a call waiting for their responses at once, and a response body of at most `max_body`
+//! bytes (`send.rs`). The host never follows a redirect: a guest (its SDK) that follows one
+//! makes a new request, checked like the first. TLS is rustls on `ring`, trusting the
+//! platform's roots and the grant's `ca_file` (`tls.rs`).
+//!
+//! A component that imports `wasi:http` is refused at load for a subscription that grants no
+//! HTTP; an instance of one that does not is denied every request anyway.
+
+mod hooks;
+mod send;
+mod tls;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hyper as http;
+
+use crate::config::{HttpGrant, Origin};
+pub(super) use hooks::HttpHooks;
+pub use tls::TlsError;
+
+/// What every instance of one component may do over HTTP: the grant, and the TLS client
+/// made from it once.
+pub(super) struct HttpGate {
+    grant: HttpGrant,
+    tls: tokio_rustls::TlsConnector,
+    denials: Mutex<DenialLog>,
+}
+
+impl std::fmt::Debug for HttpGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpGate")
+            .field("grant", &self.grant)
+            .finish()
+    }
+}
+
+impl HttpGate {
+    /// The gate of a grant; reads its `ca_file` (and the platform's roots, once per process).
+    pub(super) fn new(grant: &HttpGrant) -> Result<HttpGate, TlsError> {
+        Ok(HttpGate {
+            tls: tls::connector(grant.ca_file.as_deref())?,
+            grant: grant.clone(),
+            denials: Mutex::new(DenialLog::default()),
+        })
+    }
+
+    /// Whether a request may go to `origin`.
+    fn allows(&self, origin: &Origin) -> bool {
+        self.grant.allow.contains(origin)
+    }
+
+    /// Logs a denied request, at most once per [`DENIAL_LOG_EVERY`] per component (with how
+    /// many were not logged in between), so a guest that loops on a denied origin cannot flood
+    /// the log.
+    fn log_denied(&self, subscription: &str, origin: &str) {
+        let mut log = self.denials.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        if log.last.is_some_and(|at| now.duration_since(at) < DENIAL_LOG_EVERY) {
+            log.quiet += 1;
+            return;
+        }
+        let quiet = std::mem::take(&mut log.quiet);
+        log.last = Some(now);
+        tracing::warn!(
+            subscription,
+            origin,
+            not_logged_since = quiet,
+            "handler request denied: {origin} is not in the subscription's [subscription.http] allow"
+        );
+    }
+}
+
+/// How often a denied request is logged per component, at most.
+const DENIAL_LOG_EVERY: Duration = Duration::from_secs(10);
+
+#[derive(Default)]
+struct DenialLog {
+    last: Option<Instant>,
+    /// Denials since the last line.
+    quiet: u64,
+}
+
+/// The origin of a request's URI (`None`: no scheme or host, or a scheme not http/https).
+fn origin_of(uri: &http::Uri) -> Option<Origin> {
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let host = uri.host()?.to_ascii_lowercase();
+    let port = uri
+        .port_u16()
+        .unwrap_or_else(|| Origin::default_port(&scheme));
+    Some(Origin { scheme, host, port })
+}
+
+/// The gates of a host's components, by grant: one TLS client per grant, not per load.
+#[derive(Default)]
+pub(super) struct Gates(Mutex<Vec<Arc<HttpGate>>>);
+
+impl Gates {
+    pub(super) fn of(&self, grant: &HttpGrant) -> Result<Arc<HttpGate>, TlsError> {
+        let mut gates = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(gate) = gates.iter().find(|g| g.grant == *grant) {
+            return Ok(gate.clone());
+        }
+        let gate = Arc::new(HttpGate::new(grant)?);
+        gates.push(gate.clone());
+        Ok(gate)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::origin_of;
+
+    fn origin(uri: &str) -> Option<String> {
+        origin_of(&uri.parse().unwrap()).map(|o| o.to_string())
+    }
+
+    #[test]
+    fn a_request_s_origin_is_its_scheme_host_and_port_as_a_browser_compares_them() {
+        assert_eq!(
+            origin("https://API.Carrier.example/book?x=1").as_deref(),
+            Some("https://api.carrier.example")
+        );
+        assert_eq!(
+            origin("https://api.carrier.example:443/").as_deref(),
+            Some("https://api.carrier.example")
+        );
+        assert_eq!(
+            origin("http://127.0.0.1:8090/x").as_deref(),
+            Some("http://127.0.0.1:8090")
+        );
+        assert_eq!(origin("http://[::1]:80/").as_deref(), Some("http://[::1]"));
+        assert_eq!(origin("ftp://files.example/"), None);
+        assert_eq!(origin("/relative"), None);
+    }
+}
