@@ -118,7 +118,7 @@ fn grants(wasi: &WasiGrants) -> Vec<String> {
 /// A size as written in a config: whole GiB, MiB or KiB when it is one, else bytes.
 fn size(bytes: u64) -> String {
     for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{} {unit}", bytes >> shift);
         }
     }

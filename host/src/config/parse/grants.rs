@@ -191,7 +191,7 @@ fn config(w: &mut Walker<'_>, field: &Field<'_, '_>) -> BTreeMap<String, ConfigV
             DeValue::String(value) => {
                 let value = ConfigValue {
                     value: value.to_string(),
-                    from_env: w.from_env(entry),
+                    from_env: w.took_env(entry),
                 };
                 config.insert(entry.name.clone(), value);
                 continue;

@@ -3,7 +3,7 @@
 //! [`resolve`] runs once over the whole parsed tree before any table is read: every string
 //! value, in every table and array, is replaced by its interpolated form, so the readers (and
 //! everything after them) only ever see resolved strings. A string that used any reference is
-//! noted on the [`Walker`] (`Walker::from_env`): `[subscription.config]` marks its values
+//! noted on the [`Walker`] (`Walker::took_env`): `[subscription.config]` marks its values
 //! `from_env` by it, and a problem reported about such a string never shows its value. A
 //! string that cannot be resolved is reported once, naming the variable; nothing else is said
 //! about it.
@@ -25,7 +25,7 @@ use toml::de::{DeTable, DeValue};
 use super::walk::{Walker, child_key, is_env_name, quote};
 
 /// How a variable is looked up: `std::env::var` for a host, a map in tests.
-pub(crate) type Lookup<'a> = &'a dyn Fn(&str) -> Result<String, VarError>;
+pub(super) type Lookup<'a> = &'a dyn Fn(&str) -> Result<String, VarError>;
 
 /// A string with its references replaced.
 #[derive(Debug, PartialEq, Eq)]
@@ -33,6 +33,33 @@ pub(super) struct Resolved {
     pub(super) value: String,
     /// It held at least one reference (even one that took its default).
     pub(super) from_env: bool,
+}
+
+/// A string of the file before and after interpolation, as the [`Walker`] keeps it.
+pub(super) struct Written {
+    pub(super) text: String,
+    pub(super) value: String,
+}
+
+impl Written {
+    /// A message about this string with its value, as the readers quote it, replaced by what
+    /// the file says (`"${TIMEOUT}"`): what came from the environment is never shown.
+    pub(super) fn hide(&self, message: &str) -> String {
+        if self.value.is_empty() {
+            return message.to_owned();
+        }
+        let head: String = self.value.chars().take(40).collect();
+        let quoted = [
+            quote(&self.value),
+            format!("{:?}", self.value),
+            format!("\"{}\"", self.value),
+            format!("\"{head}…\""),
+        ];
+        let shown = quote(&self.text);
+        quoted
+            .iter()
+            .fold(message.to_owned(), |m, q| m.replace(q.as_str(), &shown))
+    }
 }
 
 /// Why a string cannot be interpolated.

@@ -17,6 +17,7 @@ use toml::value::{Datetime, Offset};
 
 use super::super::units::{parse_duration, parse_size};
 use super::super::{Location, Problem};
+use super::interpolate::Written;
 
 /// Collects problems for one config file.
 pub(super) struct Walker<'a> {
@@ -31,12 +32,6 @@ pub(super) struct Walker<'a> {
     from_env: HashMap<usize, Written>,
     /// The strings whose `${...}` could not be resolved (reported once, by `interpolate`).
     unresolved: HashSet<usize>,
-}
-
-/// A string of the file before and after interpolation.
-struct Written {
-    text: String,
-    value: String,
 }
 
 /// One table of the config, e.g. `subscription[0].limits`.
@@ -122,7 +117,7 @@ impl<'a> Walker<'a> {
     }
 
     /// Whether a field's value took anything from the environment (`${...}`).
-    pub(super) fn from_env(&self, field: &Field<'_, '_>) -> bool {
+    pub(super) fn took_env(&self, field: &Field<'_, '_>) -> bool {
         self.from_env.contains_key(&field.span.start)
     }
 
@@ -478,27 +473,6 @@ impl<'a> Walker<'a> {
             })
             .collect();
         Some(elements)
-    }
-}
-
-impl Written {
-    /// A message about this string with its value, as the readers quote it, replaced by what
-    /// the file says (`"${TIMEOUT}"`): what came from the environment is never shown.
-    fn hide(&self, message: &str) -> String {
-        if self.value.is_empty() {
-            return message.to_owned();
-        }
-        let head: String = self.value.chars().take(40).collect();
-        let quoted = [
-            quote(&self.value),
-            format!("{:?}", self.value),
-            format!("\"{}\"", self.value),
-            format!("\"{head}…\""),
-        ];
-        let shown = quote(&self.text);
-        quoted
-            .iter()
-            .fold(message.to_owned(), |m, q| m.replace(q.as_str(), &shown))
     }
 }
 
