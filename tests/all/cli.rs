@@ -588,3 +588,5 @@ fn deploy_rollback_and_status_drive_a_running_host() {
         .unwrap();
     assert_eq!(child.0.wait().unwrap().code(), Some(0));
 }
+
+mod grants;
