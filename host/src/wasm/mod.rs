@@ -353,7 +353,10 @@ fn list(imports: &[String]) -> String {
 
 /// How to build without what the host does not give, where we know.
 fn hint(imports: &[String]) -> &'static str {
-    if imports.iter().any(|i| i.starts_with("wasi:http/incoming-handler")) {
+    if imports
+        .iter()
+        .any(|i| i.starts_with("wasi:http/incoming-handler"))
+    {
         "; a handler serves no HTTP: build a JavaScript handler with componentize-js's \
          `--disable fetch-event` (jco componentize: `-d fetch-event`)"
     } else {
