@@ -74,7 +74,7 @@ pub enum LoadError {
     HttpTls {
         name: String,
         #[source]
-        source: http::TlsError,
+        source: Box<http::TlsError>,
     },
     #[error("{name}: does not implement the world {WORLD}: {source:#}")]
     WrongWorld {
@@ -287,7 +287,7 @@ impl Runtime {
         let http = match &wasi.http {
             Some(grant) => Some(self.gates.of(grant).map_err(|source| LoadError::HttpTls {
                 name: name.to_owned(),
-                source,
+                source: Box::new(source),
             })?),
             None if !http_imports.is_empty() => {
                 return Err(LoadError::HttpNotGranted {
