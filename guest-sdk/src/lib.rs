@@ -125,6 +125,7 @@
 #![deny(missing_docs)]
 
 mod host;
+mod json_rule;
 pub mod log;
 mod outcome;
 mod record;
@@ -134,6 +135,7 @@ mod record;
 pub mod __private;
 
 pub use host::{publish, seek};
+pub use json_rule::RuleError;
 pub use outcome::{BatchOutcome, Outcome};
 pub use record::{BatchInfo, DecodeError, Record};
 
