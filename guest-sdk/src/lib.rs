@@ -83,6 +83,15 @@
 //! shardhost_guest::batch_handler!(count);
 //! ```
 //!
+//! # JSON
+//!
+//! [`Record::json`] reads by the JSON rule every shardhost SDK follows (Rust, Python and
+//! JavaScript), written down in `guest-sdk/JSON.md`: serde_json's strict JSON, and in the
+//! *whole* document, fields the type does not read included, no key twice in one object, no
+//! lone surrogate escape, no number beyond a double's range and nesting at most 128 deep
+//! ([`DecodeError::Rule`] otherwise). Integer fields take integer literals only, as serde does
+//! (`1.0` and `1e3` are floats). So a handler refuses the same records in every language.
+//!
 //! # Calling the host
 //!
 //! - [`log`]: `trace`/`debug`/`info`/`warn`/`error` functions, and the [`trace!`], [`debug!`],
