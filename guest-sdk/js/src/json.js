@@ -122,8 +122,9 @@ export function integer(container, key) {
  * - no number out of range and no integer literal past 2^53 - 1: every number parsed lies
  *   within +-(2^53 - 1) (such a literal parses beyond it, an out-of-range one to Infinity);
  * - nesting at most MAX_DEPTH deep, measured on the value;
- * - no float that holds an integer (`1.0`, `1e3`): the value holds no whole number, or the text
- *   has no digit followed by `.`, `e` or `E` (every such float is written that way);
+ * - no float that holds an integer (`1.0`, `1e3`): the value holds no whole number, or the
+ *   text has no more numbers written with a fraction or an exponent than the value has numbers
+ *   that are not whole (`wholeFloat`);
  * - no repeated key: the parsed objects hold as many keys as the text has colons, or as it has
  *   key ends (`"` + whitespace + `:`). Every key is followed by one colon and one key end,
  *   so both counts are upper bounds (a colon or a quote inside a string makes them larger);
@@ -135,7 +136,7 @@ export function plain(text, value) {
   if (text.indexOf("\\u") !== -1 && SURROGATE.test(text)) return false;
   walk(value);
   if (walked.keys < 0) return false;
-  if (walked.whole && floatSpelt(text)) return false;
+  if (walked.whole && wholeFloat(text, walked.fractions)) return false;
   const keys = walked.keys;
   if (keys === 0) return true;
   let colons = 0;
@@ -145,7 +146,6 @@ export function plain(text, value) {
 
 const SURROGATE = /\\u[dD][89a-fA-F]/;
 const KEY_END = /"[ \t\n\r]*:/g;
-const FLOAT_SPELT = /[0-9][.eE]/;
 
 function keyEnds(text) {
   const ends = text.match(KEY_END);
@@ -153,64 +153,63 @@ function keyEnds(text) {
 }
 
 /**
- * Whether some digit in the text is followed by `.`, `e` or `E`, as every float is written
- * (`1.0`, `1e3`). A few native searches for the common record; a regular expression when the
- * text has many of these letters.
+ * Whether the text may hold a float that is a whole number (`1.0`, `1e3`), given how many
+ * numbers of the parsed value are not whole: one native call finds every number written with a
+ * fraction or an exponent (and perhaps look-alikes inside strings). Each number that is not
+ * whole was written so; when there are no more such literals than those, none is whole.
  */
-function floatSpelt(text) {
-  let tries = 0;
-  for (const mark of [".", "e", "E"]) {
-    for (let i = text.indexOf(mark, 1); i !== -1; i = text.indexOf(mark, i + 1)) {
-      if (isDigit(text.charCodeAt(i - 1))) return true;
-      if (++tries > 8) return FLOAT_SPELT.test(text);
-    }
-  }
-  return false;
+function wholeFloat(text, fractions) {
+  const floats = text.match(FLOAT_LITERAL);
+  return floats !== null && floats.length !== fractions;
 }
 
-/** What `walk` found: the keys of all objects (-1: see `walk`), and whether a number is whole. */
-const walked = { keys: 0, whole: false };
+const FLOAT_LITERAL = /-?[0-9]+(?:\.[0-9]+(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+)/g;
 
 /**
- * Walks a parsed value (without recursion): counts the keys its objects have together, and
- * notes whether it holds a whole number. The count is -1 when it holds a number beyond
+ * What `walk` found: the keys of all objects (-1: see `walk`), whether a number is whole, and
+ * how many are not.
+ */
+const walked = { keys: 0, whole: false, fractions: 0 };
+
+/**
+ * Walks a parsed value (without recursion): counts the keys its objects have together and the
+ * numbers that are not whole, and notes whether it holds a whole number. The count is -1 when it holds a number beyond
  * +-(2^53 - 1) (or not finite), or nests deeper than MAX_DEPTH. Nested objects and arrays are
- * only queued when there are some: most records are one flat object.
+ * only queued (each with its depth) when there are some: most records are one flat object.
  */
 function walk(value) {
   let count = 0;
   let whole = false;
+  let fractions = 0;
   let pending = null;
-  let depths = null;
   let values = [value];
   let depth = 0; // of the elements of `values`
   for (;;) {
     for (let i = 0; i < values.length; i++) {
       const e = values[i];
       if (typeof e === "object") {
-        if (e !== null) {
-          if (depth === MAX_DEPTH) {
-            walked.keys = -1;
-            return;
-          }
-          (pending ??= []).push(e);
-          (depths ??= []).push(depth + 1);
-        }
+        if (e !== null) (pending ??= []).push(e, depth + 1);
       } else if (typeof e === "number") {
         if (!(e <= MAX_SAFE && e >= -MAX_SAFE)) {
           walked.keys = -1;
           return;
         }
-        if (!whole && Math.floor(e) === e) whole = true;
+        if (e % 1 === 0) whole = true;
+        else fractions++;
       }
     }
     if (pending === null || pending.length === 0) {
       walked.keys = count;
       walked.whole = whole;
+      walked.fractions = fractions;
       return;
     }
+    depth = pending.pop();
     const v = pending.pop();
-    depth = depths.pop();
+    if (depth > MAX_DEPTH) {
+      walked.keys = -1;
+      return;
+    }
     if (Array.isArray(v)) {
       values = v;
     } else {
