@@ -17,8 +17,8 @@ use std::fmt;
 /// The deepest nesting of arrays and objects the rule accepts (the outermost is level 1).
 pub(crate) const MAX_DEPTH: usize = 128;
 
-/// Objects with more keys than this are checked for repeats once the object is closed (sorted
-/// by hash); smaller ones key by key, against the keys before (no allocation).
+/// Objects with more keys than this are checked for repeats once the object is closed (in a
+/// table of their hashes); smaller ones key by key, against the keys before (no allocation).
 const LINEAR_KEYS: usize = 16;
 
 /// A JSON text that breaks the rule: what, and where (1-based line and byte column, as
@@ -285,20 +285,23 @@ fn scan(text: &str, scratch: &mut Scratch) -> Result<(), Problem> {
     Ok(())
 }
 
-/// The first repeated key (in text order) among the keys of one large object: keys sorted by
-/// hash, the text compared only where hashes are equal.
+/// The first repeated key (in text order) among the keys of one large object: an open
+/// addressing table of their hashes, the text compared only where hashes are equal.
 fn repeated(text: &str, keys: &[Key]) -> Result<(), Problem> {
-    let mut sorted = keys.to_vec();
-    sorted.sort_unstable_by_key(|k| (k.hash, k.open));
-    let mut first: Option<Key> = None;
-    for (i, a) in sorted.iter().enumerate() {
-        for b in sorted[i + 1..].iter().take_while(|b| b.hash == a.hash) {
-            if a.same_text(*b, text) && first.is_none_or(|f| b.open < f.open) {
-                first = Some(*b);
+    let size = (keys.len() * 2).next_power_of_two();
+    let mut slots = vec![usize::MAX; size];
+    for (i, key) in keys.iter().enumerate() {
+        let mut slot = (key.hash >> (64 - size.trailing_zeros())) as usize; // the best-mixed bits
+        while slots[slot] != usize::MAX {
+            let other = keys[slots[slot]];
+            if other.hash == key.hash && other.same_text(*key, text) {
+                return Err(Problem::Duplicate(*key));
             }
+            slot = (slot + 1) & (size - 1);
         }
+        slots[slot] = i;
     }
-    first.map_or(Ok(()), |k| Err(Problem::Duplicate(k)))
+    Ok(())
 }
 
 /// The index of the quote that closes the string opening at `start`, and whether it has
@@ -421,28 +424,77 @@ fn number(text: &str, start: usize) -> Result<usize, Problem> {
         i
     };
     let int_start = start + usize::from(b[start] == b'-');
-    let mut i = digits(int_start);
-    let int_digits = i - int_start;
+    let int_end = digits(int_start);
+    let mut i = int_end;
+    let mut frac = i..i;
     if b.get(i) == Some(&b'.') {
         i = digits(i + 1);
+        frac = int_end + 1..i;
     }
     let exponent = matches!(b.get(i), Some(b'e' | b'E'));
+    let mut exp: i64 = 0;
     if exponent {
         i += 1;
+        let negative = b.get(i) == Some(&b'-');
         if matches!(b.get(i), Some(b'+' | b'-')) {
             i += 1;
         }
+        let exp_start = i;
         i = digits(i);
+        for &d in &b[exp_start..i] {
+            exp = exp.saturating_mul(10).saturating_add(i64::from(d - b'0'));
+        }
+        if negative {
+            exp = -exp;
+        }
     }
-    // Without an exponent, fewer than 309 digits before the point stay below 10^308, which
-    // is finite; anything else is parsed (correctly rounded, as serde_json's float_roundtrip).
-    if (exponent || int_digits > 308)
-        && let Ok(f) = text[start..i].parse::<f64>()
-        && f.is_infinite()
+    // Without an exponent, fewer than 309 digits before the point stay below 10^308.
+    if (exponent || int_end - int_start > 308)
+        && rounds_to_infinity(&b[int_start..int_end], &b[frac], exp)
     {
         return Err(Problem::OutOfRange(start, i));
     }
     Ok(i)
+}
+
+/// The decimal digits of 2^1024 - 2^970, halfway between the largest double and 2^1024: a
+/// number at least this large rounds to infinity (a tie goes to the even neighbour, 2^1024).
+const INFINITY_EDGE: &str = concat!(
+    "17976931348623158079372897140530341507993413271003782693617377898044496829276475",
+    "09466490179775872070963302864166928879109465555478519404026306574886715058206819",
+    "08902000708383676273854845817711531764475730270069855571366959622842914819860834",
+    "936475292719074168444365510704342711559699508093042880177904174497792",
+);
+
+/// Whether the number with these digits before and after the point, times 10^`exp`, rounds to
+/// infinity as a double (correctly rounded, as every SDK's parser does), decided exactly on
+/// the digits.
+fn rounds_to_infinity(int: &[u8], frac: &[u8], exp: i64) -> bool {
+    let all = || int.iter().chain(frac);
+    let leading = all().take_while(|&&d| d == b'0').count();
+    if leading == int.len() + frac.len() {
+        return false; // zero
+    }
+    // The number is 0.D × 10^place, D its digits from the first that is not 0.
+    let place = (int.len() as i64)
+        .saturating_sub(leading as i64)
+        .saturating_add(exp);
+    match place.cmp(&(INFINITY_EDGE.len() as i64)) {
+        std::cmp::Ordering::Less => false,
+        std::cmp::Ordering::Greater => true,
+        std::cmp::Ordering::Equal => {
+            let mut d = all().skip(leading);
+            for &edge in INFINITY_EDGE.as_bytes() {
+                match d.next() {
+                    // D ends here (the rest zeros): below the edge, whose last digit is not 0
+                    None => return false,
+                    Some(&x) if x != edge => return x > edge,
+                    Some(_) => {}
+                }
+            }
+            true // the edge itself, or more
+        }
+    }
 }
 
 #[cfg(test)]
@@ -540,6 +592,70 @@ mod tests {
         ] {
             let e = check(bad).unwrap_err();
             assert!(e.what().ends_with("out of range"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_edge_of_infinity_is_decided_as_a_correctly_rounding_parser_does() {
+        let edge = INFINITY_EDGE;
+        assert_eq!(edge.len(), 309);
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        let mut infinite = 0;
+        for k in 1..=320 {
+            for bump in [-1i8, 0, 1] {
+                // the edge's first k digits (the last one moved by `bump`), then random ones
+                let mut d: Vec<u8> = edge.as_bytes()[..k.min(309)].to_vec();
+                let last = d.len() - 1;
+                d[last] = (d[last] as i8 + bump).clamp(b'0' as i8, b'9' as i8) as u8;
+                for _ in 0..next(4) {
+                    d.push(b'0' + next(10) as u8);
+                }
+                if d[0] == b'0' {
+                    continue;
+                }
+                let d = String::from_utf8(d).unwrap();
+                for literal in [
+                    format!("{}.{}e308", &d[..1], &d[1..]),
+                    format!("0.{d}e309"),
+                    format!("{d}e{}", 309 - d.len() as i64),
+                    if d.len() >= 309 {
+                        format!("{}.{}", &d[..309], &d[309..])
+                            .trim_end_matches('.')
+                            .to_owned()
+                    } else {
+                        format!("{d}{}", "0".repeat(309 - d.len()))
+                    },
+                    format!("-{}.{}E+308", &d[..1], &d[1..]),
+                ] {
+                    let expected = literal.parse::<f64>().unwrap().is_infinite();
+                    infinite += usize::from(expected);
+                    assert_eq!(check(&literal).is_err(), expected, "{literal}");
+                    // serde_json (float_roundtrip) reads it the same way, where a type reads it
+                    let read = serde_json::from_str::<f64>(&literal);
+                    assert_eq!(read.is_err(), expected, "serde_json: {literal}");
+                    if let Ok(v) = read {
+                        assert_eq!(v, literal.parse::<f64>().unwrap(), "serde_json: {literal}");
+                    }
+                }
+            }
+        }
+        assert!(infinite > 1000, "{infinite}");
+        for (literal, expected) in [
+            ("0e99999999999999999999", false),
+            ("1e99999999999999999999", true),
+            ("1e-99999999999999999999", false),
+            ("0.000000000000000000001e330", true),
+            ("0.000000000000000000001e329", false),
+            ("100e307", true),
+            ("10e307", false),
+        ] {
+            assert_eq!(check(literal).is_err(), expected, "{literal}");
         }
     }
 
