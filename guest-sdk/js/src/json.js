@@ -123,8 +123,8 @@ export function integer(container, key) {
  *   within +-(2^53 - 1) (such a literal parses beyond it, an out-of-range one to Infinity);
  * - nesting at most MAX_DEPTH deep, measured on the value;
  * - no float that holds an integer (`1.0`, `1e3`): the value holds no whole number, or the
- *   text has no more numbers written with a fraction or an exponent than the value has numbers
- *   that are not whole (`wholeFloat`);
+ *   text has no more marks of a float (a digit followed by `.`, `e` or `E`) than the value has
+ *   numbers that are not whole (`wholeFloat`);
  * - no repeated key: the parsed objects hold as many keys as the text has colons, or as it has
  *   key ends (`"` + whitespace + `:`). Every key is followed by one colon and one key end,
  *   so both counts are upper bounds (a colon or a quote inside a string makes them larger);
@@ -154,16 +154,17 @@ function keyEnds(text) {
 
 /**
  * Whether the text may hold a float that is a whole number (`1.0`, `1e3`), given how many
- * numbers of the parsed value are not whole: one native call finds every number written with a
- * fraction or an exponent (and perhaps look-alikes inside strings). Each number that is not
- * whole was written so; when there are no more such literals than those, none is whole.
+ * numbers of the parsed value are not whole. Every number written with a fraction or an
+ * exponent has a digit followed by `.`, `e` or `E`; one native call counts those marks (some may
+ * be inside strings, and `1.5e3` has two). Each number that is not whole was written so; when
+ * there are no more marks than such numbers, no float is whole.
  */
 function wholeFloat(text, fractions) {
-  const floats = text.match(FLOAT_LITERAL);
-  return floats !== null && floats.length !== fractions;
+  const marks = text.match(FLOAT_MARK);
+  return marks !== null && marks.length !== fractions;
 }
 
-const FLOAT_LITERAL = /-?[0-9]+(?:\.[0-9]+(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+)/g;
+const FLOAT_MARK = /[0-9][.eE]/g;
 
 /**
  * What `walk` found: the keys of all objects (-1: see `walk`), whether a number is whole, and
