@@ -8,7 +8,7 @@ import { sdk } from "../testing/sdk-tests.js";
 test("the public API, and no binding shapes in it", () => {
   assert.deepEqual(Object.keys(sdk).sort(), [
     "BatchInfo", "DecodeError", "HostError", "LEVELS", "Outcome", "Record", "ack", "batchHandler",
-    "drop", "handler", "log", "publish", "retry", "retryAfter", "seek",
+    "drop", "handler", "integer", "log", "publish", "retry", "retryAfter", "seek",
   ]);
 });
 
