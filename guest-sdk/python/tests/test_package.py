@@ -5,18 +5,30 @@ import subprocess
 import unittest
 
 SDK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REPO_WIT = os.path.join(SDK, "..", "..", "wit", "handler.wit")
+REPO_WIT = os.path.join(SDK, "..", "..", "wit")
+
+
+def tree(root):
+    """{relative path: bytes} of every file under root."""
+    files = {}
+    for d, _, names in os.walk(root):
+        for n in names:
+            path = os.path.join(d, n)
+            with open(path, "rb") as f:
+                files[os.path.relpath(path, root)] = f.read()
+    return files
 
 
 class Package(unittest.TestCase):
     def test_wit_is_the_repositorys(self):
-        # componentize builds with the SDK's copy, so that the SDK works outside the repository.
-        if not os.path.isfile(REPO_WIT):
+        # componentize builds with the SDK's copy (handler.wit and deps/), so that the SDK works
+        # outside the repository.
+        if not os.path.isfile(os.path.join(REPO_WIT, "handler.wit")):
             self.skipTest("not inside the shardhost repository")
-        with open(os.path.join(SDK, "wit", "handler.wit"), "rb") as f:
-            packaged = f.read()
-        with open(REPO_WIT, "rb") as f:
-            self.assertEqual(packaged, f.read(), "copy wit/handler.wit into guest-sdk/python/wit/")
+        packaged, repo = tree(os.path.join(SDK, "wit")), tree(REPO_WIT)
+        self.assertEqual(sorted(packaged), sorted(repo), "copy the repository's wit/ into guest-sdk/python/wit/")
+        for name in repo:
+            self.assertEqual(packaged[name], repo[name], "wit/%s differs: copy the repository's wit/" % name)
 
     def test_componentize_help(self):
         tool = os.path.join(SDK, "componentize")
