@@ -175,7 +175,7 @@ fn main() {
         .build()
         .unwrap();
     let wasm: Arc<dyn HandlerFactory> = rt
-        .block_on(runtime.load_file(&wasm_path, Limits::default(), &WasiGrants::default()))
+        .block_on(runtime.load_file(&wasm_path, Limits::default(), &may_book()))
         .unwrap();
     let native: Arc<dyn HandlerFactory> = Arc::new(NativeFactory);
     // `cargo bench --bench dispatch -- wasm` runs only the wasm side (for profiling).
@@ -222,5 +222,20 @@ fn main() {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     if let Some(hwm) = status.lines().find_map(|l| l.strip_prefix("VmHWM:")) {
         println!("peak RSS of this process: {}", hwm.trim());
+    }
+}
+
+/// The shipping example imports wasi:http (it books when its config has a `carrier_url`): it
+/// loads only with a grant; without `carrier_url` it sends nothing.
+fn may_book() -> WasiGrants {
+    WasiGrants {
+        http: Some(shardhost::config::HttpGrant {
+            allow: vec![shardhost::config::Origin::parse("http://127.0.0.1:9").unwrap()],
+            timeout: std::time::Duration::from_secs(5),
+            max_body: 1 << 20,
+            max_in_flight: 16,
+            ca_file: None,
+        }),
+        ..WasiGrants::default()
     }
 }

@@ -20,6 +20,10 @@ fn text(out: &[u8]) -> String {
     String::from_utf8_lossy(out).into_owned()
 }
 
+/// The shipping example may book (it imports wasi:http); without `carrier_url` it books
+/// nothing, so the origin it is allowed never hears from it.
+const NO_CARRIER: &str = "http://127.0.0.1:9";
+
 fn shipments() -> std::path::PathBuf {
     root().join("examples/shipping/shipments.ndjson")
 }
@@ -32,6 +36,7 @@ fn invoke_prints_each_records_outcome_in_input_order() {
         .arg("--records")
         .arg(shipments())
         .arg("--json")
+        .args(["--allow-http", NO_CARRIER])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -76,6 +81,7 @@ fn invoke_text_output_has_one_line_per_record() {
     let out = shardhost()
         .arg("invoke")
         .arg(guest("ship"))
+        .args(["--allow-http", NO_CARRIER])
         .args(["--batch", "1", "--records"])
         .arg(shipments())
         .output()
@@ -408,8 +414,9 @@ fn durations_past_their_bounds_are_refused_before_anything_starts() {
 fn run_shows_outcomes_and_checkpoints_then_stops_cleanly_on_sigint() {
     let dir = Scratch::new("run");
     std::fs::copy(shipments(), dir.0.join("shipments.ndjson")).unwrap();
-    let body =
-        good_config(&guest("ship")) + "feed = \"shipments.ndjson\"\npoll_interval = \"50ms\"\n";
+    let body = good_config(&guest("ship"))
+        + "feed = \"shipments.ndjson\"\npoll_interval = \"50ms\"\n"
+        + &format!("[subscription.http]\nallow = [\"{NO_CARRIER}\"]\n");
     let path = config_in(&dir, &body);
     let mut child = shardhost()
         .arg("-v")
@@ -588,3 +595,5 @@ fn deploy_rollback_and_status_drive_a_running_host() {
         .unwrap();
     assert_eq!(child.0.wait().unwrap().code(), Some(0));
 }
+
+mod grants;

@@ -5,18 +5,20 @@
 //! that raises, an answer of the wrong shape). The Python and JavaScript components are built
 //! with their pinned toolchains by their own build scripts (a no-op when up to date).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::Value;
-use shardhost::config::{Limits, WasiGrants};
+use shardhost::config::{ConfigValue, HttpGrant, Limits, Origin, WasiGrants};
 use shardhost::handler::{CallContext, HandlerFactory, outcomes_per_record};
 use shardhost::record::{BatchInfo, Outcome, Record};
 use shardhost::testing::Runtime;
 
-use crate::support::{guest, root};
+use crate::support::{HttpServer, closed_origin, guest, root};
 
 #[test]
 fn the_rust_handlers_give_every_conformance_outcome() {
@@ -103,18 +105,34 @@ fn built_js_no_aot(app: &str, output: &str) -> PathBuf {
 }
 
 fn conform(language: Language) {
+    // One language at a time: each compiles two big components on every core, and four at
+    // once on a small machine starve each other's calls of their timeouts.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let (shipping, conformance) = language.components();
     let rt = tokio::runtime::Runtime::new().unwrap();
     // Compiled Python and JavaScript components are big (~35 MiB) and slow to compile: keep
     // them across runs.
     let cache = root().join("target").join("conformance-cache");
     let runtime = Runtime::new(Some(cache), false).unwrap();
+    let server = HttpServer::start();
+    let places = Places {
+        base: server.origin(),
+        other: "http://not-allowed.example".to_owned(),
+        closed: closed_origin(),
+    };
     let mut wrong = Vec::new();
     rt.block_on(async {
-        let shipping = load(&runtime, &shipping).await;
-        wrong.extend(shipping_cases(shipping.as_ref()).await);
-        let conformance = load(&runtime, &conformance).await;
-        wrong.extend(contract_calls(conformance.as_ref()).await);
+        let plain = places.grants(None);
+        let shipping_plain = load(&runtime, &shipping, &plain).await;
+        wrong.extend(shipping_cases("shipping.ndjson", shipping_plain.as_ref(), &places).await);
+        let booking = places.grants(Some(format!("{}/carrier", places.base)));
+        let shipping_booking = load(&runtime, &shipping, &booking).await;
+        let booked = shipping_cases("shipping-booked.ndjson", shipping_booking.as_ref(), &places);
+        wrong.extend(booked.await);
+        let conformance = load(&runtime, &conformance, &plain).await;
+        wrong.extend(contract_calls("contract.ndjson", conformance.as_ref(), &places).await);
+        wrong.extend(contract_calls("http.ndjson", conformance.as_ref(), &places).await);
     });
     assert!(
         wrong.is_empty(),
@@ -124,16 +142,75 @@ fn conform(language: Language) {
     );
 }
 
-async fn load(runtime: &Runtime, path: &Path) -> Arc<dyn HandlerFactory> {
+/// The origins `http.ndjson` names: `{base}` (the test server, allowed), `{other}` (not
+/// allowed) and `{closed}` (allowed, nothing listening).
+struct Places {
+    base: String,
+    other: String,
+    closed: String,
+}
+
+impl Places {
+    /// What `tests/conformance/README.md` says the subscription grants, with `carrier_url`
+    /// when given.
+    fn grants(&self, carrier_url: Option<String>) -> WasiGrants {
+        let origin = |o: &str| {
+            let (host, port) = o["http://".len()..].split_once(':').unwrap();
+            Origin {
+                scheme: "http".into(),
+                host: host.into(),
+                port: port.parse().unwrap(),
+            }
+        };
+        let value = |v: &str| ConfigValue {
+            value: v.to_owned(),
+            from_env: false,
+        };
+        let mut config = BTreeMap::from([
+            ("greeting".to_owned(), value("hello")),
+            ("empty".to_owned(), value("")),
+        ]);
+        if let Some(url) = carrier_url {
+            config.insert("carrier_url".to_owned(), value(&url));
+        }
+        WasiGrants {
+            env: Vec::new(),
+            http: Some(HttpGrant {
+                allow: vec![origin(&self.base), origin(&self.closed)],
+                timeout: Duration::from_secs(2),
+                max_body: 64 * 1024,
+                max_in_flight: 16,
+                ca_file: None,
+            }),
+            config,
+        }
+    }
+
+    /// A case file's text with the places filled in.
+    fn fill(&self, text: &str) -> String {
+        text.replace("{base}", &self.base)
+            .replace("{other}", &self.other)
+            .replace("{closed}", &self.closed)
+    }
+}
+
+/// The call timeout of every conformance call (`http.ndjson` counts on it).
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+async fn load(runtime: &Runtime, path: &Path, grants: &WasiGrants) -> Arc<dyn HandlerFactory> {
+    let limits = Limits {
+        timeout: CALL_TIMEOUT,
+        ..Limits::default()
+    };
     runtime
-        .load_file(path, Limits::default(), &WasiGrants::default())
+        .load_file(path, limits, grants)
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("{}: the handler does not load: {e}", path.display()))
 }
 
 /// Every shipping case alone, then all of them in one batch: the outcomes `expect` says.
-async fn shipping_cases(handler: &dyn HandlerFactory) -> Vec<String> {
-    let cases = lines("shipping.ndjson");
+async fn shipping_cases(file: &str, handler: &dyn HandlerFactory, places: &Places) -> Vec<String> {
+    let cases = lines(file, places);
     let records: Vec<Record> = cases
         .iter()
         .enumerate()
@@ -145,7 +222,7 @@ async fn shipping_cases(handler: &dyn HandlerFactory) -> Vec<String> {
         if got != expected[i] {
             let why = text(&cases[i]["why"]);
             wrong.push(format!(
-                "shipping case {} ({why}), {how}: expected {}, got {got}",
+                "{file} case {} ({why}), {how}: expected {}, got {got}",
                 i + 1,
                 expected[i]
             ));
@@ -162,16 +239,16 @@ async fn shipping_cases(handler: &dyn HandlerFactory) -> Vec<String> {
             .iter()
             .enumerate()
             .for_each(|(i, g)| compare("in one batch", i, g)),
-        Err(e) => wrong.push(format!("shipping cases in one batch: the call failed: {e}")),
+        Err(e) => wrong.push(format!("{file} in one batch: the call failed: {e}")),
     }
     wrong
 }
 
 /// Every call of `contract.ndjson`, on one instance (a fresh one after a failed call, as the
 /// host does).
-async fn contract_calls(handler: &dyn HandlerFactory) -> Vec<String> {
+async fn contract_calls(file: &str, handler: &dyn HandlerFactory, places: &Places) -> Vec<String> {
     let mut wrong = Vec::new();
-    for c in lines("contract.ndjson") {
+    for c in lines(file, places) {
         let name = text(&c["name"]);
         let records: Vec<Record> = c["records"]
             .as_array()
@@ -267,10 +344,11 @@ fn record(i: usize, case: &Value) -> Record {
     }
 }
 
-fn lines(file: &str) -> Vec<Value> {
+fn lines(file: &str, places: &Places) -> Vec<Value> {
     let path = root().join("tests/conformance").join(file);
-    std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    places
+        .fill(&text)
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap())

@@ -16,6 +16,7 @@ mod faults;
 mod fleet;
 mod fleet_trust;
 mod hotswap;
+mod http;
 mod imports;
 mod instances;
 mod kinesis;

@@ -5,9 +5,15 @@
 //!   held ([`Outcome::Retry`]), so the shard's checkpoint stops in front of it;
 //! - every other shipment is booked ([`Outcome::Ack`]);
 //! - a record that is not a shipment at all is retired too.
+//!
+//! With `carrier_url` in the subscription's `[subscription.config]` (and its origin in
+//! `[subscription.http] allow`), booking is real: the shipment is POSTed there with the header
+//! `Idempotency-Key: <id>`, so a replayed record books the same shipment once. The carrier's
+//! 2xx acks it, a 4xx retires it (it can never be booked), and a 5xx, a timeout or a
+//! connection error tries again later (`retry-after`, doubling with the attempt).
 
 use shardhost_guest::serde::Deserialize;
-use shardhost_guest::{Outcome, Record};
+use shardhost_guest::{Outcome, Record, config, http};
 
 /// The carriers this release of the service books with.
 const CARRIERS: [&str; 2] = ["dhl", "ups"];
@@ -43,12 +49,51 @@ fn ship(record: &Record) -> Outcome {
         );
         return Outcome::Retry;
     }
-    shardhost_guest::info!(
-        "shipment booked: id={} carrier={}",
-        shipment.id,
-        shipment.carrier
-    );
-    Outcome::Ack
+    match config::get("carrier_url").filter(|url| !url.is_empty()) {
+        Some(url) => book(&url, &shipment, record),
+        None => {
+            shardhost_guest::info!(
+                "shipment booked: id={} carrier={}",
+                shipment.id,
+                shipment.carrier
+            );
+            Outcome::Ack
+        }
+    }
+}
+
+/// POSTs the shipment to the carrier, keyed by its id.
+fn book(url: &str, shipment: &Shipment, record: &Record) -> Outcome {
+    let sent = http::post(url)
+        .header("Content-Type", "application/json")
+        .header("Idempotency-Key", shipment.id.to_string())
+        .body(record.data())
+        .send();
+    let id = shipment.id;
+    match sent {
+        Ok(r) if r.is_success() => {
+            shardhost_guest::info!("shipment booked: id={id} carrier={} status={}", shipment.carrier, r.status());
+            Outcome::Ack
+        }
+        Ok(r) if (400..500).contains(&r.status()) => {
+            shardhost_guest::warn!("the carrier refused shipment {id}, retired: status={}", r.status());
+            Outcome::Drop
+        }
+        Ok(r) => later(record, &format!("status {}", r.status()), id),
+        Err(e @ http::Error::Denied { .. }) => {
+            shardhost_guest::error!("shipment {id} held: {e}");
+            Outcome::Retry
+        }
+        Err(e) => later(record, &e.to_string(), id),
+    }
+}
+
+/// Tries again after 1 s, doubling with each attempt, up to a minute.
+fn later(record: &Record, why: &str, id: u64) -> Outcome {
+    let delay = 1000u64 << (record.attempt().clamp(1, 7) - 1);
+    let delay = delay.min(60_000);
+    shardhost_guest::warn!("the carrier did not book shipment {id} ({why}): again in {delay} ms");
+    Outcome::RetryAfter(delay)
 }
 
 shardhost_guest::handler!(ship);

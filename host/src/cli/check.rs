@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::config::Config;
+use crate::config::{Config, WasiGrants};
 use crate::feed;
 use crate::wasm::{Runtime, short_version};
 
@@ -40,12 +40,15 @@ async fn load_all(path: &Path, config: &Config) -> Result<Vec<String>, CliError>
     let mut loaded = Vec::new();
     for s in &config.subscriptions {
         match runtime.load_file(&s.handler, s.limits, &s.wasi).await {
-            Ok(c) => loaded.push(format!(
-                "subscription `{}`: handler {} (version {})",
-                s.name,
-                s.handler.display(),
-                short_version(c.version())
-            )),
+            Ok(c) => {
+                loaded.push(format!(
+                    "subscription `{}`: handler {} (version {})",
+                    s.name,
+                    s.handler.display(),
+                    short_version(c.version())
+                ));
+                loaded.extend(grants(&s.wasi));
+            }
             Err(source) => problems.push(CheckProblem::Handler {
                 at: s.handler_at.clone(),
                 source,
@@ -67,5 +70,116 @@ async fn load_all(path: &Path, config: &Config) -> Result<Vec<String>, CliError>
             path: path.to_owned(),
             problems,
         })
+    }
+}
+
+/// The lines under a subscription's handler line that say what it is granted: names, origins
+/// and bounds, never a value (an `env` entry's or a `config` value may be a secret).
+fn grants(wasi: &WasiGrants) -> Vec<String> {
+    let mut lines = Vec::new();
+    if !wasi.env.is_empty() {
+        let names: Vec<_> = wasi
+            .env
+            .iter()
+            .map(|e| e.split_once('=').map_or(e.as_str(), |(name, _)| name))
+            .collect();
+        lines.push(format!("  env: {}", names.join(", ")));
+    }
+    if let Some(http) = &wasi.http {
+        let origins: Vec<_> = http.allow.iter().map(ToString::to_string).collect();
+        let mut bounds = format!(
+            "timeout {}, max_body {}, {} in flight",
+            humantime::format_duration(http.timeout),
+            size(http.max_body),
+            http.max_in_flight
+        );
+        if let Some(ca) = &http.ca_file {
+            bounds.push_str(&format!(", CA {}", ca.display()));
+        }
+        lines.push(format!("  http: {} ({bounds})", origins.join(", ")));
+    }
+    if !wasi.config.is_empty() {
+        let names: Vec<_> = wasi
+            .config
+            .iter()
+            .map(|(name, value)| {
+                if value.from_env {
+                    format!("{name} (from the environment)")
+                } else {
+                    name.clone()
+                }
+            })
+            .collect();
+        lines.push(format!("  config: {}", names.join(", ")));
+    }
+    lines
+}
+
+/// A size as written in a config: whole GiB, MiB or KiB when it is one, else bytes.
+fn size(bytes: u64) -> String {
+    for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{} {unit}", bytes >> shift);
+        }
+    }
+    if bytes == 1 {
+        "1 byte".to_owned()
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::{ConfigValue, HttpGrant, Origin};
+
+    #[test]
+    fn grants_are_listed_by_name_and_origin_never_by_value() {
+        let value = |value: &str, from_env| ConfigValue {
+            value: value.into(),
+            from_env,
+        };
+        let wasi = WasiGrants {
+            env: vec!["RUST_LOG".into(), "API_KEY=literal-secret".into()],
+            http: Some(HttpGrant {
+                allow: ["https://api.carrier.example", "http://127.0.0.1:8090"]
+                    .map(|o| Origin::parse(o).unwrap())
+                    .into(),
+                timeout: Duration::from_secs(5),
+                max_body: 10 << 20,
+                max_in_flight: 16,
+                ca_file: Some("/etc/ca.pem".into()),
+            }),
+            config: BTreeMap::from([
+                (
+                    "carrier_url".into(),
+                    value("https://api.carrier.example/v2", false),
+                ),
+                ("carrier_token".into(), value("env-secret", true)),
+            ]),
+        };
+        assert_eq!(
+            grants(&wasi),
+            [
+                "  env: RUST_LOG, API_KEY",
+                "  http: https://api.carrier.example, http://127.0.0.1:8090 (timeout 5s, \
+                 max_body 10 MiB, 16 in flight, CA /etc/ca.pem)",
+                "  config: carrier_token (from the environment), carrier_url",
+            ]
+        );
+        assert!(grants(&WasiGrants::default()).is_empty());
+    }
+
+    #[test]
+    fn sizes_show_in_the_largest_whole_unit() {
+        assert_eq!(size(10 << 20), "10 MiB");
+        assert_eq!(size(1 << 30), "1 GiB");
+        assert_eq!(size(1536), "1536 bytes");
+        assert_eq!(size(2048), "2 KiB");
+        assert_eq!(size(1), "1 byte");
     }
 }

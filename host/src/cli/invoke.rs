@@ -1,6 +1,6 @@
 //! `shardhost invoke HANDLER.wasm --records FILE.ndjson [--batch N] [--json] [--memory SIZE]
-//! [--timeout D]`: run a handler over records locally, through the embedded stream, and print
-//! each record's outcome.
+//! [--timeout D] [--allow-http ORIGIN]... [--config KEY=VALUE]...`: run a handler over records
+//! locally, through the embedded stream, and print each record's outcome.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -10,7 +10,10 @@ use tracing::Instrument;
 use clap::Args;
 
 use super::CliError;
-use crate::config::{Limits, MAX_CALL_TIMEOUT, MAX_MEMORY, MIN_MEMORY, WasiGrants};
+use crate::config::{
+    ConfigValue, HttpGrant, Limits, MAX_CALL_TIMEOUT, MAX_MEMORY, MIN_MEMORY, Origin, WasiGrants,
+    defaults,
+};
 use crate::feed::{self, FeedRecord};
 use crate::handler::{CallContext, Handler, HandlerFactory, outcomes_per_record};
 use crate::record::{BatchInfo, Outcome, Record};
@@ -36,6 +39,55 @@ pub struct InvokeArgs {
     /// The limit per handler call, as `[subscription.limits] timeout`.
     #[arg(long, default_value = "5s", value_parser = timeout)]
     timeout: std::time::Duration,
+    /// An origin (`scheme://host[:port]`) the handler may send HTTP requests to, as
+    /// `[subscription.http] allow` (repeat for more; none: no HTTP).
+    #[arg(long = "allow-http", value_name = "ORIGIN", value_parser = origin)]
+    allow_http: Vec<Origin>,
+    /// A configuration value the handler reads by name, as `[subscription.config]` (repeat
+    /// for more).
+    #[arg(long = "config", value_name = "KEY=VALUE", value_parser = config_value)]
+    config: Vec<(String, String)>,
+}
+
+fn origin(text: &str) -> Result<Origin, String> {
+    Origin::parse(text)
+}
+
+fn config_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("`{text}`: write KEY=VALUE")),
+    }
+}
+
+impl InvokeArgs {
+    /// What the handler is granted: `--allow-http` origins (with `[subscription.http]`'s
+    /// defaults otherwise) and `--config` values.
+    fn grants(&self) -> WasiGrants {
+        let http = (!self.allow_http.is_empty()).then(|| HttpGrant {
+            allow: self.allow_http.clone(),
+            timeout: defaults::HTTP_TIMEOUT,
+            max_body: defaults::HTTP_MAX_BODY,
+            max_in_flight: defaults::HTTP_MAX_IN_FLIGHT,
+            ca_file: None,
+        });
+        let config = self
+            .config
+            .iter()
+            .map(|(k, v)| {
+                let value = ConfigValue {
+                    value: v.clone(),
+                    from_env: false,
+                };
+                (k.clone(), value)
+            })
+            .collect();
+        WasiGrants {
+            env: Vec::new(),
+            http,
+            config,
+        }
+    }
 }
 
 /// As `[subscription.limits] memory` takes it.
@@ -71,7 +123,7 @@ async fn invoke_async(args: &InvokeArgs) -> Result<(), CliError> {
         ..Limits::default()
     };
     let component = runtime
-        .load_file(&args.handler, limits, &WasiGrants::default())
+        .load_file(&args.handler, limits, &args.grants())
         .await
         .map_err(CliError::Handler)?;
     let records = in_file_order(input);

@@ -5,7 +5,9 @@
 //! A config with any problem never starts a host.
 
 pub mod defaults;
+mod origin;
 mod parse;
+mod show;
 mod units;
 
 use std::fmt;
@@ -33,8 +35,8 @@ pub struct Config {
     pub subscriptions: Vec<SubscriptionConfig>,
 }
 
-/// `[host]`
-#[derive(Clone, Debug)]
+/// `[host]` (its `Debug` hides `retry_key`)
+#[derive(Clone)]
 pub struct HostConfig {
     /// Default "shardhost".
     pub name: String,
@@ -139,8 +141,8 @@ impl Default for FleetConfig {
     }
 }
 
-/// `[admin]`
-#[derive(Clone, Debug)]
+/// `[admin]` (its `Debug` hides `token`)
+#[derive(Clone)]
 pub struct AdminConfig {
     pub listen: SocketAddr,
     /// Required on every request when set (always set when `listen` is off loopback).
@@ -191,8 +193,9 @@ impl Default for Limits {
 
 /// What the sandbox grants a subscription's handler beyond computing: `[subscription.wasi]`
 /// (environment variables), `[subscription.http]` (outbound HTTP) and `[subscription.config]`
-/// (values it reads by name). Nothing unless listed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// (values it reads by name). Nothing unless listed. Its `Debug` shows the names of `env` and
+/// `config`, and only the values of `config` that came from the file.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct WasiGrants {
     /// Environment variables, as given: `"NAME"` passes the host's value through, `"NAME=value"`
     /// sets it.
@@ -390,9 +393,19 @@ impl Config {
     }
 
     /// Validates config text as if read from `path` (relative paths resolve against its
-    /// directory).
+    /// directory), its `${VAR}` references taken from the process's environment.
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
-        parse::parse(path, text)
+        parse::parse(path, text, &|name| std::env::var(name))
+    }
+
+    /// [`Config::parse`] with the environment `${VAR}` references are looked up in given as a
+    /// function (`std::env::var`'s shape), e.g. a map in a test.
+    pub fn parse_with_env(
+        path: &Path,
+        text: &str,
+        env: &dyn Fn(&str) -> Result<String, std::env::VarError>,
+    ) -> Result<Config, ConfigError> {
+        parse::parse(path, text, env)
     }
 
     /// Whether any subscription sets a fuel limit (the engine then meters fuel).

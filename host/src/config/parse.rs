@@ -1,6 +1,8 @@
 //! The TOML walk: one function per table of `shardhost.toml`, each reporting every problem it
 //! finds and filling in defaults, so that one pass lists everything wrong with a config.
 
+mod grants;
+mod interpolate;
 mod trust;
 mod walk;
 
@@ -13,10 +15,10 @@ use toml::de::{DeTable, DeValue};
 
 use super::{
     AdminConfig, Config, ConfigError, FleetConfig, HostConfig, KinesisConfig, KinesisEndpoint,
-    LeaseConfig, LeaseStoreKind, Limits, RetryPolicy, StartAt, SubscriptionConfig, WasiGrants,
-    defaults,
+    LeaseConfig, LeaseStoreKind, Limits, RetryPolicy, StartAt, SubscriptionConfig, defaults,
 };
-use walk::{Field, Section, Walker, describe, is_env_name, is_name, is_url, parse_listen, quote};
+use interpolate::Lookup;
+use walk::{Field, Section, Walker, describe, is_name, is_url, parse_listen, quote};
 
 const ROOT_KEYS: &[&str] = &[
     "host",
@@ -67,6 +69,8 @@ const SUBSCRIPTION_KEYS: &[&str] = &[
     "publish_to",
     "limits",
     "wasi",
+    "http",
+    "config",
 ];
 const LIMITS_KEYS: &[&str] = &[
     "memory",
@@ -75,17 +79,16 @@ const LIMITS_KEYS: &[&str] = &[
     "in_flight_records",
     "in_flight_bytes",
 ];
-const WASI_KEYS: &[&str] = &["env"];
 const START_AT_KEYS: &[&str] = &["timestamp"];
 
 /// The range of `limits.memory` (also `invoke --memory`).
 pub const MIN_MEMORY: u64 = 1 << 20;
 pub const MAX_MEMORY: u64 = 4 << 30;
 
-/// Parses and validates config text read from `path`.
-pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+/// Parses and validates config text read from `path`, its `${VAR}`s looked up in `env`.
+pub(super) fn parse(path: &Path, text: &str, env: Lookup<'_>) -> Result<Config, ConfigError> {
     let mut w = Walker::new(path, text);
-    let doc = match DeTable::parse(text) {
+    let mut doc = match DeTable::parse(text) {
         Ok(doc) => doc,
         Err(e) => {
             let message = e.message().trim_end().replace('\n', "; ");
@@ -95,6 +98,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             });
         }
     };
+    interpolate::resolve(&mut w, doc.get_mut(), env);
     let root = w.root(doc.get_ref(), ROOT_KEYS);
     let host = host(&mut w, &root);
     let (kinesis, endpoint_ok) = kinesis(&mut w, &root);
@@ -526,9 +530,7 @@ fn subscription(
         limits: w
             .table(sec, "limits", LIMITS_KEYS)
             .map_or_else(Limits::default, |limits| self::limits(w, &limits)),
-        wasi: w
-            .table(sec, "wasi", WASI_KEYS)
-            .map_or_else(WasiGrants::default, |wasi| self::wasi(w, &wasi)),
+        wasi: grants::grants(w, sec),
         name: name.unwrap_or_default(),
         stream: stream.unwrap_or_default(),
     }
@@ -703,43 +705,6 @@ fn limits(w: &mut Walker<'_>, sec: &Section<'_, '_>) -> Limits {
         }
     }
     limits
-}
-
-fn wasi(w: &mut Walker<'_>, sec: &Section<'_, '_>) -> WasiGrants {
-    let mut grants = WasiGrants::default();
-    let Some(items) = sec.get("env").and_then(|f| w.array(&f)) else {
-        return grants;
-    };
-    let mut seen = HashMap::new();
-    for item in &items {
-        let Some(entry) = w.string(item) else {
-            continue;
-        };
-        let name = entry.split_once('=').map_or(entry, |(name, _)| name);
-        if !is_env_name(name) {
-            let message = format!(
-                "{} is not an environment variable; expected \"NAME\" or \"NAME=value\", \
-                 where NAME is letters, digits and `_`, not starting with a digit",
-                quote(entry)
-            );
-            w.report_at(item, message);
-            continue;
-        }
-        match seen.entry(name) {
-            Entry::Vacant(first) => {
-                first.insert(w.line(item.span.start));
-                grants.env.push(entry.to_owned());
-            }
-            Entry::Occupied(first) => {
-                let message = format!(
-                    "`{name}` is listed twice in env (first on line {})",
-                    first.get()
-                );
-                w.report_at(item, message);
-            }
-        }
-    }
-    grants
 }
 
 #[cfg(test)]

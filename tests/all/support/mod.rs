@@ -18,7 +18,8 @@ use shardhost::status::StatusBoard;
 use tokio_util::sync::CancellationToken;
 
 pub use shardhost_test_support::{
-    HostToml, Subscription, guest, root, wait_until, wait_until_async, wait_until_else,
+    HostToml, HttpServer, Subscription, closed_origin, guest, root, wait_until, wait_until_async,
+    wait_until_else,
 };
 
 /// A scratch directory, removed when dropped.

@@ -641,3 +641,6 @@ fn the_lease_table_takes_the_streams_region_and_credentials_unless_it_has_its_ow
         (Some("us-west-2"), false)
     );
 }
+
+mod env;
+mod grants;

@@ -6,6 +6,7 @@
 //! …) report a problem and return `None` when a value does not fit, so a caller can go on and
 //! find the next problem.
 
+use std::collections::{HashMap, HashSet};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -16,6 +17,7 @@ use toml::value::{Datetime, Offset};
 
 use super::super::units::{parse_duration, parse_size};
 use super::super::{Location, Problem};
+use super::interpolate::Written;
 
 /// Collects problems for one config file.
 pub(super) struct Walker<'a> {
@@ -25,6 +27,11 @@ pub(super) struct Walker<'a> {
     /// Byte offset of the start of each line.
     line_starts: Vec<usize>,
     problems: Vec<Problem>,
+    /// The strings that took something from the environment, by where they start: what was
+    /// written and what it became.
+    from_env: HashMap<usize, Written>,
+    /// The strings whose `${...}` could not be resolved (reported once, by `interpolate`).
+    unresolved: HashSet<usize>,
 }
 
 /// One table of the config, e.g. `subscription[0].limits`.
@@ -64,12 +71,17 @@ impl<'t, 'i> Section<'t, 'i> {
     }
 
     fn child_key(&self, name: &str) -> String {
-        let name = quote_key(name);
-        if self.key.is_empty() {
-            name
-        } else {
-            format!("{}.{name}", self.key)
-        }
+        child_key(&self.key, name)
+    }
+}
+
+/// The dotted key of `name` in the table at `parent` (empty for the root table).
+pub(super) fn child_key(parent: &str, name: &str) -> String {
+    let name = quote_key(name);
+    if parent.is_empty() {
+        name
+    } else {
+        format!("{parent}.{name}")
     }
 }
 
@@ -83,7 +95,30 @@ impl<'a> Walker<'a> {
             base: file.parent().map(Path::to_owned).unwrap_or_default(),
             line_starts,
             problems: Vec::new(),
+            from_env: HashMap::new(),
+            unresolved: HashSet::new(),
         }
+    }
+
+    /// Notes that the string at `span` was written `text` and took `value` from the environment.
+    pub(super) fn mark_from_env(&mut self, span: &Range<usize>, text: &str, value: &str) {
+        let written = Written {
+            text: text.to_owned(),
+            value: value.to_owned(),
+        };
+        self.from_env.insert(span.start, written);
+    }
+
+    /// Reports a string whose `${...}` cannot be resolved; other problems with it go unsaid.
+    pub(super) fn report_unresolved(&mut self, span: Range<usize>, key: &str, message: String) {
+        let at = self.location(Some(&span), key);
+        self.unresolved.insert(span.start);
+        self.problems.push(Problem { at, message });
+    }
+
+    /// Whether a field's value took anything from the environment (`${...}`).
+    pub(super) fn took_env(&self, field: &Field<'_, '_>) -> bool {
+        self.from_env.contains_key(&field.span.start)
     }
 
     /// The 1-based line of a byte offset.
@@ -110,11 +145,17 @@ impl<'a> Walker<'a> {
         key: &str,
         message: impl Into<String>,
     ) {
+        let mut message = message.into();
+        if let Some(start) = span.as_ref().map(|s| s.start) {
+            if self.unresolved.contains(&start) {
+                return;
+            }
+            if let Some(written) = self.from_env.get(&start) {
+                message = written.hide(&message);
+            }
+        }
         let at = self.location(span.as_ref(), key);
-        self.problems.push(Problem {
-            at,
-            message: message.into(),
-        });
+        self.problems.push(Problem { at, message });
     }
 
     pub(super) fn report_at(&mut self, field: &Field<'_, '_>, message: impl Into<String>) {
@@ -394,6 +435,25 @@ impl<'a> Walker<'a> {
         };
         self.report_at(field, message);
         None
+    }
+
+    /// The entries of a table whatever their keys, keyed `name.key` (for tables of names the
+    /// user chooses, such as `[subscription.config]`).
+    pub(super) fn entries<'t, 'i>(&mut self, field: &Field<'t, 'i>) -> Option<Vec<Field<'t, 'i>>> {
+        let DeValue::Table(table) = field.value else {
+            self.mismatch(field, "a table");
+            return None;
+        };
+        let entries = table
+            .iter()
+            .map(|(name, value)| Field {
+                key: child_key(&field.key, name.get_ref()),
+                name: name.get_ref().to_string(),
+                value: value.get_ref(),
+                span: value.span(),
+            })
+            .collect();
+        Some(entries)
     }
 
     /// The elements of an array, keyed `name[i]`.

@@ -2,6 +2,8 @@
 //! `tests/conformance/README.md` specifies; its Python and JavaScript twins live in
 //! `tests/conformance/python` and `tests/conformance/js`.
 
+mod requests;
+
 use shardhost_guest::serde_json::Value;
 use shardhost_guest::{BatchInfo, BatchOutcome, Outcome, Record};
 
@@ -16,6 +18,14 @@ fn conformance(info: &BatchInfo, records: &[Record]) -> BatchOutcome {
         return BatchOutcome::All(simple(all).unwrap_or(Outcome::Drop));
     }
     let mut outcomes: Vec<Outcome> = records.iter().map(|r| one(info, r)).collect();
+    // Every `http` record of the call goes out at once.
+    let http: Vec<usize> = (0..records.len())
+        .filter(|&i| records[i].partition_key() == "http")
+        .collect();
+    let answers = requests::send_all(http.iter().map(|&i| &records[i]));
+    for (i, outcome) in http.into_iter().zip(answers) {
+        outcomes[i] = outcome;
+    }
     if records.iter().any(|r| r.partition_key() == "wrong-shape") {
         outcomes.pop();
     }
@@ -74,6 +84,12 @@ fn one(info: &BatchInfo, record: &Record) -> Outcome {
             shardhost_guest::info!("{}", String::from_utf8_lossy(record.data()));
             Outcome::Ack
         }
+        "config" => match shardhost_guest::config::get(arg) {
+            None => Outcome::Drop,
+            Some(value) if value.as_bytes() == record.data() => Outcome::Ack,
+            Some(_) => Outcome::Retry,
+        },
+        "http" => Outcome::Drop, // answered by `requests::send_all`
         "raise" => panic!("raised on purpose"),
         _ => Outcome::Drop,
     }

@@ -1,0 +1,129 @@
+//! How the config shows itself in `Debug` (a test's failure, a log line): never a secret.
+//! `[host] retry_key` and `[admin] token` are always hidden, `[subscription.wasi] env` shows
+//! its names only, and a `[subscription.config]` value that came from the environment is
+//! hidden by `ConfigValue`'s own `Debug`. Each impl destructures its struct, so a new field
+//! must be decided on here.
+
+use std::fmt;
+
+use super::{AdminConfig, HostConfig, WasiGrants};
+
+/// Stands for a value that is never shown.
+struct Hidden;
+
+impl fmt::Debug for Hidden {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<hidden>")
+    }
+}
+
+/// An `env` entry as shown: `NAME`, or `NAME=…` for one that sets a value.
+struct EnvName<'a>(&'a str);
+
+impl fmt::Debug for EnvName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.split_once('=') {
+            Some((name, _)) => write!(f, "\"{name}=…\""),
+            None => write!(f, "{:?}", self.0),
+        }
+    }
+}
+
+impl fmt::Debug for HostConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let HostConfig {
+            name,
+            owner_id,
+            cache_dir,
+            cache_max,
+            retry_key,
+        } = self;
+        f.debug_struct("HostConfig")
+            .field("name", name)
+            .field("owner_id", owner_id)
+            .field("cache_dir", cache_dir)
+            .field("cache_max", cache_max)
+            .field("retry_key", &retry_key.as_ref().map(|_| Hidden))
+            .finish()
+    }
+}
+
+impl fmt::Debug for AdminConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let AdminConfig {
+            listen,
+            token,
+            max_upload,
+        } = self;
+        f.debug_struct("AdminConfig")
+            .field("listen", listen)
+            .field("token", &token.as_ref().map(|_| Hidden))
+            .field("max_upload", max_upload)
+            .finish()
+    }
+}
+
+impl fmt::Debug for WasiGrants {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let WasiGrants { env, http, config } = self;
+        let env: Vec<_> = env.iter().map(|e| EnvName(e)).collect();
+        f.debug_struct("WasiGrants")
+            .field("env", &env)
+            .field("http", http)
+            .field("config", config)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::super::ConfigValue;
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_secrets_or_values_from_the_environment() {
+        let host = HostConfig {
+            retry_key: Some("retry-key-0123456789".into()),
+            ..HostConfig::default()
+        };
+        let admin = AdminConfig {
+            listen: "127.0.0.1:9750".parse().unwrap(),
+            token: Some("admin-token-secret".into()),
+            max_upload: 1,
+        };
+        let value = |value: &str, from_env| ConfigValue {
+            value: value.into(),
+            from_env,
+        };
+        let grants = WasiGrants {
+            env: vec!["HOME".into(), "API_KEY=env-secret".into()],
+            http: None,
+            config: BTreeMap::from([
+                ("carrier_token".into(), value("token-secret", true)),
+                ("carrier_url".into(), value("https://api.example", false)),
+            ]),
+        };
+        let shown = format!("{host:?} {admin:?} {grants:#?}");
+        for secret in [
+            "retry-key-0123456789",
+            "admin-token-secret",
+            "env-secret",
+            "token-secret",
+        ] {
+            assert!(!shown.contains(secret), "{secret} shown: {shown}");
+        }
+        for seen in [
+            "retry_key: Some(<hidden>)",
+            "token: Some(<hidden>)",
+            "\"API_KEY=…\"",
+            "\"HOME\"",
+            "carrier_token",
+            "<from the environment>",
+            "https://api.example",
+        ] {
+            assert!(shown.contains(seen), "{seen} missing: {shown}");
+        }
+    }
+}

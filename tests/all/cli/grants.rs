@@ -1,0 +1,56 @@
+//! `check` and the grants of `[subscription.http]` and `[subscription.config]`: a `${VAR}` the
+//! environment does not set is refused where it stands; a value from the environment is never
+//! printed, only the names it is granted under.
+
+use super::{assert_refused, config_in, good_config, shardhost, text};
+use crate::support::{Scratch, guest};
+
+#[test]
+fn check_refuses_a_variable_the_environment_does_not_set_naming_its_file_line_and_name() {
+    let dir = Scratch::new("env");
+    let body = good_config(&guest("ship"))
+        + "[subscription.config]\ncarrier_token = \"${SHARDHOST_TEST_NEVER_SET_TOKEN}\"\n";
+    let path = config_in(&dir, &body);
+    assert_refused(
+        &path,
+        &[
+            "shardhost.toml:9",
+            "subscription[0].config.carrier_token",
+            "the environment variable SHARDHOST_TEST_NEVER_SET_TOKEN is not set",
+        ],
+    );
+}
+
+#[test]
+fn check_lists_the_grants_by_origin_and_name_and_never_prints_a_value_from_the_environment() {
+    let dir = Scratch::new("env");
+    let secret = "tok-4f9a1c-never-shown";
+    let body = good_config(&guest("ship"))
+        + "[subscription.http]\n\
+           allow = [\"https://api.carrier.example\", \"http://127.0.0.1:8090\"]\n\
+           [subscription.config]\n\
+           carrier_url = \"https://api.carrier.example/v2\"\n\
+           carrier_token = \"${CARRIER_TOKEN}\"\n";
+    let path = config_in(&dir, &body);
+    let out = shardhost()
+        .arg("check")
+        .arg(&path)
+        .env("CARRIER_TOKEN", secret)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    let http = "  http: https://api.carrier.example, http://127.0.0.1:8090 \
+                (timeout 5s, max_body 10 MiB, 16 in flight)";
+    let config = "  config: carrier_token (from the environment), carrier_url";
+    for line in [http, config] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "no {line:?} in:\n{stdout}"
+        );
+    }
+    assert!(
+        !stdout.contains(secret) && !stderr.contains(secret),
+        "the secret was printed:\n{stdout}\n{stderr}"
+    );
+}
