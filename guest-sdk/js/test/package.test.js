@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -38,4 +39,27 @@ test("the build tool: componentize --help, and its tools pinned exactly", () => 
   }
   const lock = JSON.parse(readFileSync(new URL("../package-lock.json", import.meta.url), "utf8"));
   assert.deepEqual(lock.packages[""].devDependencies, pkg.devDependencies, "package-lock.json is current");
+});
+
+test("the world follows the bundle's calls of fetch (componentize --world)", (t) => {
+  const tool = fileURLToPath(new URL("../componentize", import.meta.url));
+  if (!existsSync(new URL("../node_modules/.bin/esbuild", import.meta.url))) return t.skip("the build tools are not installed (npm ci)");
+  const dir = mkdtempSync(join(tmpdir(), "shardhost-world-"));
+  try {
+    const apps = {
+      'import { handler, ack } from "shardhost";\nexport const handle = handler(() => ack);\n': "handler",
+      'import { handler, ack } from "shardhost";\nexport const handle = handler(async (r) => { await fetch("http://h/"); return ack; });\n': "http-handler",
+      'import { handler, ack } from "shardhost";\nexport const handle = handler(async () => { await globalThis.fetch("http://h/"); return ack; });\n': "http-handler",
+      'import { handler, ack } from "shardhost";\nconst prefetch = 1;\nexport const handle = handler(() => ack);\n': "handler",
+    };
+    for (const [source, world] of Object.entries(apps)) {
+      writeFileSync(join(dir, "app.js"), source);
+      for (const [flags, expected] of [[[], world], [["--http"], "http-handler"], [["--no-http"], "handler"]]) {
+        const got = execFileSync(tool, ["--world", ...flags, join(dir, "app.js"), join(dir, "app.wasm")], { encoding: "utf8" }).trim();
+        assert.equal(got, expected, `${source} ${flags}`);
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -72,6 +72,7 @@ test("the host's error codes as HttpError kinds", async () => {
     "/broken": { status: 200, chunks: [], end: { tag: "HTTP-protocol-error" } },
     "/odd": { error: { tag: "internal-error", val: "boom" } },
     "/refuse": { refuse: { tag: "HTTP-request-URI-invalid" } },
+    "/cut": { status: 200, chunks: [enc.encode("x")], end: "connection reset" },
   };
   server.answer = (r) => codes[r.pathWithQuery];
   const paths = Object.keys(codes);
@@ -80,8 +81,9 @@ test("the host's error codes as HttpError kinds", async () => {
   assert.deepEqual(kinds, {
     "/denied": "denied", "/refused": "connect", "/dns": "connect", "/tls": "connect", "/slow": "timeout",
     "/connect-slow": "timeout", "/limit": "connect", "/big": "body-too-large", "/stall": "timeout",
-    "/huge": "body-too-large", "/broken": "other", "/odd": "other", "/refuse": "other",
+    "/huge": "body-too-large", "/broken": "other", "/odd": "other", "/refuse": "other", "/cut": "other",
   });
+  assert.equal(got[13].reason.message, "fetch http://127.0.0.1:9/cut: the response body broke off: connection reset");
   const denied = got[0].reason;
   assert.equal(denied.origin, "http://127.0.0.1:9");
   assert.equal(denied.message, "fetch http://127.0.0.1:9/denied: denied: the origin http://127.0.0.1:9 is not in the subscription's [subscription.http] allow");

@@ -212,13 +212,15 @@ class Transport:
         return b"".join(chunks)
 
     def _stream_error(self, request, url, io_error):
-        """The HttpError of a body read that failed (`io_error`: a wasi:io error resource)."""
+        """The HttpError of a body read that failed (`io_error`: a wasi:io error resource):
+        by its wasi:http error code, or else the host's own words for it."""
         try:
             code = self._t.http_error_code(io_error)
+            why = None if code is not None else io_error.to_debug_string()
         finally:
             _release(io_error)
         if code is None:
-            return HttpError(request.url, "the response body broke off")
+            return HttpError(request.url, "the response body broke off: %s" % why)
         return self._error(request, url, code)
 
     def _error(self, request, url, code):

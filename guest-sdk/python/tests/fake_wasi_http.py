@@ -99,9 +99,14 @@ def make(server):
     streams.StreamError_LastOperationFailed = StreamError_LastOperationFailed
 
     class IoError(Resource):
-        def __init__(self, code):
+        def __init__(self, code, text="an io error"):
             super().__init__(server)
             self.code = code
+            self.text = text
+
+        def to_debug_string(self):
+            self._check()
+            return self.text
 
     def http_error_code(err):
         err._check()
@@ -212,6 +217,8 @@ def make(server):
                 return chunk
             if self._end_code is None:
                 raise Err(StreamError_Closed())
+            if isinstance(self._end_code, str):  # an io error without an error code
+                raise Err(StreamError_LastOperationFailed(IoError(None, self._end_code)))
             raise Err(StreamError_LastOperationFailed(IoError(self._end_code)))
 
     class IncomingBody(Resource):

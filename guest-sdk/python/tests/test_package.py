@@ -2,6 +2,7 @@
 
 import os
 import subprocess
+import tempfile
 import unittest
 
 SDK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,4 +39,36 @@ class Package(unittest.TestCase):
         except OSError as e:  # no bash
             self.skipTest(str(e))
         self.assertEqual(run.returncode, 0, run.stderr)
-        self.assertIn("usage: componentize [-p DIR]... APP_DIR MODULE OUT.wasm", run.stdout)
+        self.assertIn("usage: componentize [--http | --no-http] [-p DIR]... APP_DIR MODULE OUT.wasm", run.stdout)
+
+    def test_the_world_follows_the_apps_imports_of_shardhost_http(self):
+        tool = os.path.join(SDK, "componentize")
+        apps = {
+            "import shardhost\n": "handler",
+            "from shardhost import config, log\nimport http.client\n": "handler",
+            "from shardhost import http\n": "http-handler",
+            "from shardhost import (\n    config,\n    http as web,\n)\n": "http-handler",
+            "import shardhost.http\n": "http-handler",
+            "from shardhost.http import post\n": "http-handler",
+            "import shardhost\ndef f():\n    return shardhost.http.get('x')\n": "http-handler",
+            "def broken(:\n": "handler",
+        }
+        for source, world in apps.items():
+            with tempfile.TemporaryDirectory() as app:
+                with open(os.path.join(app, "app.py"), "w") as f:
+                    f.write(source)
+                for flags, expected in (([], world), (["--http"], "http-handler"), (["--no-http"], "handler")):
+                    try:
+                        run = subprocess.run([tool, "--world", *flags, app, "app", os.path.join(app, "x.wasm")],
+                                             capture_output=True, text=True, timeout=60)
+                    except OSError as e:  # no bash
+                        self.skipTest(str(e))
+                    self.assertEqual((run.returncode, run.stdout.strip()), (0, expected), (source, flags, run.stderr))
+        with tempfile.TemporaryDirectory() as app, tempfile.TemporaryDirectory() as lib:
+            with open(os.path.join(app, "app.py"), "w") as f:
+                f.write("import shardhost\nimport booking\n")
+            with open(os.path.join(lib, "booking.py"), "w") as f:
+                f.write("from shardhost import http\n")
+            run = subprocess.run([tool, "--world", "-p", lib, app, "app", os.path.join(app, "x.wasm")],
+                                 capture_output=True, text=True, timeout=60)
+            self.assertEqual(run.stdout.strip(), "http-handler", run.stderr)

@@ -124,6 +124,7 @@ class Http(Backend):
                 "/stall": ok(200, chunks=[b"x"], end=t.ErrorCode_ConnectionReadTimeout()),
                 "/huge": ok(200, chunks=[b"x" * 100], end=t.ErrorCode_HttpResponseBodySize(None)),
                 "/broken": ok(200, chunks=[b"x"], end=t.ErrorCode_HttpProtocolError()),
+                "/cut": ok(200, chunks=[b"x"], end="connection reset"),
                 "/odd": ("error", t.ErrorCode_InternalError("boom")),
                 "/refuse": ("refuse", t.ErrorCode_HttpRequestUriInvalid()),
             }[r.path_with_query]
@@ -132,15 +133,16 @@ class Http(Backend):
         self.start(lambda r: answer(r))
         t = self.types
         self.backend.arm()
-        paths = ["/denied", "/refused", "/dns", "/tls", "/slow", "/connect-slow", "/limit", "/big", "/stall", "/huge", "/broken", "/odd", "/refuse"]
+        paths = ["/denied", "/refused", "/dns", "/tls", "/slow", "/connect-slow", "/limit", "/big", "/stall", "/huge", "/broken", "/odd", "/refuse", "/cut"]
         got = http.send_all([http.post("http://127.0.0.1:9" + p, body=b"b") for p in paths])
         kinds = {p: type(g).__name__ for p, g in zip(paths, got)}
         self.assertEqual(kinds, {
             "/denied": "Denied", "/refused": "ConnectError", "/dns": "ConnectError", "/tls": "ConnectError",
             "/slow": "Timeout", "/connect-slow": "Timeout", "/limit": "ConnectError", "/big": "BodyTooLarge",
             "/stall": "Timeout", "/huge": "BodyTooLarge", "/broken": "HttpError", "/odd": "HttpError",
-            "/refuse": "HttpError",
+            "/refuse": "HttpError", "/cut": "HttpError",
         })
+        self.assertEqual(str(got[13]), "http://127.0.0.1:9/cut: the response body broke off: connection reset")
         denied = got[0]
         self.assertEqual(denied.origin, "http://127.0.0.1:9")
         self.assertEqual(denied.url, "http://127.0.0.1:9/denied")

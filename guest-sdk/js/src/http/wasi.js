@@ -212,12 +212,15 @@ function read(request, response) {
           if (error?.tag === "closed") break;
           if (error?.tag !== "last-operation-failed") throw e;
           let code;
+          let why;
           try {
             code = httpErrorCode(error.val);
+            if (code === undefined) why = error.val.toDebugString();
           } finally {
             release(error.val);
           }
-          if (code === undefined) throw new HttpError("other", url, { reason: "the response body broke off" });
+          // without an error code, the host's own words for it
+          if (code === undefined) throw new HttpError("other", url, { reason: `the response body broke off: ${why}` });
           throw errorOf(request, code);
         }
         chunks.push(chunk);

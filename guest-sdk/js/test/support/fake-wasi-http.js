@@ -156,9 +156,14 @@ class Pollable extends Resource {
 }
 
 class IoError extends Resource {
-  constructor(code) {
+  constructor(code, text = "an io error") {
     super();
     this.code = code;
+    this.text = text;
+  }
+  toDebugString() {
+    this.check();
+    return this.text;
   }
 }
 
@@ -185,7 +190,9 @@ class InputStream extends Resource {
       return chunk;
     }
     if (this.endCode === undefined) throw thrown({ tag: "closed" });
-    throw thrown({ tag: "last-operation-failed", val: new IoError(this.endCode) });
+    // a string: an io error without an error code
+    const error = typeof this.endCode === "string" ? new IoError(undefined, this.endCode) : new IoError(this.endCode);
+    throw thrown({ tag: "last-operation-failed", val: error });
   }
 }
 
