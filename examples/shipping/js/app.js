@@ -7,14 +7,25 @@
 // - every other shipment is booked (ack);
 // - a record that is not a shipment at all is retired too.
 //
-// Build: ./build (makes ship.wasm); try: shardhost invoke ship.wasm --records ../shipments.ndjson
+// With `carrier_url` in the subscription's [subscription.config] (and its origin in
+// [subscription.http] allow), booking is real: the shipment is POSTed there with the header
+// `Idempotency-Key: <id>`, so a replayed record books the same shipment once. The carrier's 2xx
+// acks it, a 4xx retires it (it can never be booked), a denied origin holds it (the config is
+// wrong, not the record), and a 5xx, a timeout or a connection error tries again later
+// (retryAfter, doubling with the attempt).
+//
+// Build: ./build (makes ship.wasm, for the world http-handler: the app calls fetch); try:
+// shardhost invoke ship.wasm --records ../shipments.ndjson
 
-import { handler, integer, ack, drop, retry } from "shardhost";
+import { handler, integer, ack, drop, retry, retryAfter, config, HttpError } from "shardhost";
 
 /** The carriers this release of the service books with. */
 const CARRIERS = ["dhl", "ups"];
 
-/** @param {import("shardhost").Record} record */
+/**
+ * The outcome of one record: at once, or (when it books) a Promise of it.
+ * @param {import("shardhost").Record} record
+ */
 export function ship(record) {
   let shipment;
   try {
@@ -31,11 +42,51 @@ export function ship(record) {
     console.warn("unknown carrier, shipment held: id=%s carrier=%s", String(shipment.id), shipment.carrier);
     return retry;
   }
-  console.info("shipment booked: id=%s carrier=%s", String(shipment.id), shipment.carrier);
-  return ack;
+  const url = config.get("carrier_url");
+  if (!url) {
+    // none, or empty: nothing to book with
+    console.info("shipment booked: id=%s carrier=%s", String(shipment.id), shipment.carrier);
+    return ack;
+  }
+  return book(url, shipment, record);
 }
 
 export const handle = handler(ship);
+
+/** POSTs the shipment to the carrier, keyed by its id. */
+async function book(url, shipment, record) {
+  const { id } = shipment;
+  let response;
+  try {
+    response = await fetch(url, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "Idempotency-Key": String(id) },
+      body: record.data,
+    });
+  } catch (e) {
+    if (e instanceof HttpError && e.kind === "denied") {
+      console.error("shipment %s held: %s", String(id), e.message);
+      return retry;
+    }
+    return later(record, e.message, id);
+  }
+  if (response.ok) {
+    console.info("shipment booked: id=%s carrier=%s status=%d", String(id), shipment.carrier, response.status);
+    return ack;
+  }
+  if (response.status >= 400 && response.status < 500) {
+    console.warn("the carrier refused shipment %s, retired: status=%d", String(id), response.status);
+    return drop;
+  }
+  return later(record, `status ${response.status}`, id);
+}
+
+/** Tries again after 1 s, doubling with each attempt, up to a minute. */
+function later(record, why, id) {
+  const delay = Math.min(1000 * 2 ** (Math.min(Math.max(record.attempt, 1), 7) - 1), 60000);
+  console.warn("the carrier did not book shipment %s (%s): again in %d ms", String(id), why, delay);
+  return retryAfter(delay);
+}
 
 /**
  * The checks the Rust example's `struct Shipment { id: u64, address: String, carrier: String }`

@@ -7,10 +7,19 @@ with the same outcome for every record.
 - every other shipment is booked (ack);
 - a record that is not a shipment at all is retired too.
 
-Build: ./build (next to this file) writes ship.wasm.
+With `carrier_url` in the subscription's `[subscription.config]` (and its origin in
+`[subscription.http] allow`), booking is real: the shipment is POSTed there with the header
+`Idempotency-Key: <id>`, so a replayed record books the same shipment once. The carrier's 2xx
+acks it, a 4xx retires it (it can never be booked), a denied origin holds it (the config is
+wrong, not the record), and a 5xx, a timeout or a connection error tries again later
+(`retry_after`, doubling with the attempt).
+
+Build: ./build (next to this file) writes ship.wasm (for the world http-handler: the app
+imports shardhost.http).
 """
 
 import shardhost
+from shardhost import config, http
 
 # The carriers this release of the service books with.
 CARRIERS = ("dhl", "ups")
@@ -61,5 +70,38 @@ def ship(record):
     if carrier not in CARRIERS:
         shardhost.log.warn("unknown carrier, shipment held: id=%d carrier=%s", id_, carrier)
         return shardhost.retry
-    shardhost.log.info("shipment booked: id=%d carrier=%s", id_, carrier)
-    return shardhost.ack
+    url = config.get("carrier_url")
+    if not url:  # none, or empty: nothing to book with
+        shardhost.log.info("shipment booked: id=%d carrier=%s", id_, carrier)
+        return shardhost.ack
+    return book(url, id_, carrier, record)
+
+
+def book(url, id_, carrier, record):
+    """POSTs the shipment to the carrier, keyed by its id."""
+    request = http.post(
+        url,
+        headers={"Content-Type": "application/json", "Idempotency-Key": str(id_)},
+        body=record.data,
+    )
+    try:
+        response = request.send()
+    except http.Denied as e:
+        shardhost.log.error("shipment %d held: %s", id_, e)
+        return shardhost.retry
+    except http.HttpError as e:
+        return later(record, str(e), id_)
+    if response.ok:
+        shardhost.log.info("shipment booked: id=%d carrier=%s status=%d", id_, carrier, response.status)
+        return shardhost.ack
+    if 400 <= response.status < 500:
+        shardhost.log.warn("the carrier refused shipment %d, retired: status=%d", id_, response.status)
+        return shardhost.drop
+    return later(record, "status %d" % response.status, id_)
+
+
+def later(record, why, id_):
+    """Tries again after 1 s, doubling with each attempt, up to a minute."""
+    delay = min(1000 << (min(max(record.attempt, 1), 7) - 1), 60000)
+    shardhost.log.warn("the carrier did not book shipment %d (%s): again in %d ms", id_, why, delay)
+    return shardhost.retry_after(delay)

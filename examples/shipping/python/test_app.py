@@ -1,6 +1,7 @@
 """The Python shipping handler gives the Rust example's outcome, record for record.
 Run: python3 -m unittest (in this directory)."""
 
+import json
 import os
 import sys
 import unittest
@@ -8,7 +9,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "guest-sdk", "python"))
 
 import shardhost  # noqa: E402
-from shardhost import Record, testing  # noqa: E402
+from shardhost import BatchInfo, Record, http, testing  # noqa: E402
 
 import app  # noqa: E402
 
@@ -72,6 +73,78 @@ class Shipping(unittest.TestCase):
         self.assertEqual(host.lines[3], ("warn", "shipment without an address retired: id=1004"))
         self.assertEqual(host.lines[5], ("warn", "unknown carrier, shipment held: id=1006 carrier=fedex"))
         self.assertEqual(host.lines[0], ("info", "shipment booked: id=1001 carrier=dhl"))
+
+
+CARRIER = "https://carrier.example/shipments"
+
+
+def carrier(request):
+    """The carrier stub of tests/conformance (README "Booking")."""
+    if not dict((n.lower(), v) for n, v in request.headers).get("idempotency-key"):
+        return 400
+    address = json.loads(request.body).get("address", "")
+    return 422 if "nowhere" in address else 503 if "busy" in address else 201
+
+
+def book(data, answer=carrier, attempt=1):
+    """The outcome of one record with carrier_url set, the requests sent and the log lines."""
+    with testing.FakeHost(config={"carrier_url": CARRIER}, http={CARRIER: answer}) as host:
+        info = BatchInfo("shipments", "shardId-000000000000", attempt=attempt)
+        [outcome] = testing.call([Record("order-1", "1", data)], info)
+    return outcome, host.requests, host.lines
+
+
+class Booking(unittest.TestCase):
+    def test_the_conformance_cases(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "..", "..", "..", "tests", "conformance", "shipping-booked.ndjson")) as f:
+            cases = [json.loads(line) for line in f if line.strip()]
+        for case in cases:
+            with self.subTest(why=case["why"]):
+                outcome, _, _ = book(json.dumps(case["data"]))
+                expect = case["expect"]
+                if expect.startswith("retry-after:"):
+                    self.assertEqual(outcome, shardhost.retry_after(int(expect.split(":")[1])))
+                else:
+                    self.assertEqual(outcome, getattr(shardhost, expect))
+
+    def test_what_the_carrier_gets(self):
+        data = shipment(id="42")
+        outcome, requests, lines = book(data)
+        self.assertEqual(outcome, ACK)
+        [r] = requests
+        self.assertEqual((r.method, r.url, r.body), ("POST", CARRIER, data.encode()))
+        self.assertEqual(r.headers, [("Content-Type", b"application/json"), ("Idempotency-Key", b"42")])
+        self.assertEqual(lines, [("info", "shipment booked: id=42 carrier=dhl status=201")])
+
+    def test_nothing_is_sent_for_a_record_that_cannot_ship(self):
+        for data in (shipment(address='""'), shipment(carrier='"fedex"'), "not json"):
+            _, requests, _ = book(data)
+            self.assertEqual(requests, [])
+
+    def test_backoff_doubles_with_the_attempt_up_to_a_minute(self):
+        for attempt, delay in [(1, 1000), (2, 2000), (3, 4000), (6, 32000), (7, 60000), (30, 60000)]:
+            outcome, _, lines = book(shipment(), answer=503, attempt=attempt)
+            self.assertEqual(outcome, shardhost.retry_after(delay))
+        self.assertEqual(lines, [("warn", "the carrier did not book shipment 1 (status 503): again in 60000 ms")])
+
+    def test_failed_requests(self):
+        for error in (http.Timeout(), http.ConnectError(reason="ConnectionRefused"), http.BodyTooLarge()):
+            outcome, _, _ = book(shipment(), answer=error)
+            self.assertEqual(outcome, shardhost.retry_after(1000), error)
+        self.assertEqual(book(shipment(), answer=302)[0], shardhost.retry_after(1000))
+        self.assertEqual(book(shipment(), answer=409)[0], DROP)
+
+    def test_a_denied_origin_holds_the_record(self):
+        outcome, _, lines = book(shipment(), answer=http.Denied("https://carrier.example"))
+        self.assertEqual(outcome, RETRY)
+        self.assertEqual(lines[0][0], "error")
+        self.assertIn("[subscription.http] allow", lines[0][1])
+
+    def test_an_empty_carrier_url_books_nothing(self):
+        with testing.FakeHost(config={"carrier_url": ""}, http=lambda r: 500) as host:
+            self.assertEqual(testing.call([Record("order-1", "1", shipment())]), [ACK])
+        self.assertEqual(host.requests, [])
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 //
 //   import { handler, ack, drop, retry } from "shardhost";
 //   export const handle = handler((record) => (record.data.length ? ack : drop));
+//
+// HTTP is the global `fetch` (in a component built with HTTP: src/http/install.js).
 
 import { routeConsole } from "./log.js";
 
@@ -11,6 +13,8 @@ export { Record, BatchInfo } from "./record.js";
 export { DecodeError, integer } from "./json.js";
 export { log, LEVELS } from "./log.js";
 export { publish, seek, HostError } from "./host.js";
+export { config } from "./config.js";
+export { HttpError, MAX_REDIRECTS } from "./http/error.js";
 
 // The host throws a guest's stdout and stderr away: console goes to the host's log instead.
 routeConsole();

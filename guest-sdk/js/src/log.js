@@ -43,6 +43,15 @@ export function isLive() {
   return live;
 }
 
+/** Under Node (shardhost/testing): no component is being built, the stand-in host answers from
+ * the start. @internal */
+export function underTest() {
+  if (!live) {
+    live = true;
+    early = [];
+  }
+}
+
 /** Whether the host records lines of this level now; the log functions check it themselves. */
 export function enabled(level) {
   return (RANK[level] ?? RANK.info) >= threshold;

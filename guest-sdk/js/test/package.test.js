@@ -1,31 +1,65 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { sdk } from "../testing/sdk-tests.js";
 
 test("the public API, and no binding shapes in it", () => {
   assert.deepEqual(Object.keys(sdk).sort(), [
-    "BatchInfo", "DecodeError", "HostError", "LEVELS", "Outcome", "Record", "ack", "batchHandler",
-    "drop", "handler", "integer", "log", "publish", "retry", "retryAfter", "seek",
+    "BatchInfo", "DecodeError", "HostError", "HttpError", "LEVELS", "MAX_REDIRECTS", "Outcome", "Record",
+    "ack", "batchHandler", "config", "drop", "handler", "integer", "log", "publish", "retry", "retryAfter", "seek",
   ]);
 });
 
-test("the packaged WIT is the repository's", (t) => {
-  const repo = new URL("../../../wit/handler.wit", import.meta.url);
-  if (!existsSync(repo)) return t.skip("not inside the shardhost repository");
-  const packaged = readFileSync(new URL("../wit/handler.wit", import.meta.url), "utf8");
-  assert.equal(packaged, readFileSync(repo, "utf8"), "copy wit/handler.wit into guest-sdk/js/wit/");
+/** { relative path: text } of every file under a directory. */
+function tree(dir) {
+  const files = {};
+  for (const name of readdirSync(dir, { recursive: true })) {
+    const path = join(dir, name);
+    if (statSync(path).isFile()) files[name] = readFileSync(path, "utf8");
+  }
+  return files;
+}
+
+test("the packaged WIT is the repository's (handler.wit and deps/)", (t) => {
+  const repo = fileURLToPath(new URL("../../../wit", import.meta.url));
+  if (!existsSync(join(repo, "handler.wit"))) return t.skip("not inside the shardhost repository");
+  assert.deepEqual(tree(fileURLToPath(new URL("../wit", import.meta.url))), tree(repo), "copy the repository's wit/ into guest-sdk/js/wit/");
 });
 
 test("the build tool: componentize --help, and its tools pinned exactly", () => {
   const help = execFileSync(fileURLToPath(new URL("../componentize", import.meta.url)), ["--help"], { encoding: "utf8" });
-  assert.match(help, /^usage: componentize \[--no-aot\] APP\.js OUT\.wasm$/m);
+  assert.match(help, /^usage: componentize \[--no-aot\] \[--http \| --no-http\] APP\.js OUT\.wasm$/m);
   const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
   for (const [name, version] of Object.entries(pkg.devDependencies)) {
     assert.match(version, /^\d+\.\d+\.\d+$/, `${name} pinned to one version`);
   }
   const lock = JSON.parse(readFileSync(new URL("../package-lock.json", import.meta.url), "utf8"));
   assert.deepEqual(lock.packages[""].devDependencies, pkg.devDependencies, "package-lock.json is current");
+});
+
+test("the world follows the bundle's calls of fetch (componentize --world)", (t) => {
+  const tool = fileURLToPath(new URL("../componentize", import.meta.url));
+  if (!existsSync(new URL("../node_modules/.bin/esbuild", import.meta.url))) return t.skip("the build tools are not installed (npm ci)");
+  const dir = mkdtempSync(join(tmpdir(), "shardhost-world-"));
+  try {
+    const apps = {
+      'import { handler, ack } from "shardhost";\nexport const handle = handler(() => ack);\n': "handler",
+      'import { handler, ack } from "shardhost";\nexport const handle = handler(async (r) => { await fetch("http://h/"); return ack; });\n': "http-handler",
+      'import { handler, ack } from "shardhost";\nexport const handle = handler(async () => { await globalThis.fetch("http://h/"); return ack; });\n': "http-handler",
+      'import { handler, ack } from "shardhost";\nconst prefetch = 1;\nexport const handle = handler(() => ack);\n': "handler",
+    };
+    for (const [source, world] of Object.entries(apps)) {
+      writeFileSync(join(dir, "app.js"), source);
+      for (const [flags, expected] of [[[], world], [["--http"], "http-handler"], [["--no-http"], "handler"]]) {
+        const got = execFileSync(tool, ["--world", ...flags, join(dir, "app.js"), join(dir, "app.wasm")], { encoding: "utf8" }).trim();
+        assert.equal(got, expected, `${source} ${flags}`);
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

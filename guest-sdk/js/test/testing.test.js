@@ -3,8 +3,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import "../testing/register.js";
 
-const { handler, ack, publish, seek, HostError, log } = await import("../src/index.js");
-const host = await import("shardhost:handler/host@0.1.0");
+const { handler, ack, publish, seek, HostError, HttpError, log, config } = await import("../src/index.js");
+const host = await import("shardhost:handler/host@0.1.1");
 
 test("by default: lines go to stderr (and to calls.log); publish and seek are refused", () => {
   const written = [];
@@ -30,4 +30,49 @@ test("by default: lines go to stderr (and to calls.log); publish and seek are re
   host.reset();
   assert.deepEqual(host.calls.log, []);
   assert.throws(() => publish("s", "k", "d"), HostError);
+});
+
+test("config values: state.config, or the environment", () => {
+  host.reset();
+  assert.equal(config.get("greeting"), undefined);
+  host.state.config = { greeting: "hello" };
+  assert.equal(config.get("greeting"), "hello");
+  host.reset();
+});
+
+test("fetch is the SDK's, answered by state.http; nothing goes over the network", async () => {
+  host.reset();
+  await assert.rejects(fetch("https://carrier.example/book"), (e) => e instanceof HttpError && /not running inside shardhost/.test(e.message));
+  host.state.http = {
+    "https://carrier.example/book": (request) => ({ status: 201, headers: { "X-Id": "9" }, body: `booked ${request.text()}` }),
+    "https://carrier.example/busy": 503,
+    "https://carrier.example/slow": new HttpError("timeout"),
+    "https://carrier.example/old": { status: 301, headers: { Location: "/book" } },
+  };
+  const r = await fetch("https://carrier.example/book", { method: "POST", body: "{}", headers: { "Idempotency-Key": "1" } });
+  assert.equal(r.status, 201);
+  assert.equal(r.headers.get("x-id"), "9");
+  assert.equal(await r.text(), "booked {}");
+  assert.equal((await fetch("https://carrier.example/busy")).status, 503);
+  await assert.rejects(fetch("https://carrier.example/slow"), (e) => e.kind === "timeout" && e.url === "https://carrier.example/slow");
+  await assert.rejects(fetch("https://elsewhere.example/"), (e) => e.kind === "denied" && e.origin === "https://elsewhere.example");
+  const moved = await fetch("https://carrier.example/old", { method: "POST", body: "x" });
+  assert.equal(moved.url, "https://carrier.example/book");
+  assert.equal(await moved.text(), "booked ");
+  assert.deepEqual(host.calls.http.map((q) => [q.method, q.url, q.headers.get("idempotency-key")]), [
+    ["GET", "https://carrier.example/book", null],
+    ["POST", "https://carrier.example/book", "1"],
+    ["GET", "https://carrier.example/busy", null],
+    ["GET", "https://carrier.example/slow", null],
+    ["GET", "https://elsewhere.example/", null],
+    ["POST", "https://carrier.example/old", null],
+    ["GET", "https://carrier.example/book", null],
+  ]);
+  host.state.http = () => "yes";
+  await assert.rejects(fetch("http://h/"), /answer a status/);
+  host.state.http = () => {
+    throw new HttpError("connect", undefined, { reason: "refused" });
+  };
+  await assert.rejects(fetch("http://h/x"), (e) => e.message === "fetch http://h/x: cannot connect: refused");
+  host.reset();
 });

@@ -1,9 +1,11 @@
-// Stands in for the `shardhost:handler/host@0.1.0` import under Node (see register.js): keeps
+// Stands in for the `shardhost:handler/host@0.1.1` import under Node (see register.js): keeps
 // every call in `calls`, answers what `state` says. A test may import it as
-// "shardhost/testing/host" to look at the log lines or to make publish and seek answer.
+// "shardhost/testing/host" to look at the log lines, to make publish and seek answer, to give
+// config values (`state.config`) and to answer the handler's fetches (`state.http`).
 
-/** Every call the SDK made, in order. */
-export const calls = { log: [], maxLogLevel: 0, publish: [], seek: [] };
+/** Every call the SDK made, in order; `http`: every request fetch sent (a redirect is one more),
+ * as { method, url, headers (a Headers), body (Uint8Array), text() }. */
+export const calls = { log: [], maxLogLevel: 0, publish: [], seek: [], http: [] };
 
 const NO_HOST = "not running inside shardhost (a test under Node)";
 
@@ -21,6 +23,18 @@ function defaults() {
     seek: () => {
       throw hostError(NO_HOST);
     },
+    /** The subscription's config values, { name: value }; undefined: from the environment
+     * (SHARDHOST_CONFIG_<NAME>). */
+    config: undefined,
+    /**
+     * What answers the handler's fetches: a function (request) => answer, or an object
+     * { url: answer } (a URL it does not hold is denied, as an origin the subscription does not
+     * allow). An answer: a status (number), { status, headers, body } (headers an object or
+     * pairs, body a string or bytes), an HttpError (returned or thrown; its url filled in) or, in
+     * the object, a function of the request. Redirects are followed by the SDK's fetch, as in a
+     * component. undefined: every fetch fails, as outside shardhost.
+     */
+    http: undefined,
   };
 }
 
@@ -32,6 +46,7 @@ export function reset() {
   calls.log.length = 0;
   calls.publish.length = 0;
   calls.seek.length = 0;
+  calls.http.length = 0;
   calls.maxLogLevel = 0;
   Object.assign(state, defaults());
 }

@@ -2,8 +2,15 @@
 //   node --import shardhost/testing --test
 //   node --import <this SDK>/testing/register.js --test    (without shardhost in node_modules)
 // The SDK's bindings then resolve to shardhost/testing/host: log lines go to standard error,
-// publish and seek fail (as the Rust SDK does in a native build) unless a test says otherwise.
-// `shardhost` itself resolves to this SDK, as componentize bundles it (./hooks.js).
+// publish, seek and fetch fail (as the Rust SDK does in a native build) and config values come
+// from the environment, unless a test says otherwise (its `state`). `shardhost` itself
+// resolves to this SDK, as componentize bundles it (./hooks.js). The global `fetch` is the
+// SDK's, answered by `state.http` (./http.js): a handler's tests send nothing over the network.
 import { register } from "node:module";
 
 register("./hooks.js", import.meta.url);
+
+const { underTest } = await import("../src/log.js");
+underTest();
+const { createFetch } = await import("../src/http/fetch.js");
+globalThis.fetch = createFetch(await import("./http.js"));

@@ -1,10 +1,14 @@
 // For the SDK's own tests (not published): loads the SDK with its bindings resolved to the
 // stand-in host (./host.js), quiet and answering publish and seek. From a test:
 //   import { sdk, fake, wit, internal } from "../testing/sdk-tests.js";
-import "./register.js";
+// Only the resolve hooks: the SDK's own tests look at it before its first call too (what
+// ./register.js would skip) and make their own fetches (src/http/fetch.js's createFetch).
+import { register } from "node:module";
+
+register("./hooks.js", import.meta.url);
 
 export const sdk = await import("../src/index.js");
-const host = await import("shardhost:handler/host@0.1.0");
+const host = await import("shardhost:handler/host@0.1.1");
 
 /** The stand-in host, plus testReset(): reset to how the SDK's tests want it (quiet, publish
  * and seek answering). */

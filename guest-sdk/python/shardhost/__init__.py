@@ -26,9 +26,14 @@ error level, so the host's report of the failure names it. The host then bisects
 The contract (the same as for Rust handlers): an instance is reused across calls, and thrown
 away after a failed call; calls can be replayed, so handlers must be idempotent; order holds
 per shard (and per partition key with lanes); each call has a time and memory budget.
+
+`shardhost.config.get(name)` reads the subscription's `[subscription.config]` values;
+`shardhost.http` (imported by the app: `from shardhost import http`) sends HTTP requests to the
+origins its `[subscription.http]` allows.
 """
 
 from . import _host
+from . import config
 from . import log
 from . import _export
 from ._export import register as _register
@@ -53,6 +58,8 @@ __all__ = [
     "PublishError",
     "SeekError",
     "log",
+    "config",
+    "http",
 ]
 
 __version__ = "0.1.0"
@@ -75,6 +82,17 @@ def batch_handler(fn):
     one outcome per record, in order. Use it once per component, and not together with
     `handler`. Returns `fn` unchanged."""
     return _register("batch", fn)
+
+
+def __getattr__(name):
+    # `shardhost.http` without `import shardhost.http`: imported on first use. (An app that
+    # sends requests should still name it in an import or as `shardhost.http`, which the build
+    # tool looks for to give the component wasi:http.)
+    if name == "http":
+        import importlib
+
+        return importlib.import_module(".http", __name__)
+    raise AttributeError("module 'shardhost' has no attribute %r" % name)
 
 
 if _host.backend().in_component:

@@ -1,14 +1,18 @@
 """The seam between the SDK and whoever answers its host calls.
 
 In a component (componentize-py), `WitBackend` calls the generated bindings of the world's
-`host` import; they are imported here and nowhere else, and only there. In plain CPython (a
-handler's unit tests, the SDK's own) `NativeBackend` writes log lines to standard error and
-answers `publish` and `seek` with an error, as the Rust SDK does in a native build.
-`shardhost.testing.FakeHost` is a third backend that records what the handler did.
+imports: `host` and `wasi:config/store` here, `wasi:http` through `_wasi_http` (when the world
+is `http-handler`); they are imported in these two modules and nowhere else, and only there.
+In plain CPython (a handler's unit tests, the SDK's own) `NativeBackend` writes log lines to
+standard error, answers `publish`, `seek` and every HTTP request with an error, and reads
+config values from the environment (`SHARDHOST_CONFIG_<NAME>`), as the Rust SDK does in a
+native build. `shardhost.testing.FakeHost` is a third backend that records what the handler
+did and answers what the test says.
 
 Levels are ints here: 0 trace, 1 debug, 2 info, 3 warn, 4 error (the WIT enum's order).
 """
 
+import os
 import sys
 
 __all__ = ["HostError", "PublishError", "SeekError", "publish", "seek"]
@@ -16,6 +20,27 @@ __all__ = ["HostError", "PublishError", "SeekError", "publish", "seek"]
 LEVEL_NAMES = ("trace", "debug", "info", "warn", "error")
 
 NO_HOST = "not running inside shardhost (native build)"
+
+NO_HTTP = (
+    "this component was built without HTTP (world `handler`): the build imports wasi:http "
+    "when the app imports shardhost.http, or with `componentize --http`"
+)
+
+
+def config_env_name(name):
+    """The environment variable a config value comes from outside a component:
+    `SHARDHOST_CONFIG_<NAME>`, the name upper-cased with every other character as `_` (the
+    Rust SDK's rule)."""
+    return "SHARDHOST_CONFIG_" + "".join(
+        c.upper() if c.isascii() and c.isalnum() else "_" for c in name
+    )
+
+
+def http_failures(round_, reason):
+    """Every request of a round failed with `reason` (an InvalidUrl stays what it is)."""
+    from .http import HttpError
+
+    return [url if isinstance(url, HttpError) else HttpError(r.url, reason) for r, url in round_]
 
 
 class HostError(Exception):
@@ -56,14 +81,23 @@ class NativeBackend:
     def seek(self, sequence_number):
         raise SeekError(NO_HOST)
 
+    def config_get(self, name):
+        return os.environ.get(config_env_name(name))
+
+    def config_all(self):
+        return {}
+
+    def http_exchange(self, round_):
+        return http_failures(round_, NO_HOST)
+
 
 class WitBackend:
     """Inside a component built by componentize-py.
 
     Nothing may call the host before the first call of `handle`: the app is imported while
     componentize-py builds the component (pre-initialisation), where no host answers. Until
-    then (`armed` False) log lines go to the build's standard error and `publish`/`seek`
-    raise."""
+    then (`armed` False) log lines go to the build's standard error, and `publish`, `seek`,
+    config values and HTTP requests raise."""
 
     in_component = True
 
@@ -71,8 +105,17 @@ class WitBackend:
         # The generated bindings; imported while the component is built, so that an
         # instance starts with them loaded.
         import wit_world.imports.host as host
-        import wit_world.imports.types as types
+        import wit_world.imports.store as store
         from componentize_py_types import Err
+
+        try:  # the world `handler`
+            import wit_world.imports.types as types
+        except ImportError:  # `http-handler`: two `types` interfaces, named by their packages
+            import wit_world.imports.shardhost_handler_types as types
+        from . import _wasi_http
+
+        self._store = store
+        self._http = _wasi_http.load()
 
         # componentize-py (0.25) looks the record constructors of the bindings up after it
         # imports the app, and calls them with the fields in WIT order: pointing
@@ -125,6 +168,33 @@ class WitBackend:
             self._host.seek(sequence_number)
         except self._err as e:
             raise SeekError(str(e.value)) from None
+
+    def _callable(self, what):
+        if not self.armed:
+            raise RuntimeError(
+                "%s only while the host calls the handler, not at module top level (the app's "
+                "top level runs when the component is built)" % what
+            )
+
+    def config_get(self, name):
+        self._callable("config values can be read")
+        try:
+            return self._store.get(name)
+        except self._err:
+            return None
+
+    def config_all(self):
+        self._callable("config values can be read")
+        try:
+            return dict(self._store.get_all())
+        except self._err:
+            return {}
+
+    def http_exchange(self, round_):
+        self._callable("HTTP requests can be sent")
+        if self._http is None:
+            return http_failures(round_, NO_HTTP)
+        return self._http.exchange(round_)
 
 
 def _detect():

@@ -1,15 +1,21 @@
 """Helpers for unit tests of handlers in plain CPython (no component, no host).
 
 Call the decorated function directly with `shardhost.Record(...)`: logging goes to standard
-error and `publish`/`seek` raise, as in a native Rust test. For more, `FakeHost` records
-what the handler logs, publishes and seeks, and `call` runs the registered handler the way
-the host does (per-record or per-batch, outcomes checked)::
+error, `publish`/`seek` and HTTP requests fail, and config values come from the environment, as
+in a native Rust test. For more, `FakeHost` records what the handler logs, publishes, seeks
+and requests, answers its config values and HTTP requests as the test says, and `call` runs
+the registered handler the way the host does (per-record or per-batch, outcomes checked)::
 
-    from shardhost import Record, testing
+    from shardhost import Record, http, testing
 
     with testing.FakeHost(max_level="info") as host:
         outcomes = testing.call([Record("pk", "1", b'{"id": 1}')])
     assert host.lines == [("info", "...")]
+
+    carrier = {"https://carrier.example/book": http.Response(201)}
+    with testing.FakeHost(config={"carrier_url": "https://carrier.example/book"}, http=carrier) as host:
+        ...
+    assert [r.url for r in host.requests] == ["https://carrier.example/book"]
 """
 
 from types import SimpleNamespace
@@ -28,20 +34,31 @@ class FakeHost:
     - `published`: (stream, partition_key, data) per successful publish;
     - `seeks`: the sequence numbers asked for;
     - `max_level`: the level the host records ("trace" ... "error", or None for nothing);
-    - `publish_error` / `seek_error`: when set, the reason the call is refused with.
+    - `publish_error` / `seek_error`: when set, the reason the call is refused with;
+    - `config`: the subscription's config values, a dict (`shardhost.config.get` reads it);
+    - `http`: what answers HTTP requests: a function `(request) -> answer`, or a dict
+      `{url: answer}` (a URL it does not hold is denied, as an origin the subscription does
+      not allow). An answer is an `http.Response` (its `url` filled in when empty), an int
+      status, an `http.HttpError` (returned or raised; its `url` filled in when None) or, in
+      the dict, a function of the request. Redirects are followed by the SDK as in a
+      component. None (the default): every request fails, as outside shardhost;
+    - `requests`: every `http.Request` sent, in order (a redirect is one more).
     """
 
     in_component = False
 
-    def __init__(self, max_level="trace", publish_error=None, seek_error=None):
+    def __init__(self, max_level="trace", publish_error=None, seek_error=None, config=None, http=None):
         if max_level is not None and max_level not in _host.LEVEL_NAMES:
             raise ValueError("max_level is one of %s or None" % (_host.LEVEL_NAMES,))
         self.max_level = max_level
         self.publish_error = publish_error
         self.seek_error = seek_error
+        self.config = dict(config or {})
+        self.http = http
         self.lines = []
         self.published = []
         self.seeks = []
+        self.requests = []
         self.armed = True
         self._previous = None
 
@@ -66,6 +83,53 @@ class FakeHost:
         if self.seek_error is not None:
             raise _host.SeekError(self.seek_error)
         self.seeks.append(sequence_number)
+
+    def config_get(self, name):
+        value = self.config.get(name)
+        return None if value is None else str(value)
+
+    def config_all(self):
+        return {k: str(v) for k, v in self.config.items()}
+
+    def http_exchange(self, round_):
+        from . import http
+
+        answers = []
+        for request, url in round_:
+            if isinstance(url, http.HttpError):
+                answers.append(url)
+                continue
+            self.requests.append(request)
+            answers.append(self._answer(http, request, url))
+        return answers
+
+    def _answer(self, http, request, url):
+        if self.http is None:
+            return http.HttpError(request.url, _host.NO_HOST)
+        answer = self.http
+        if isinstance(answer, dict):
+            answer = answer.get(request.url, answer.get(str(url)))
+            if answer is None:
+                return http.Denied(url.origin(), request.url)
+        try:
+            if callable(answer):
+                answer = answer(request)
+        except http.HttpError as e:
+            answer = e
+        if isinstance(answer, bool) or not isinstance(answer, (int, http.Response, http.HttpError)):
+            raise TypeError(
+                "FakeHost(http=...) answered %r for %s %s: answer an http.Response, an int status "
+                "or an http.HttpError" % (answer, request.method, request.url)
+            )
+        if isinstance(answer, int):
+            return http.Response(answer, url=str(url))
+        if isinstance(answer, http.HttpError):
+            if answer.url is None:
+                answer.url = request.url
+            return answer
+        if not answer.url:
+            return http.Response(answer.status, answer.body, answer.headers, str(url))
+        return answer
 
     # context manager
 

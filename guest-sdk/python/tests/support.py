@@ -73,10 +73,13 @@ class Err(Exception):
     value: object
 
 
-def fake_bindings(max_level=Level.TRACE, publish_error=None, seek_error=None):
+def fake_bindings(max_level=Level.TRACE, publish_error=None, seek_error=None, config=None, http=None):
     """Modules standing in for what componentize-py generates, to put in sys.modules:
     `wit_world`, `wit_world.imports`, `wit_world.imports.host`, `wit_world.imports.types`,
-    `componentize_py_types`. The host module records its calls in `.calls`."""
+    `wit_world.imports.store` (answering `config`), `componentize_py_types`. The host module
+    records its calls in `.calls`. With `http` (a `fake_wasi_http.Server`), the world is
+    `http-handler`: the wasi:http modules are there too, and `types` is named
+    `shardhost_handler_types`, as componentize-py names it beside wasi:http's `types`."""
     host = types.ModuleType("wit_world.imports.host")
     host.Level = Level
     host.calls = []
@@ -105,17 +108,42 @@ def fake_bindings(max_level=Level.TRACE, publish_error=None, seek_error=None):
     host.max_level = max_level
     host.publish_error = publish_error
     host.seek_error = seek_error
+    store = types.ModuleType("wit_world.imports.store")
+    store.values = dict(config or {})
+    store.error = None
+
+    def get(key):
+        if store.error is not None:
+            raise Err(store.error)
+        return store.values.get(key)
+
+    def get_all():
+        if store.error is not None:
+            raise Err(store.error)
+        return list(store.values.items())
+
+    store.get, store.get_all = get, get_all
     world = types.ModuleType("wit_world")
+    world.__path__ = []
     imports = types.ModuleType("wit_world.imports")
+    imports.__path__ = []
     world.imports = imports
     imports.host = host
-    imports.types = fake_types()
+    imports.store = store
+    types_name = "types" if http is None else "shardhost_handler_types"
+    setattr(imports, types_name, fake_types())
     cpt = types.ModuleType("componentize_py_types")
     cpt.Err = Err
-    return {
+    modules = {
         "wit_world": world,
         "wit_world.imports": imports,
         "wit_world.imports.host": host,
-        "wit_world.imports.types": imports.types,
+        "wit_world.imports.store": store,
+        "wit_world.imports." + types_name: getattr(imports, types_name),
         "componentize_py_types": cpt,
     }
+    if http is not None:
+        for name, module in http.modules().items():
+            setattr(imports, name, module)
+            modules["wit_world.imports." + name] = module
+    return modules

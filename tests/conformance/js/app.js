@@ -1,11 +1,13 @@
 // The conformance handler in JavaScript (tests/conformance/README.md): a per-batch handler
 // whose records' partition keys are commands. Its twins are tests/conformance/rust and python;
-// the cases are tests/conformance/contract.ndjson.
+// the cases are tests/conformance/contract.ndjson and http.ndjson (the `http` and `config:NAME`
+// commands; every `http` record of a call is fetched at once, with Promise.all).
 //
 // Build: ./build (next to this file) writes conformance.wasm.
 
 import {
-  batchHandler, ack, drop, retry, retryAfter, publish, seek, log, DecodeError, HostError,
+  batchHandler, ack, drop, retry, retryAfter, publish, seek, log, config, DecodeError, HostError,
+  HttpError,
 } from "shardhost";
 
 /** 2020-01-01T00:00:00Z in milliseconds since the epoch. */
@@ -117,10 +119,42 @@ function command(info, record) {
     case "log":
       log.info("%s", LOSSY.decode(record.data));
       return ack;
+    case "config": {
+      const value = config.get(arg);
+      if (value === undefined) return drop;
+      return value === LOSSY.decode(record.data) ? ack : retry;
+    }
     case "raise":
       throw new Error("raised on purpose");
   }
   return drop;
+}
+
+/** What a failed fetch answers: retry-after of its code. */
+const HTTP_ERRORS = { denied: 1, timeout: 2, connect: 3, "body-too-large": 4 };
+
+/** The outcome of one `http` record: its data is the request, as JSON. */
+async function http(record) {
+  const spec = record.json();
+  let response;
+  let body;
+  try {
+    response = await fetch(spec.url, { method: spec.method ?? "GET", headers: spec.headers, body: spec.body });
+    body = await response.text();
+  } catch (e) {
+    log.info("http: %s", e.message);
+    return retryAfter(e instanceof HttpError ? (HTTP_ERRORS[e.kind] ?? 5) : 5);
+  }
+  if (spec.expect_body !== undefined && body !== spec.expect_body) {
+    log.info("http: %s answered %j, not %j", response.url, body.slice(0, 200), spec.expect_body);
+    return retryAfter(6);
+  }
+  return retryAfter(response.status);
+}
+
+async function withHttp(info, records) {
+  const sent = await Promise.all(records.map((r) => (r.partitionKey === "http" ? http(r) : undefined)));
+  return records.map((r, i) => sent[i] ?? command(info, r));
 }
 
 export function conformance(info, records) {
@@ -128,12 +162,13 @@ export function conformance(info, records) {
     // One outcome for the batch; drop when the rest of the key is not an outcome.
     return outcome(records[0].partitionKey.slice("all:".length)) ?? drop;
   }
-  const outcomes = records.map((r) => command(info, r));
-  if (records.some((r) => r.partitionKey === "wrong-shape")) {
+  const wrongShape = (outcomes) => {
     // One outcome fewer than records: the call must fail.
-    outcomes.pop();
-  }
-  return outcomes;
+    if (records.some((r) => r.partitionKey === "wrong-shape")) outcomes.pop();
+    return outcomes;
+  };
+  if (records.some((r) => r.partitionKey === "http")) return withHttp(info, records).then(wrongShape);
+  return wrongShape(records.map((r) => command(info, r)));
 }
 
 export const handle = batchHandler(conformance);

@@ -1,11 +1,14 @@
 """The conformance handler in Python (tests/conformance/README.md): a per-batch handler whose
 records' partition keys are commands. Its twins are tests/conformance/rust and js; the cases
-are tests/conformance/contract.ndjson.
+are tests/conformance/contract.ndjson and http.ndjson (the `http` and `config:NAME` commands).
 
 Build: ./build (next to this file) writes conformance.wasm.
 """
 
+import json
+
 import shardhost
+from shardhost import config, http
 
 # 2020-01-01T00:00:00Z in milliseconds since the epoch.
 EPOCH_2020_MS = 1577836800000
@@ -99,9 +102,51 @@ def command(info, record):
     if verb == "log":
         shardhost.log.info("%s", record.data.decode("utf-8", "replace"))
         return shardhost.ack
+    if verb == "config":
+        value = config.get(arg)
+        if value is None:
+            return shardhost.drop
+        return shardhost.ack if value == record.data.decode("utf-8", "replace") else shardhost.retry
     if verb == "raise":
         raise RuntimeError("raised on purpose")
     return shardhost.drop
+
+
+def http_request(record):
+    """The request an `http` record asks for, and the body it expects (None: any)."""
+    spec = json.loads(record.data)
+    request = http.Request(
+        spec.get("method", "GET"),
+        spec["url"],
+        headers=spec.get("headers"),
+        body=spec.get("body"),
+    )
+    return request, spec.get("expect_body")
+
+
+# What a failed request answers: retry-after of its code.
+HTTP_ERRORS = ((http.Denied, 1), (http.Timeout, 2), (http.ConnectError, 3), (http.BodyTooLarge, 4))
+
+
+def http_outcome(answer, expect_body):
+    if isinstance(answer, http.HttpError):
+        code = next((c for kind, c in HTTP_ERRORS if isinstance(answer, kind)), 5)
+        shardhost.log.info("http: %s", answer)
+        return shardhost.retry_after(code)
+    if expect_body is not None and answer.body.decode("utf-8", "replace") != expect_body:
+        shardhost.log.info("http: %s answered %r, not %r", answer.url, answer.body[:200], expect_body)
+        return shardhost.retry_after(6)
+    return shardhost.retry_after(answer.status)
+
+
+def http_records(records):
+    """{index: outcome} of the `http` records, every request sent at once."""
+    at = [i for i, r in enumerate(records) if r.partition_key == "http"]
+    if not at:
+        return {}
+    asked = [http_request(records[i]) for i in at]
+    answers = http.send_all([request for request, _ in asked])
+    return {i: http_outcome(a, expect) for i, a, (_, expect) in zip(at, answers, asked)}
 
 
 @shardhost.batch_handler
@@ -109,7 +154,8 @@ def conformance(info, records):
     if records and records[0].partition_key.startswith("all:"):
         # One outcome for the batch; drop when the rest of the key is not an outcome.
         return outcome(records[0].partition_key[len("all:"):]) or shardhost.drop
-    outcomes = [command(info, r) for r in records]
+    sent = http_records(records)
+    outcomes = [sent[i] if i in sent else command(info, r) for i, r in enumerate(records)]
     if any(r.partition_key == "wrong-shape" for r in records):
         # One outcome fewer than records: the call must fail.
         outcomes.pop()

@@ -94,3 +94,81 @@ test("big ids are logged as they were written", () => {
   handle(info, [{ partitionKey: "k", sequenceNumber: "1", subSequenceNumber: 0, approximateArrivalTimestamp: 0n, data }]);
   assert.match(calls.log.at(-1)?.[1] ?? "", /shipment booked: id=18446744073709551615 carrier=dhl$/);
 });
+
+// Booking (README of tests/conformance, "Booking"): with carrier_url, through the SDK's fetch,
+// answered here by the carrier stub of the conformance suite.
+const { retryAfter, HttpError } = await import("shardhost");
+const { reset } = await import("shardhost/testing/host");
+const CARRIER = "https://carrier.example/shipments";
+
+function carrier(request) {
+  if (!request.headers.get("idempotency-key")) return 400;
+  const address = JSON.parse(request.text()).address ?? "";
+  return address.includes("nowhere") ? 422 : address.includes("busy") ? 503 : 201;
+}
+
+/** The outcome of one record with carrier_url set (and the log lines it wrote). */
+async function book(data, answer = carrier, attempt = 1) {
+  reset();
+  state.echo = false;
+  state.config = { carrier_url: CARRIER };
+  state.http = { [CARRIER]: answer };
+  const out = await handle({ stream: "shipments", shardId: "shardId-0", millisBehindLatest: undefined, attempt }, [
+    { partitionKey: "order-1", sequenceNumber: "1", subSequenceNumber: 0, approximateArrivalTimestamp: 0n, data: new TextEncoder().encode(data) },
+  ]);
+  const lines = calls.log.slice();
+  reset();
+  state.echo = false;
+  return [out.val[0], lines];
+}
+
+const wire = (o) => (o.kind === "retryAfter" ? { tag: "retry-after", val: BigInt(o.delayMs) } : { tag: o.kind });
+
+test("booking: the conformance cases", async () => {
+  const { readFileSync } = await import("node:fs");
+  const cases = readFileSync(new URL("../../../../tests/conformance/shipping-booked.ndjson", import.meta.url), "utf8")
+    .split("\n").filter(Boolean).map((l) => JSON.parse(l));
+  for (const c of cases) {
+    const want = c.expect.startsWith("retry-after:") ? retryAfter(Number(c.expect.split(":")[1])) : { ack, drop, retry }[c.expect];
+    assert.deepEqual((await book(JSON.stringify(c.data)))[0], wire(want), c.why);
+  }
+});
+
+test("booking: what the carrier gets", async () => {
+  const data = '{"id":42,"address":"Main St 1","carrier":"dhl"}';
+  const [outcome, lines] = await book(data, (request) => {
+    assert.equal(request.method, "POST");
+    assert.equal(request.url, CARRIER);
+    assert.equal(request.text(), data);
+    assert.equal(request.headers.get("content-type"), "application/json");
+    assert.equal(request.headers.get("idempotency-key"), "42");
+    return 201;
+  });
+  assert.deepEqual(outcome, { tag: "ack" });
+  assert.deepEqual(lines, [["info", "shipment booked: id=42 carrier=dhl status=201"]]);
+});
+
+test("booking: backoff doubles with the attempt, up to a minute; failures and odd statuses", async () => {
+  for (const [attempt, delay] of [[1, 1000], [2, 2000], [3, 4000], [6, 32000], [7, 60000], [30, 60000]]) {
+    assert.deepEqual((await book(ok(1), 503, attempt))[0], wire(retryAfter(delay)), `attempt ${attempt}`);
+  }
+  for (const error of [new HttpError("timeout"), new HttpError("connect"), new HttpError("body-too-large"), 302]) {
+    assert.deepEqual((await book(ok(1), error))[0], wire(retryAfter(1000)), String(error));
+  }
+  assert.deepEqual((await book(ok(1), 409))[0], { tag: "drop" });
+  const [held, lines] = await book(ok(1), new HttpError("denied"));
+  assert.deepEqual(held, { tag: "retry" });
+  assert.equal(lines[0][0], "error");
+  assert.match(lines[0][1], /\[subscription\.http\] allow/);
+});
+
+test("booking: an empty carrier_url books nothing", () => {
+  reset();
+  state.echo = false;
+  state.config = { carrier_url: "" };
+  state.http = () => 500;
+  assert.equal(ship(record(ok(1))), ack);
+  assert.equal(calls.http.length, 0);
+  reset();
+  state.echo = false;
+});
