@@ -347,15 +347,15 @@ fn a_component_of_another_world_is_refused() {
         &path,
         &[
             "wrongworld.wasm",
-            "does not implement the world shardhost:handler/handler@0.1.0",
+            "does not implement the world shardhost:handler/handler@0.1.1",
         ],
     );
 }
 
 #[test]
-fn a_component_importing_wasi_http_is_refused_naming_the_import_and_how_to_build_without_it() {
+fn a_component_importing_wasi_http_is_refused_without_a_grant_naming_the_import_and_the_grant() {
     let dir = Scratch::new("bad");
-    // What componentize-js builds by default: a handler that also imports wasi:http.
+    // A handler that sends HTTP requests, for a subscription without [subscription.http].
     let wat = r#"(component
         (import "wasi:http/outgoing-handler@0.2.3" (instance (export "handle" (func))))
         (import "wasi:cli/stdout@0.2.3" (instance))
@@ -366,8 +366,9 @@ fn a_component_importing_wasi_http_is_refused_naming_the_import_and_how_to_build
         &path,
         &[
             "js.wasm",
-            "imports `wasi:http/outgoing-handler@0.2.3`, which the host does not provide",
-            "--disable http",
+            "imports `wasi:http/outgoing-handler@0.2.3` (it sends HTTP requests), but the \
+             subscription grants no HTTP",
+            "[subscription.http]",
         ],
     );
     let out = check(&path);
@@ -375,6 +376,26 @@ fn a_component_importing_wasi_http_is_refused_naming_the_import_and_how_to_build
         !text(&out.stderr).contains("wasi:cli/stdout"),
         "names only what is missing: {}",
         text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_component_serving_http_is_refused_naming_the_import_and_how_to_build_without_it() {
+    let dir = Scratch::new("bad");
+    // What componentize-js builds with its fetch event: a handler that also serves HTTP.
+    let wat = r#"(component
+        (import "wasi:http/incoming-handler@0.2.3" (instance (export "handle" (func))))
+    )"#;
+    let handler = dir.write("js.wasm", wat::parse_str(wat).unwrap());
+    let body = good_config(&handler) + "[subscription.http]\nallow = [\"http://127.0.0.1:9\"]\n";
+    let path = config_in(&dir, &body);
+    assert_refused(
+        &path,
+        &[
+            "js.wasm",
+            "imports `wasi:http/incoming-handler@0.2.3`, which the host does not provide",
+            "--disable fetch-event",
+        ],
     );
 }
 

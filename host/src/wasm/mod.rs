@@ -223,6 +223,9 @@ impl Runtime {
             name: name.clone(),
             source,
         };
+        // What it may do, before what it is: a handler that sends HTTP where none is granted
+        // is refused for that, whatever else is wrong with it.
+        let granted = self.granted(&name, &component, wasi)?;
         let pre = self.linker.instantiate_pre(&component).map_err(|source| {
             let imports = not_provided(&self.engine, &component);
             if imports.is_empty() {
@@ -234,7 +237,6 @@ impl Runtime {
                 }
             }
         })?;
-        let granted = self.granted(&name, &component, wasi)?;
         let spec = InstanceSpec {
             version: version.clone(),
             limits,
@@ -281,7 +283,7 @@ impl Runtime {
             .component_type()
             .imports(&self.engine)
             .map(|(name, _)| name)
-            .filter(|name| name.starts_with("wasi:http/"))
+            .filter(|name| name.starts_with("wasi:http/outgoing-handler"))
             .map(str::to_owned)
             .collect();
         let http = match &wasi.http {

@@ -100,10 +100,11 @@ impl Outbound {
         )
         .await
         .map_err(|_| Error::ConnectionTimeout)??;
-        // The connection lives until the response's body is read or dropped, never past the
-        // request's deadline.
+        // The connection lives until the response's body is read or dropped, never long past
+        // the request's deadline: the request itself ends at the deadline with a timeout, and
+        // the connection a moment later (ended first, it would be that error instead).
         tokio::spawn(async move {
-            let _ = timeout_at(deadline, conn).await;
+            let _ = timeout_at(deadline + CONNECTION_GRACE, conn).await;
         });
         // On the wire the request names its path only (the host header names the origin).
         let path = request
@@ -115,7 +116,8 @@ impl Outbound {
         *request.uri_mut() = path;
         let response = timeout_at(deadline, sender.send_request(request))
             .await
-            .map_err(|_| Error::HttpResponseTimeout)??;
+            .map_err(|_| Error::HttpResponseTimeout)?
+            .map_err(|e| past(deadline, Error::from(e), Error::HttpResponseTimeout))?;
         let max = self.gate.grant.max_body;
         if let Some(length) = response.body().size_hint().exact()
             && length > max
@@ -182,6 +184,18 @@ impl Outbound {
             }
         })?;
         Ok(Box::new(tls))
+    }
+}
+
+/// How long a connection outlives its request's deadline.
+const CONNECTION_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `error`, or `timeout` when it came at or after the deadline (a connection cut by it).
+fn past(deadline: tokio::time::Instant, error: Error, timeout: Error) -> Error {
+    if tokio::time::Instant::now() >= deadline {
+        timeout
+    } else {
+        error
     }
 }
 
@@ -255,7 +269,11 @@ impl Body for Bounded {
                 this.left -= len;
                 Poll::Ready(Some(Ok(frame)))
             }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Error::from(e)))),
+            Poll::Ready(Some(Err(e))) => {
+                let deadline = this.deadline.deadline();
+                let e = past(deadline, Error::from(e), Error::ConnectionReadTimeout);
+                Poll::Ready(Some(Err(e)))
+            }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => match this.deadline.as_mut().poll(cx) {
                 Poll::Ready(()) => Poll::Ready(Some(Err(Error::ConnectionReadTimeout))),
