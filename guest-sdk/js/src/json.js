@@ -121,7 +121,7 @@ export function integer(container, key) {
  * - no escaped surrogate: the text has no `\u` at all, or none of `\uD800`-`\uDFFF`;
  * - no number out of range and no integer literal past 2^53 - 1: every number parsed lies
  *   within +-(2^53 - 1) (such a literal parses beyond it, an out-of-range one to Infinity);
- * - nesting at most MAX_DEPTH deep: the value holds no more than MAX_DEPTH arrays and objects;
+ * - nesting at most MAX_DEPTH deep, measured by the walk;
  * - no float that holds an integer (`1.0`, `1e3`): the value holds no whole number, or the
  *   text has no more marks of a float (a digit followed by `.`, `e` or `E`) than the value has
  *   numbers that are not whole (`wholeFloat`);
