@@ -321,3 +321,30 @@ test("the fast path's key count is never fooled by colons and quotes inside stri
     assert.equal(scan(text) === undefined, ok, text);
   }
 });
+
+test("many arrays and objects, not deep: the fast path; deep: refused", () => {
+  const wide = JSON.stringify(Array.from({ length: 300 }, (_, i) => ({ i, tags: [i] })));
+  assert.equal(plain(wide, JSON.parse(wide)), true);
+  assert.equal(new sdk.Record({ data: wide }).json().length, 300);
+  const deep = `[${"[".repeat(128)}${"]".repeat(128)},${Array(200).fill("[]").join(",")}]`;
+  assert.equal(plain(deep, JSON.parse(deep)), false);
+  assert.throws(() => new sdk.Record({ data: deep }).json(), /nested more than 128/);
+});
+
+test("compact text proven by JSON.stringify: a whole float or a repeated key is never let through", () => {
+  for (const [text, ok] of [
+    ['{"id":7,"a":"x"}', true],
+    ['{"id":7,"a":1.5}', true],
+    ['{"id":7.0,"a":"x"}', false],
+    ['{"id":7,"a":1e3}', false],
+    ['{"id":7,"id":7}', false],
+    ['{"id":7,"a":{"b":1,"b":1}}', false],
+    ['[1,2.0]', false],
+    ['{"id":-0}', true], // -0 is refused by integer(), not by json()
+  ]) {
+    const found = { bigints: [], floats: [] };
+    const clean = scan(text, found) === undefined && found.floats.length === 0;
+    if (plain(text, JSON.parse(text))) assert.ok(clean, text);
+    assert.equal(clean, ok, text);
+  }
+});
