@@ -35,7 +35,13 @@ mod imp {
     fn var(name: &str) -> String {
         let name: String = name
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_uppercase()
+                } else {
+                    '_'
+                }
+            })
             .collect();
         format!("SHARDHOST_CONFIG_{name}")
     }

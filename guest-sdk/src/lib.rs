@@ -83,6 +83,15 @@
 //! shardhost_guest::batch_handler!(count);
 //! ```
 //!
+//! # JSON
+//!
+//! [`Record::json`] reads by the JSON rule every shardhost SDK follows (Rust, Python and
+//! JavaScript), written down in `guest-sdk/JSON.md`: serde_json's strict JSON, and in the
+//! *whole* document, fields the type does not read included, no key twice in one object, no
+//! lone surrogate escape, no number beyond a double's range and nesting at most 128 deep
+//! ([`DecodeError::Rule`] otherwise). Integer fields take integer literals only, as serde does
+//! (`1.0` and `1e3` are floats). So a handler refuses the same records in every language.
+//!
 //! # Calling the host
 //!
 //! - [`log`]: `trace`/`debug`/`info`/`warn`/`error` functions, and the [`trace!`], [`debug!`],
@@ -127,6 +136,7 @@
 pub mod config;
 mod host;
 pub mod http;
+mod json_rule;
 pub mod log;
 mod outcome;
 mod record;
@@ -136,6 +146,7 @@ mod record;
 pub mod __private;
 
 pub use host::{publish, seek};
+pub use json_rule::RuleError;
 pub use outcome::{BatchOutcome, Outcome};
 pub use record::{BatchInfo, DecodeError, Record};
 

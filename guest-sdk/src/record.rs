@@ -6,6 +6,7 @@ use std::str::Utf8Error;
 use serde::Deserialize;
 
 use crate::__private::wit;
+use crate::json_rule::{self, RuleError};
 
 /// One Kinesis record, as the host delivered it.
 ///
@@ -104,17 +105,29 @@ impl Record {
         std::str::from_utf8(&self.inner.data)
     }
 
-    /// Decodes the record's data as JSON into `T`.
+    /// Decodes the record's data as JSON into `T`, under the JSON rule every shardhost SDK
+    /// follows (`guest-sdk/JSON.md`): serde_json's strict JSON, and in the *whole* document,
+    /// fields `T` does not read included, no key twice in one object, no lone surrogate
+    /// escape, no number beyond a double's range and nesting at most 128 deep. Integer fields
+    /// take integer literals only (`1.0` and `1e3` are floats, as serde_json reads them);
+    /// floats are rounded correctly (serde_json's `float_roundtrip`).
     ///
     /// `T` may borrow from the record (for example `&str` fields), or own its data.
     ///
     /// # Errors
     ///
-    /// [`DecodeError::NotUtf8`] when the data is not UTF-8 text, [`DecodeError::Json`] when it
-    /// is not JSON or does not have the shape of `T`.
+    /// [`DecodeError::NotUtf8`] when the data is not UTF-8 text, [`DecodeError::Rule`] when it
+    /// breaks one of the rule's limits, [`DecodeError::Json`] when it is not JSON or does not
+    /// have the shape of `T`.
     pub fn json<'a, T: Deserialize<'a>>(&'a self) -> Result<T, DecodeError> {
         let text = self.text().map_err(DecodeError::NotUtf8)?;
-        serde_json::from_str(text).map_err(DecodeError::Json)
+        json_rule::check(text).map_err(DecodeError::Rule)?;
+        let mut de = serde_json::Deserializer::from_str(text);
+        // The rule's depth (128) was checked; serde_json's own limit would stop at 127.
+        de.disable_recursion_limit();
+        let value = T::deserialize(&mut de).map_err(DecodeError::Json)?;
+        de.end().map_err(DecodeError::Json)?;
+        Ok(value)
     }
 
     pub(crate) fn from_wit(record: wit::KinesisRecord, attempt: u32) -> Self {
@@ -157,6 +170,10 @@ pub enum DecodeError {
     /// The data is text, but not JSON, or JSON of another shape than the type asked for
     /// (see [`serde_json::Error::classify`]).
     Json(serde_json::Error),
+    /// The data is JSON that the SDKs' JSON rule refuses (`guest-sdk/JSON.md`), anywhere in
+    /// the document: a key twice in one object, a lone surrogate escape, a number beyond a
+    /// double's range, or nesting deeper than 128.
+    Rule(RuleError),
 }
 
 impl fmt::Display for DecodeError {
@@ -171,6 +188,7 @@ impl fmt::Display for DecodeError {
                 write!(f, "record data is JSON of another shape: {e}")
             }
             Self::Json(e) => write!(f, "record data is not valid JSON: {e}"),
+            Self::Rule(e) => write!(f, "record data is not valid JSON: {e}"),
         }
     }
 }
@@ -180,6 +198,7 @@ impl std::error::Error for DecodeError {
         match self {
             Self::NotUtf8(e) => Some(e),
             Self::Json(e) => Some(e),
+            Self::Rule(e) => Some(e),
         }
     }
 }
@@ -317,6 +336,157 @@ mod tests {
             "record data is not UTF-8 text (invalid byte at offset 2)"
         );
         assert!(r.text().is_err());
+    }
+
+    /// The verdict of the shipping example's type on `data`: "ok", "rule" (the SDKs' JSON
+    /// rule), "json" (serde_json: syntax or shape).
+    fn shipment(data: &str) -> &'static str {
+        match Record::new("pk", "1", data).json::<Shipment>() {
+            Ok(_) => "ok",
+            Err(DecodeError::Rule(_)) => "rule",
+            Err(DecodeError::Json(_)) => "json",
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn with_id(id: &str) -> String {
+        format!(r#"{{"id":{id},"address":"1 Main St","carrier":"dhl"}}"#)
+    }
+
+    fn with_unread(x: &str) -> String {
+        format!(r#"{{"id":7,"address":"1 Main St","carrier":"dhl","x":{x}}}"#)
+    }
+
+    // One test per category of the JSON rule (guest-sdk/JSON.md); the Python and JavaScript
+    // SDKs' tests check the same cases.
+
+    #[test]
+    fn rule_integer_fields_take_integer_literals_only() {
+        assert_eq!(shipment(&with_id("7")), "ok");
+        for float in ["1.0", "1e3", "1E0", "10e-1", "-0", "0.0", "7.5"] {
+            assert_eq!(shipment(&with_id(float)), "json", "{float}");
+        }
+        // floats are fine where the handler reads none, or reads a float
+        assert_eq!(shipment(&with_unread("1.0")), "ok");
+        let v: f64 = Record::new("pk", "1", "7").json().unwrap();
+        assert_eq!(v, 7.0);
+    }
+
+    #[test]
+    fn rule_integers_past_2_53_and_past_64_bits() {
+        for id in ["9007199254740993", "18446744073709551615"] {
+            assert_eq!(shipment(&with_id(id)), "ok", "{id}");
+        }
+        let r = Record::new("pk", "1", with_id("18446744073709551615"));
+        assert_eq!(r.json::<Shipment>().unwrap().id, u64::MAX);
+        // past 64 bits an integer literal is a float: refused by a u64, fine unread
+        assert_eq!(shipment(&with_id("18446744073709551616")), "json");
+        assert_eq!(shipment(&with_id(&"1".repeat(30))), "json");
+        for x in ["18446744073709551616", "-9223372036854775809"] {
+            assert_eq!(shipment(&with_unread(x)), "ok", "{x}");
+        }
+        let v: serde_json::Value = Record::new("pk", "1", "-9223372036854775808")
+            .json()
+            .unwrap();
+        assert_eq!(v.as_i64(), Some(i64::MIN));
+        let v: serde_json::Value = Record::new("pk", "1", "-0").json().unwrap();
+        assert!(v.is_f64());
+    }
+
+    #[test]
+    fn rule_lone_surrogates_anywhere() {
+        for x in [
+            r#""\ud800""#,
+            r#""\udc00""#,
+            r#""\ud800\u0041""#,
+            r#"{"\ud800":1}"#,
+        ] {
+            assert_eq!(shipment(&with_unread(x)), "rule", "{x}");
+        }
+        let read = r#"{"id":7,"address":"\ud83d St","carrier":"dhl"}"#;
+        assert_eq!(shipment(read), "rule");
+        let pair = r#"{"id":7,"address":"\ud83d\ude9a St","carrier":"dhl"}"#;
+        assert_eq!(shipment(pair), "ok");
+    }
+
+    #[test]
+    fn rule_duplicate_keys_at_the_top_and_nested() {
+        let top = r#"{"id":7,"address":"1 Main St","carrier":"dhl","x":1,"x":2}"#;
+        assert_eq!(shipment(top), "rule");
+        let id_twice = r#"{"id":7,"address":"1 Main St","carrier":"dhl","id":8}"#;
+        assert_eq!(shipment(id_twice), "rule");
+        for x in [
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":1,"\u0061":2}"#,
+            r#"[{"b":{"c":1,"c":1}}]"#,
+        ] {
+            assert_eq!(shipment(&with_unread(x)), "rule", "{x}");
+        }
+        assert_eq!(shipment(&with_unread(r#"[{"a":1},{"a":2}]"#)), "ok");
+        let e = Record::new("pk", "1", r#"{"a":{"b":1,"b":2}}"#)
+            .json::<serde_json::Value>()
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"record data is not valid JSON: duplicate key "b" at line 1 column 13"#
+        );
+        assert!(std::error::Error::source(&e).is_some());
+    }
+
+    #[test]
+    fn rule_numbers_finite_as_doubles() {
+        for x in [
+            "1e400",
+            "-1e400",
+            "1.7976931348623159e308",
+            &"1".repeat(400),
+        ] {
+            assert_eq!(shipment(&with_unread(x)), "rule", "{x}");
+        }
+        for x in ["1.7976931348623158e308", "1e-400", &"1".repeat(79)] {
+            assert_eq!(shipment(&with_unread(x)), "ok", "{x}");
+        }
+        // read, the largest double is read as every language rounds it
+        let v: f64 = Record::new("pk", "1", "1.7976931348623158e308")
+            .json()
+            .unwrap();
+        assert_eq!(v, f64::MAX);
+        let v: f64 = Record::new("pk", "1", "2.2250738585072011e-308")
+            .json()
+            .unwrap();
+        assert_eq!(v, "2.2250738585072011e-308".parse::<f64>().unwrap());
+    }
+
+    #[test]
+    fn rule_long_digit_runs() {
+        for x in [
+            "1".repeat(79),
+            format!("0.{}", "1".repeat(500)),
+            format!("1{}", "0".repeat(308)),
+        ] {
+            assert_eq!(shipment(&with_unread(&x)), "ok", "{x}");
+        }
+        assert_eq!(shipment(&with_unread(&"9".repeat(309))), "rule");
+    }
+
+    #[test]
+    fn rule_nesting_depth() {
+        let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        // the shipment object is level 1
+        assert_eq!(shipment(&with_unread(&nested(127))), "ok");
+        assert_eq!(shipment(&with_unread(&nested(128))), "rule");
+        // read whole, 128 levels are fine too (serde_json alone stops at 127)
+        let v: serde_json::Value = Record::new("pk", "1", nested(128)).json().unwrap();
+        assert!(v.is_array());
+        let e = Record::new("pk", "1", nested(129))
+            .json::<serde_json::Value>()
+            .unwrap_err();
+        assert!(matches!(e, DecodeError::Rule(_)), "{e}");
+        assert!(e.to_string().contains("nested more than 128"), "{e}");
+        let e = Record::new("pk", "1", nested(1_000_000))
+            .json::<serde_json::Value>()
+            .unwrap_err();
+        assert!(matches!(e, DecodeError::Rule(_)), "{e}");
     }
 
     #[test]

@@ -145,7 +145,10 @@ fn main() {
         }
         rows.push((name.to_owned(), median(wasm), median(nat)));
     }
-    println!("{:<14}{:>16}{:>16}{:>8}", "requests", "wasi:http req/s", "native req/s", "ratio");
+    println!(
+        "{:<14}{:>16}{:>16}{:>8}",
+        "requests", "wasi:http req/s", "native req/s", "ratio"
+    );
     for (name, wasm, nat) in &rows {
         println!("{name:<14}{wasm:>16.0}{nat:>16.0}{:>8.2}", wasm / nat);
     }

@@ -3,13 +3,13 @@
 //! ([`HostToml`], [`Subscription`]).
 
 mod config;
-mod http_server;
 mod guests;
+mod http_server;
 mod wait;
 
 pub use config::{HostToml, Subscription};
-pub use http_server::{HttpServer, closed_origin};
 pub use guests::{guest, guest_target, root};
+pub use http_server::{HttpServer, closed_origin};
 pub use wait::{wait_until, wait_until_async, wait_until_else};
 
 /// The median of some samples (the upper one of an even count).

@@ -511,9 +511,11 @@ fn guest_log_lines_are_cut_escaped_and_rate_limited() {
         handled.iter().all(|m| !m.contains(['\r', '\n'])),
         "a guest line holds a line break: {handled:?}"
     );
+    // 2000 lines of burst and 1000 a second (the budget's unit test holds the exact figures):
+    // a call that logs 10 000 lines in less than 8 s loses some, however slow the machine.
     let spam = handled.iter().filter(|m| *m == "spam").count();
     assert!(
-        (1..5000).contains(&spam),
+        (2000..10_000).contains(&spam),
         "{spam} of 10000 lines logged in one call"
     );
 }

@@ -17,7 +17,7 @@
 // Build: ./build (makes ship.wasm, for the world http-handler: the app calls fetch); try:
 // shardhost invoke ship.wasm --records ../shipments.ndjson
 
-import { handler, ack, drop, retry, retryAfter, config, HttpError } from "shardhost";
+import { handler, integer, ack, drop, retry, retryAfter, config, HttpError } from "shardhost";
 
 /** The carriers this release of the service books with. */
 const CARRIERS = ["dhl", "ups"];
@@ -35,17 +35,17 @@ export function ship(record) {
     return drop;
   }
   if (shipment.address === "") {
-    console.warn("shipment without an address retired: id=%d", shipment.id);
+    console.warn("shipment without an address retired: id=%s", String(shipment.id));
     return drop;
   }
   if (!CARRIERS.includes(shipment.carrier)) {
-    console.warn("unknown carrier, shipment held: id=%d carrier=%s", shipment.id, shipment.carrier);
+    console.warn("unknown carrier, shipment held: id=%s carrier=%s", String(shipment.id), shipment.carrier);
     return retry;
   }
   const url = config.get("carrier_url");
   if (!url) {
     // none, or empty: nothing to book with
-    console.info("shipment booked: id=%d carrier=%s", shipment.id, shipment.carrier);
+    console.info("shipment booked: id=%s carrier=%s", String(shipment.id), shipment.carrier);
     return ack;
   }
   return book(url, shipment, record);
@@ -55,27 +55,27 @@ export const handle = handler(ship);
 
 /** POSTs the shipment to the carrier, keyed by its id. */
 async function book(url, shipment, record) {
-  const { id } = shipment;
+  const id = String(shipment.id);
   let response;
   try {
     response = await fetch(url, {
       method: "POST",
-      headers: { "Content-Type": "application/json", "Idempotency-Key": String(id) },
+      headers: { "Content-Type": "application/json", "Idempotency-Key": id },
       body: record.data,
     });
   } catch (e) {
     if (e instanceof HttpError && e.kind === "denied") {
-      console.error("shipment %d held: %s", id, e.message);
+      console.error("shipment %s held: %s", id, e.message);
       return retry;
     }
     return later(record, e.message, id);
   }
   if (response.ok) {
-    console.info("shipment booked: id=%d carrier=%s status=%d", id, shipment.carrier, response.status);
+    console.info("shipment booked: id=%s carrier=%s status=%d", id, shipment.carrier, response.status);
     return ack;
   }
   if (response.status >= 400 && response.status < 500) {
-    console.warn("the carrier refused shipment %d, retired: status=%d", id, response.status);
+    console.warn("the carrier refused shipment %s, retired: status=%d", id, response.status);
     return drop;
   }
   return later(record, `status ${response.status}`, id);
@@ -84,34 +84,33 @@ async function book(url, shipment, record) {
 /** Tries again after 1 s, doubling with each attempt, up to a minute. */
 function later(record, why, id) {
   const delay = Math.min(1000 * 2 ** (Math.min(Math.max(record.attempt, 1), 7) - 1), 60000);
-  console.warn("the carrier did not book shipment %d (%s): again in %d ms", id, why, delay);
+  console.warn("the carrier did not book shipment %s (%s): again in %d ms", id, why, delay);
   return retryAfter(delay);
 }
 
 /**
  * The checks the Rust example's `struct Shipment { id: u64, address: String, carrier: String }`
- * makes when serde decodes it. record.json() already refused what is not JSON, a key given
- * twice and integers past 2^53 - 1; the shape is ours to check:
- * - `id` a non-negative integer. JavaScript numbers are exact only up to 2^53 - 1, so ids from
- *   2^53 to 2^64 - 1, which serde would take, are refused here (by json()). serde also refuses
- *   -0 and ids written with a fraction or exponent (1.0, 1e3); we can see -0, not the spelling.
+ * makes when serde decodes it. record.json() already refused what the JSON rule refuses
+ * (guest-sdk/JSON.md: a key given twice, a lone surrogate, a number beyond a double, nesting
+ * past 128, anywhere); the shape is ours to check:
+ * - `id` an unsigned 64-bit integer: `integer()` takes only what was written as an integer
+ *   (not `1.0`, `1e3` or `-0`, as serde), a number or, past 2^53 - 1, a BigInt; then >= 0.
  * - `address` and `carrier` strings; other fields are ignored.
  * - serde's derive also takes the three fields as an array, in this order: so do we.
  */
 function toShipment(value) {
-  let id, address, carrier;
+  let container, idKey;
   if (Array.isArray(value)) {
     if (value.length !== 3) throw new Error(`invalid length ${value.length}, expected struct Shipment with 3 elements`);
-    [id, address, carrier] = value;
+    [container, idKey] = [value, 0];
   } else if (value !== null && typeof value === "object") {
-    ({ id, address, carrier } = value);
+    [container, idKey] = [value, "id"];
   } else {
     throw new Error(`invalid type: ${JSON.stringify(value)}, expected struct Shipment`);
   }
-  if (id === undefined) throw new Error("missing field `id`");
-  if (!Number.isSafeInteger(id) || id < 0 || Object.is(id, -0)) {
-    throw new Error(`invalid value: ${Object.is(id, -0) ? "-0" : JSON.stringify(id)}, expected u64`);
-  }
+  const id = integer(container, idKey); // throws: missing, not an integer
+  if (id < 0) throw new Error(`invalid value: ${id}, expected u64`);
+  const [address, carrier] = Array.isArray(value) ? value.slice(1) : [value.address, value.carrier];
   if (address === undefined) throw new Error("missing field `address`");
   if (typeof address !== "string") throw new Error(`invalid type: ${JSON.stringify(address)}, expected a string`);
   if (carrier === undefined) throw new Error("missing field `carrier`");

@@ -10,7 +10,7 @@ import { routeConsole } from "./log.js";
 export { handler, batchHandler } from "./handler.js";
 export { Outcome, ack, drop, retry, retryAfter } from "./outcome.js";
 export { Record, BatchInfo } from "./record.js";
-export { DecodeError } from "./json.js";
+export { DecodeError, integer } from "./json.js";
 export { log, LEVELS } from "./log.js";
 export { publish, seek, HostError } from "./host.js";
 export { config } from "./config.js";

@@ -66,10 +66,12 @@ export class Record {
   }
 
   /**
-   * The data decoded as JSON under the SDK's rule (README.md, "The JSON rule"): UTF-8 text
-   * holding exactly one JSON value; no byte order mark; no key twice in one object; no
-   * unpaired surrogate escape; no integer beyond +-(2^53 - 1); no number beyond a double's
-   * range. What shape the value has is the handler's to check.
+   * The data decoded as JSON under the rule every shardhost SDK follows (guest-sdk/JSON.md;
+   * README.md, "The JSON rule"): UTF-8 text holding exactly one JSON value; no byte order
+   * mark; anywhere in it, no key twice in one object, no unpaired surrogate escape, no number
+   * beyond a double's range, no nesting deeper than 128. Integers past +-(2^53 - 1) (within
+   * [-2^63, 2^64)) come out as BigInts; read integer fields with `integer(value, key)`, which
+   * refuses floats such as `1.0`. What shape the value has is the handler's to check.
    * @returns {any}
    * @throws {DecodeError} kind "not-utf8" or "not-json".
    */

@@ -1,25 +1,20 @@
-"""Strict JSON decoding for `Record.json()`: accepts and rejects what the Rust SDK's
-`serde_json` (1.0, default features) accepts and rejects.
-
-The rule, in full (README.md "JSON"):
+"""Strict JSON decoding for `Record.json()`: the JSON rule every shardhost SDK follows, written
+down once in guest-sdk/JSON.md. In short:
 
 - the data must be UTF-8 (checked before this module sees it); a leading byte order mark is
   not whitespace, so it is an error; whitespace is space, tab, CR and LF only;
 - one JSON value and nothing after it but whitespace;
 - no `NaN`, `Infinity` or `-Infinity` (Python's `json` accepts them), no trailing commas, no
   comments, no control characters inside strings;
-- no unpaired surrogate escape (`"\\ud800"`), which Python's `json` would hand over as a
-  lone surrogate;
-- no number whose magnitude `serde_json` cannot hold in an f64 (`1e400`; the decision is
-  `serde_json`'s own, computed the way it does, also at the edge of the range);
-- nesting at most 127 arrays/objects deep (`serde_json`'s recursion limit);
-- no object with the same key twice (`serde_json` rejects a repeated field of a struct; this
-  decoder cannot know which keys a handler reads, so it rejects every repetition).
+- in the whole document, read or not: no object with the same key twice (compared after
+  unescaping); no unpaired surrogate escape (`"\\ud800"`), which Python's `json` would hand
+  over as a lone surrogate; no number that is infinite when rounded to a double (`1e400`, a
+  400-digit integer); nesting at most 128 arrays/objects deep.
 
-Numbers come out as `serde_json::Value` holds them: an integer literal in
-[-2**63, 2**64) is an `int`; every other number is a `float`, including `-0`, `1.0`, `1e2`
-and integers past 64 bits. So `isinstance(v, int) and not isinstance(v, bool) and v >= 0`
-is exactly what a Rust `u64` field accepts.
+Numbers: an integer literal (no fraction, no exponent) in [-2**63, 2**64) is an `int`; every
+other number is a `float`, including `-0`, `1.0`, `1e2` and integer literals past 64 bits, as
+the Rust SDK's serde_json reads them. So `type(v) is int and v >= 0` is exactly what a Rust
+`u64` field accepts.
 """
 
 import json
@@ -27,13 +22,10 @@ import re
 
 __all__ = ["JsonError", "loads"]
 
-MAX_DEPTH = 127
+MAX_DEPTH = 128
 _U64_END = 1 << 64
 _I64_MIN = -(1 << 63)
-_I32_MAX = (1 << 31) - 1
-
-# 1e0 ... 1e308 as f64 constants (Rust's POW10 table: the same correctly rounded doubles).
-_POW10 = [float("1e%d" % i) for i in range(309)]
+_INF = float("inf")
 
 
 class JsonError(ValueError):
@@ -49,97 +41,13 @@ class _Reject(Exception):
     """Raised inside the json hooks; turned into JsonError."""
 
 
-def _f64_from_parts(positive, significand, exponent):
-    """serde_json's `f64_from_parts` (without `float_roundtrip`): None when out of range."""
-    f = float(significand)
-    while True:
-        e = abs(exponent)
-        if e < len(_POW10):
-            if exponent >= 0:
-                f *= _POW10[e]
-                if f == float("inf"):
-                    return None
-            else:
-                f /= _POW10[e]
-            break
-        if f == 0.0:
-            break
-        if exponent >= 0:
-            return None
-        f /= 1e308
-        exponent += 308
-    return f if positive else -f
-
-
-def _serde_f64(s):
-    """The f64 serde_json makes of the number literal `s` (valid JSON number syntax), or None
-    when serde_json answers "number out of range". Follows `parse_integer`, `parse_decimal`,
-    `parse_exponent` and their overflow paths digit for digit."""
-    i = 0
-    positive = True
-    if s[0] == "-":
-        positive = False
-        i = 1
-    n = len(s)
-    significand = 0
-    exponent = 0
-    overflowed = False
-    # integer part
-    while i < n and s[i].isdigit():
-        d = ord(s[i]) - 48
-        if overflowed:
-            exponent += 1
-        elif significand * 10 + d > 0xFFFFFFFFFFFFFFFF:
-            overflowed = True
-            exponent += 1
-        else:
-            significand = significand * 10 + d
-        i += 1
-    # fraction: digits are taken again (even after a long integer part) until one would
-    # overflow; from there on they are ignored
-    if i < n and s[i] == ".":
-        i += 1
-        ignoring = False
-        while i < n and s[i].isdigit():
-            d = ord(s[i]) - 48
-            if not ignoring:
-                if significand * 10 + d > 0xFFFFFFFFFFFFFFFF:
-                    ignoring = True
-                else:
-                    significand = significand * 10 + d
-                    exponent -= 1
-            i += 1
-    # exponent
-    if i < n and s[i] in "eE":
-        i += 1
-        positive_exp = True
-        if s[i] in "+-":
-            positive_exp = s[i] == "+"
-            i += 1
-        exp = 0
-        while i < n:
-            exp = exp * 10 + (ord(s[i]) - 48)
-            i += 1
-            if exp > _I32_MAX:
-                # parse_exponent_overflow
-                if significand != 0 and positive_exp:
-                    return None
-                return 0.0 if positive else -0.0
-        exponent = exponent + exp if positive_exp else exponent - exp
-        exponent = max(-_I32_MAX - 1, min(_I32_MAX, exponent))  # saturating
-    return _f64_from_parts(positive, significand, exponent)
-
-
 def _big_float(s):
-    """A number literal that is not a 64-bit integer, as a float; rejects what serde_json
-    rejects as out of range."""
+    """A number literal that is not a 64-bit integer, as a float (correctly rounded, as in
+    every SDK); rejects one that rounds to infinity."""
     f = float(s)
-    if -1e307 < f < 1e307:
-        return f  # far from the edge: serde_json's approximation cannot overflow here
-    g = _serde_f64(s)
-    if g is None:
+    if f == _INF or f == -_INF:
         raise _Reject("number out of range: " + (s if len(s) <= 40 else s[:37] + "..."))
-    return f if f not in (float("inf"), float("-inf")) else g
+    return f
 
 
 def _parse_int(s):

@@ -101,8 +101,9 @@ class Record:
             ) from None
 
     def json(self):
-        """The data decoded as JSON, by the same rule as the Rust SDK's `serde_json`
-        (README.md "JSON"): dicts, lists, str, int, float, bool and None.
+        """The data decoded as JSON by the rule every shardhost SDK follows (guest-sdk/JSON.md;
+        README.md "JSON"): dicts, lists, str, int (integer literals in [-2**63, 2**64)),
+        float (every other number: `1.0` and `1e3` too), bool and None.
 
         Raises DecodeError: kind "utf8" when the data is not UTF-8, "json" when the text is
         not JSON by that rule. The shape (which keys, which types) is the handler's to check.

@@ -1,7 +1,6 @@
-"""Record.json(): the accept/reject rule. Every verdict below is what serde_json 1.0.154
-(`from_str::<serde_json::Value>`, default features) answers for the same bytes, except
-duplicate keys, which the SDK rejects on purpose (serde rejects a repeated struct field;
-`Value` keeps the last)."""
+"""Record.json(): the accept/reject rule of every shardhost SDK (guest-sdk/JSON.md). The Rust
+SDK's `Record::json` answers the same for each verdict below (its own tests check the same
+categories), and so does the JavaScript SDK's `record.json()`."""
 
 import math
 import unittest
@@ -13,15 +12,16 @@ from shardhost import DecodeError, Record, _json
 OK, ERR, UTF8 = "ok", "json", "utf8"
 
 LONG = [
-    (b"17976931348623157" + b"0" * 292, ERR),  # serde's own rounding overflows here
+    (b"17976931348623157" + b"0" * 292, OK),  # the largest double, written out
+    (b"17976931348623159" + b"0" * 292, ERR),  # rounds to infinity
     (b"1" + b"0" * 308, OK),
     (b"9" * 309, ERR),
     (b"0." + b"0" * 400 + b"1e400", OK),
     (b"1" * 5000, ERR),
-    (b"[" * 127 + b"]" * 127, OK),
-    (b"[" * 128 + b"]" * 128, ERR),
-    (b'{"a":' * 127 + b"1" + b"}" * 127, OK),
-    (b'{"a":' * 128 + b"1" + b"}" * 128, ERR),
+    (b"[" * 128 + b"]" * 128, OK),
+    (b"[" * 129 + b"]" * 129, ERR),
+    (b'{"a":' * 128 + b"1" + b"}" * 128, OK),
+    (b'{"a":' * 129 + b"1" + b"}" * 129, ERR),
     (b'["' + b"[" * 300 + b'"]', OK),  # brackets inside a string do not nest
 ]
 
@@ -44,7 +44,8 @@ CASES = [
     (b'["\\\\ud800"]', OK),
     (b"-0", OK), (b"-0.0", OK), (b"0", OK), (b"-1", OK), (b"1e400", ERR), (b"-1e400", ERR),
     (b"1e-400", OK), (b"1e308", OK), (b"1.7976931348623157e308", OK),
-    (b"1.7976931348623158e308", ERR),
+    (b"1.7976931348623158e308", OK), (b"-1.7976931348623158e308", OK),
+    (b"1.7976931348623159e308", ERR), (b"-1.7976931348623159e308", ERR),
     (b"18446744073709551615", OK), (b"18446744073709551616", OK),
     (b"-9223372036854775808", OK), (b"-9223372036854775809", OK),
     (b"0e99999999999", OK), (b"1e99999999999", ERR), (b"1e-99999999999", OK),
@@ -64,7 +65,7 @@ def verdict(data):
 
 
 class JsonRule(unittest.TestCase):
-    def test_verdicts_match_serde_json(self):
+    def test_verdicts(self):
         for data, expected in CASES:
             with self.subTest(data=data[:60]):
                 self.assertEqual(verdict(data), expected)
@@ -111,7 +112,7 @@ class JsonRule(unittest.TestCase):
 
         for data, words in ((b"{not json", "not valid JSON"), (b"NaN", "NaN is not JSON"),
                             (b"[1e400]", "number out of range"),
-                            (b"[" * 200 + b"]" * 200, "127"),
+                            (b"[" * 200 + b"]" * 200, "nested more than 128"),
                             (b'["\\udc00"]', "surrogate"), (b"{} x", "Extra data")):
             with self.subTest(data=data[:20]):
                 with self.assertRaises(DecodeError) as cm:
@@ -124,6 +125,89 @@ class JsonRule(unittest.TestCase):
         for n in (1000, 100_000):
             with self.assertRaises(DecodeError):
                 Record("pk", "1", b"[" * n + b"]" * n).json()
+
+
+def _shipment(data):
+    """The verdict of the shipping example's shape on `data`, as the Rust SDK's tests compute
+    it for `struct Shipment { id: u64, address: String, carrier: String }`: "ok", "rule" (the
+    JSON rule refused the document) or "shape" (a field is missing or of another type)."""
+    try:
+        v = Record("pk", "1", data).json()
+    except DecodeError:
+        return "rule"
+    id_ = v.get("id")
+    if type(id_) is not int or not 0 <= id_ < 2**64:
+        return "shape"
+    if type(v.get("address")) is not str or type(v.get("carrier")) is not str:
+        return "shape"
+    return "ok"
+
+
+def _with_id(id_):
+    return '{"id":%s,"address":"1 Main St","carrier":"dhl"}' % id_
+
+
+def _with_unread(x):
+    return '{"id":7,"address":"1 Main St","carrier":"dhl","x":%s}' % x
+
+
+class RuleCategories(unittest.TestCase):
+    """One test per category of the JSON rule (guest-sdk/JSON.md), the same cases as the Rust
+    SDK's `rule_*` tests (guest-sdk/src/record.rs) and the JavaScript SDK's json.test.js."""
+
+    def test_integer_fields_take_integer_literals_only(self):
+        self.assertEqual(_shipment(_with_id("7")), "ok")
+        for f in ("1.0", "1e3", "1E0", "10e-1", "-0", "0.0", "7.5"):
+            self.assertEqual(_shipment(_with_id(f)), "shape", f)
+            self.assertIs(type(Record("pk", "1", f).json()), float, f)
+        self.assertEqual(_shipment(_with_unread("1.0")), "ok")
+
+    def test_integers_past_2_53_and_past_64_bits(self):
+        for id_ in ("9007199254740993", "18446744073709551615"):
+            self.assertEqual(_shipment(_with_id(id_)), "ok", id_)
+        self.assertEqual(Record("pk", "1", _with_id("18446744073709551615")).json()["id"], 2**64 - 1)
+        self.assertEqual(_shipment(_with_id("18446744073709551616")), "shape")
+        self.assertEqual(_shipment(_with_id("1" * 30)), "shape")
+        for x in ("18446744073709551616", "-9223372036854775809"):
+            self.assertEqual(_shipment(_with_unread(x)), "ok", x)
+        self.assertEqual(Record("pk", "1", "-9223372036854775808").json(), -(2**63))
+
+    def test_lone_surrogates_anywhere(self):
+        for x in ('"\\ud800"', '"\\udc00"', '"\\ud800\\u0041"', '{"\\ud800":1}'):
+            self.assertEqual(_shipment(_with_unread(x)), "rule", x)
+        self.assertEqual(_shipment('{"id":7,"address":"\\ud83d St","carrier":"dhl"}'), "rule")
+        self.assertEqual(_shipment('{"id":7,"address":"\\ud83d\\ude9a St","carrier":"dhl"}'), "ok")
+
+    def test_duplicate_keys_at_the_top_and_nested(self):
+        self.assertEqual(_shipment('{"id":7,"address":"1 Main St","carrier":"dhl","x":1,"x":2}'), "rule")
+        self.assertEqual(_shipment('{"id":7,"address":"1 Main St","carrier":"dhl","id":8}'), "rule")
+        for x in ('{"a":1,"a":2}', '{"a":1,"\\u0061":2}', '[{"b":{"c":1,"c":1}}]'):
+            self.assertEqual(_shipment(_with_unread(x)), "rule", x)
+        self.assertEqual(_shipment(_with_unread('[{"a":1},{"a":2}]')), "ok")
+
+    def test_numbers_finite_as_doubles(self):
+        for x in ("1e400", "-1e400", "1.7976931348623159e308", "1" * 400):
+            self.assertEqual(_shipment(_with_unread(x)), "rule", x[:30])
+        for x in ("1.7976931348623158e308", "1e-400", "1" * 79):
+            self.assertEqual(_shipment(_with_unread(x)), "ok", x[:30])
+        self.assertEqual(Record("pk", "1", "1.7976931348623158e308").json(), 1.7976931348623157e308)
+
+    def test_long_digit_runs(self):
+        for x in ("1" * 79, "0." + "1" * 500, "1" + "0" * 308):
+            self.assertEqual(_shipment(_with_unread(x)), "ok", x[:30])
+        self.assertEqual(_shipment(_with_unread("9" * 309)), "rule")
+
+    def test_nesting_depth(self):
+        def nested(n):
+            return "[" * n + "]" * n
+
+        # the shipment object is level 1
+        self.assertEqual(_shipment(_with_unread(nested(127))), "ok")
+        self.assertEqual(_shipment(_with_unread(nested(128))), "rule")
+        self.assertIsInstance(Record("pk", "1", nested(128)).json(), list)
+        with self.assertRaises(DecodeError) as cm:
+            Record("pk", "1", nested(129)).json()
+        self.assertIn("nested more than 128", str(cm.exception))
 
 
 def _outcome(fn, text):

@@ -212,21 +212,53 @@ impl Response {
 #[non_exhaustive]
 pub enum Error {
     /// The URL is not an absolute `http` or `https` URL.
-    Url { url: String, why: String },
+    Url {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        why: String,
+    },
     /// The subscription does not allow this origin (or grants no HTTP at all).
-    Denied { origin: String },
+    Denied {
+        /// `scheme://host[:port]` of the request.
+        origin: String,
+    },
     /// No response within the request's timeout or what was left of the call's.
-    Timeout { url: String },
+    Timeout {
+        /// The request's URL.
+        url: String,
+    },
     /// The server could not be reached (DNS, refused, reset, TLS).
-    Connect { url: String, why: String },
+    Connect {
+        /// The request's URL.
+        url: String,
+        /// The host's error code.
+        why: String,
+    },
     /// The response body is larger than the subscription's `max_body`.
-    BodyTooLarge { url: String },
+    BodyTooLarge {
+        /// The request's URL.
+        url: String,
+    },
     /// More than [`MAX_REDIRECTS`] redirects.
-    TooManyRedirects { url: String },
+    TooManyRedirects {
+        /// The first request's URL.
+        url: String,
+    },
     /// The request body could not be made.
-    Body { url: String, why: String },
+    Body {
+        /// The request's URL.
+        url: String,
+        /// Why.
+        why: String,
+    },
     /// Anything else the host answered.
-    Other { url: String, why: String },
+    Other {
+        /// The request's URL.
+        url: String,
+        /// The host's answer.
+        why: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -275,8 +307,11 @@ pub fn send(request: Request) -> Result<Response, Error> {
 pub fn send_all(requests: impl IntoIterator<Item = Request>) -> Vec<Result<Response, Error>> {
     let mut pending: Vec<Request> = requests.into_iter().collect();
     let mut results: Vec<Option<Result<Response, Error>>> = vec![None; pending.len()];
-    let mut todo: Vec<(usize, Request, usize)> =
-        pending.drain(..).enumerate().map(|(i, r)| (i, r, 0)).collect();
+    let mut todo: Vec<(usize, Request, usize)> = pending
+        .drain(..)
+        .enumerate()
+        .map(|(i, r)| (i, r, 0))
+        .collect();
     while !todo.is_empty() {
         let round: Vec<(Request, Result<Url, Error>)> = todo
             .iter()
@@ -331,7 +366,9 @@ mod imp {
     use super::{Error, Request, Response, Url};
 
     /// Natively there is no host: every request fails.
-    pub(super) fn exchange(round: &[(Request, Result<Url, Error>)]) -> Vec<Result<Response, Error>> {
+    pub(super) fn exchange(
+        round: &[(Request, Result<Url, Error>)],
+    ) -> Vec<Result<Response, Error>> {
         round
             .iter()
             .map(|(request, url)| {

@@ -43,11 +43,17 @@ impl Url {
         if authority.contains('@') {
             return Err(bad("user names and passwords in URLs are not supported"));
         }
-        if authority.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        if authority
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+        {
             return Err(bad("the host holds a space or a control character"));
         }
         let host_end = if authority.starts_with('[') {
-            authority.find(']').map(|i| i + 1).ok_or_else(|| bad("an unclosed [ in the host"))?
+            authority
+                .find(']')
+                .map(|i| i + 1)
+                .ok_or_else(|| bad("an unclosed [ in the host"))?
         } else {
             authority.find(':').unwrap_or(authority.len())
         };
@@ -63,8 +69,13 @@ impl Url {
             p if p.starts_with('?') => format!("/{p}"),
             p => p.to_owned(),
         };
-        if path_and_query.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(bad("the path holds a space or a control character (percent-encode it)"));
+        if path_and_query
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(bad(
+                "the path holds a space or a control character (percent-encode it)",
+            ));
         }
         Ok(Url {
             scheme,
@@ -104,7 +115,11 @@ impl Url {
 
 impl fmt::Display for Url {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}://{}{}", self.scheme, self.authority, self.path_and_query)
+        write!(
+            f,
+            "{}://{}{}",
+            self.scheme, self.authority, self.path_and_query
+        )
     }
 }
 
@@ -123,8 +138,14 @@ mod tests {
 
     #[test]
     fn an_http_url_splits_into_scheme_authority_and_path() {
-        assert_eq!(parsed("https://API.example/a?b=1#f"), s("https", "api.example", "/a?b=1"));
-        assert_eq!(parsed("http://127.0.0.1:8090"), s("http", "127.0.0.1:8090", "/"));
+        assert_eq!(
+            parsed("https://API.example/a?b=1#f"),
+            s("https", "api.example", "/a?b=1")
+        );
+        assert_eq!(
+            parsed("http://127.0.0.1:8090"),
+            s("http", "127.0.0.1:8090", "/")
+        );
         assert_eq!(parsed("http://h?q"), s("http", "h", "/?q"));
         assert_eq!(parsed("http://[::1]:80/x"), s("http", "[::1]:80", "/x"));
     }

@@ -62,7 +62,11 @@ fn start(request: &Request, url: &Url) -> Result<FutureIncomingResponse, Error> 
         "OPTIONS" => Method::Options,
         m => Method::Other(m.to_owned()),
     };
-    let scheme = if url.scheme == "https" { Scheme::Https } else { Scheme::Http };
+    let scheme = if url.scheme == "https" {
+        Scheme::Https
+    } else {
+        Scheme::Http
+    };
     outgoing
         .set_method(&method)
         .and_then(|()| outgoing.set_scheme(Some(&scheme)))
@@ -79,7 +83,9 @@ fn start(request: &Request, url: &Url) -> Result<FutureIncomingResponse, Error> 
 }
 
 fn write_body(body: &OutgoingBody, bytes: &[u8]) -> Result<(), String> {
-    let stream = body.write().map_err(|()| "no request body stream".to_owned())?;
+    let stream = body
+        .write()
+        .map_err(|()| "no request body stream".to_owned())?;
     for chunk in bytes.chunks(4096) {
         stream
             .blocking_write_and_flush(chunk)
@@ -89,7 +95,11 @@ fn write_body(body: &OutgoingBody, bytes: &[u8]) -> Result<(), String> {
 }
 
 /// The whole response of a future that is ready.
-fn finish(request: &Request, url: &Url, future: &FutureIncomingResponse) -> Result<Response, Error> {
+fn finish(
+    request: &Request,
+    url: &Url,
+    future: &FutureIncomingResponse,
+) -> Result<Response, Error> {
     let other = |why: &str| Error::Other {
         url: request.url.clone(),
         why: why.to_owned(),

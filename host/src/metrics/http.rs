@@ -70,14 +70,14 @@ impl HttpFamilies {
         );
         registry.register(
             "http_request_seconds",
-            "Time from a handler's outbound HTTP request to its response's head, by subscription and origin",
+            "Time from a handler's outbound HTTP request to the end of its response body, by subscription and origin",
             self.seconds.clone(),
         );
     }
 }
 
 impl Metrics {
-    /// Counts a response to an outbound request, and its time to the response's head.
+    /// Counts a response to an outbound request, and its time to the end of its body.
     pub fn http_response(&self, subscription: &str, origin: &str, status: u16, seconds: f64) {
         let class = match status {
             100..=199 => "1xx",

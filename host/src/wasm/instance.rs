@@ -70,7 +70,13 @@ impl InstanceSpec {
         ctx: &CallContext,
     ) -> Result<(Store<HostState>, Option<u64>), InstantiateError> {
         let deadline = Instant::now() + self.limits.timeout;
-        let state = HostState::new(ctx, &self.version, &self.granted, self.limits.memory, deadline);
+        let state = HostState::new(
+            ctx,
+            &self.version,
+            &self.granted,
+            self.limits.memory,
+            deadline,
+        );
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limits);
         // At every epoch tick a running guest yields to the async runtime, and traps once its

@@ -74,7 +74,7 @@ pub enum LoadError {
     HttpTls {
         name: String,
         #[source]
-        source: http::TlsError,
+        source: Box<http::TlsError>,
     },
     #[error("{name}: does not implement the world {WORLD}: {source:#}")]
     WrongWorld {
@@ -287,7 +287,7 @@ impl Runtime {
         let http = match &wasi.http {
             Some(grant) => Some(self.gates.of(grant).map_err(|source| LoadError::HttpTls {
                 name: name.to_owned(),
-                source,
+                source: Box::new(source),
             })?),
             None if !http_imports.is_empty() => {
                 return Err(LoadError::HttpNotGranted {
@@ -353,7 +353,10 @@ fn list(imports: &[String]) -> String {
 
 /// How to build without what the host does not give, where we know.
 fn hint(imports: &[String]) -> &'static str {
-    if imports.iter().any(|i| i.starts_with("wasi:http/incoming-handler")) {
+    if imports
+        .iter()
+        .any(|i| i.starts_with("wasi:http/incoming-handler"))
+    {
         "; a handler serves no HTTP: build a JavaScript handler with componentize-js's \
          `--disable fetch-event` (jco componentize: `-d fetch-event`)"
     } else {

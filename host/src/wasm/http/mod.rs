@@ -61,7 +61,10 @@ impl HttpGate {
     fn log_denied(&self, subscription: &str, origin: &str) {
         let mut log = self.denials.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
-        if log.last.is_some_and(|at| now.duration_since(at) < DENIAL_LOG_EVERY) {
+        if log
+            .last
+            .is_some_and(|at| now.duration_since(at) < DENIAL_LOG_EVERY)
+        {
             log.quiet += 1;
             return;
         }

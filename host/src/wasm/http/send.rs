@@ -1,12 +1,12 @@
-//! One allowed request: connect (TLS for https), send, and hand the response back with its
-//! body bounded by `max_body` and the request's deadline.
+//! One allowed request: connect (TLS for https), send, read the whole response body (at most
+//! `max_body`, by the request's deadline), and hand the response back.
 
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -66,7 +66,7 @@ impl Outbound {
             subscription: self.subscription.clone(),
             origin: self.origin.to_string(),
         };
-        match self.exchange(request, &count).await {
+        match self.exchange(request).await {
             Ok(response) => {
                 count.response(response.status().as_u16(), started.elapsed().as_secs_f64());
                 let done: Box<dyn Future<Output = Result<(), Error>> + Send> =
@@ -83,11 +83,10 @@ impl Outbound {
     async fn exchange(
         &self,
         mut request: http::Request<WasiBody>,
-        count: &Count,
     ) -> Result<http::Response<WasiBody>, Error> {
         let deadline = tokio::time::Instant::from_std(self.deadline);
-        // A permit per request until its response's head arrives: `max_in_flight` of a call
-        // wait at once, the others queue (bounded by the deadline like the rest).
+        // A permit per request until its whole response is read: `max_in_flight` of a call at
+        // once, the others queue (bounded by the deadline like the rest).
         let _permit = timeout_at(deadline, self.in_flight.clone().acquire_owned())
             .await
             .map_err(|_| Error::HttpResponseTimeout)?
@@ -123,17 +122,21 @@ impl Outbound {
         {
             return Err(Error::HttpResponseBodySize(Some(length)));
         }
-        let count = count.clone();
-        Ok(response.map(|incoming| {
-            Bounded {
-                incoming,
-                left: max,
-                max,
-                deadline: Box::pin(tokio::time::sleep_until(deadline)),
-                count,
-            }
-            .boxed_unsync()
-        }))
+        // The whole body is read here, before the guest sees the response: a body cut at
+        // `max_body` or at the deadline is the request's error, with its error code, in every
+        // SDK (an error in the middle of a wasi:http body stream carries none).
+        let (head, incoming) = response.into_parts();
+        let bounded = Bounded {
+            incoming,
+            left: max,
+            max,
+            deadline: Box::pin(tokio::time::sleep_until(deadline)),
+        };
+        let body = bounded.collect().await?.to_bytes();
+        let body = Full::new(body)
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        Ok(http::Response::from_parts(head, body))
     }
 
     /// A TCP connection to the origin, with TLS for https.
@@ -158,7 +161,8 @@ impl Outbound {
         if scheme != "https" {
             return Ok(Box::new(tcp));
         }
-        let name = ServerName::try_from(bare.to_owned()).map_err(|_| Error::HttpRequestUriInvalid)?;
+        let name =
+            ServerName::try_from(bare.to_owned()).map_err(|_| Error::HttpRequestUriInvalid)?;
         let tls = self.gate.tls.connect(name, tcp).await.map_err(|e| {
             let certificate = e
                 .get_ref()
@@ -203,8 +207,7 @@ fn kind_of(error: &Error) -> &'static str {
     }
 }
 
-/// Counts one request's answers.
-#[derive(Clone)]
+/// Counts one request's answer.
 struct Count {
     metrics: Option<Arc<Metrics>>,
     subscription: Arc<str>,
@@ -231,7 +234,6 @@ struct Bounded {
     left: u64,
     max: u64,
     deadline: Pin<Box<Sleep>>,
-    count: Count,
 }
 
 impl Body for Bounded {
@@ -247,7 +249,6 @@ impl Body for Bounded {
             Poll::Ready(Some(Ok(frame))) => {
                 let len = frame.data_ref().map_or(0, |d| d.len() as u64);
                 if len > this.left {
-                    this.count.error("body_too_large");
                     this.left = 0;
                     return Poll::Ready(Some(Err(Error::HttpResponseBodySize(Some(this.max)))));
                 }
@@ -257,10 +258,7 @@ impl Body for Bounded {
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Error::from(e)))),
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => match this.deadline.as_mut().poll(cx) {
-                Poll::Ready(()) => {
-                    this.count.error("timeout");
-                    Poll::Ready(Some(Err(Error::ConnectionReadTimeout)))
-                }
+                Poll::Ready(()) => Poll::Ready(Some(Err(Error::ConnectionReadTimeout))),
                 Poll::Pending => Poll::Pending,
             },
         }
