@@ -10,7 +10,8 @@ import { sdk } from "../testing/sdk-tests.js";
 test("the public API, and no binding shapes in it", () => {
   assert.deepEqual(Object.keys(sdk).sort(), [
     "BatchInfo", "DecodeError", "HostError", "HttpError", "LEVELS", "MAX_REDIRECTS", "Outcome", "Record",
-    "ack", "batchHandler", "config", "drop", "handler", "integer", "log", "publish", "retry", "retryAfter", "seek",
+    "ack", "batchHandler", "config", "drop", "handler", "integer", "log", "publish", "retry", "retryAfter",
+    "seek",
   ]);
 });
 
