@@ -28,7 +28,7 @@ test("a request as the host gets it; the response whole", async () => {
   const sent = server.sent[0];
   assert.deepEqual(sent.method, { tag: "post" });
   assert.equal(sent.url, "https://api.example:8443/book?x=1");
-  assert.deepEqual(sent.headers.map(([n, v]) => [n, dec.decode(v)]), [["idempotency-key", "7"], ["content-type", "text/plain;charset=UTF-8"]]);
+  assert.deepEqual(sent.headers.map(([n, v]) => [n, dec.decode(v)]), [["idempotency-key", "7"], ["content-type", "text/plain;charset=UTF-8"], ["content-length", "2"]]);
   assert.equal(dec.decode(sent.written), "{}");
   assert.equal(sent.finished, true);
   assert.equal(r.status, 201);
@@ -37,6 +37,12 @@ test("a request as the host gets it; the response whole", async () => {
   await fetch("http://h/", { method: "PROPFIND" });
   assert.deepEqual(server.sent[1].method, { tag: "other", val: "PROPFIND" });
   assert.equal(server.sent[1].url, "http://h/");
+  assert.deepEqual(server.sent[1].headers, []);
+  await fetch("http://h/", { method: "POST" });
+  await fetch("http://h/", { method: "DELETE", body: "xy" });
+  await fetch("http://h/", { method: "PUT", headers: { "Content-Length": "0" } });
+  assert.deepEqual(server.sent.slice(2).map((r) => r.headers.map(([n, v]) => `${n}: ${dec.decode(v)}`)), [
+    ["content-length: 0"], ["content-type: text/plain;charset=UTF-8", "content-length: 2"], ["content-length: 0"]]);
 });
 
 test("large bodies go out in writes of 4096 bytes and come back whole", async () => {

@@ -113,7 +113,7 @@ class Transport:
         why (a denied origin, a timeout, ...), which is what the user needs to know."""
         t = self._t
         try:
-            headers = t.Fields.from_list(request.headers)
+            headers = t.Fields.from_list(_with_length(request))
         except Err as e:
             raise HttpError(request.url, "a header the host refuses: %s" % _show(e.value)) from None
         outgoing = t.OutgoingRequest(headers)  # takes the fields
@@ -234,6 +234,21 @@ class Transport:
         if isinstance(code, self._connects):
             return ConnectError(request.url, _show(code))
         return HttpError(request.url, _show(code))
+
+
+_BODY_METHODS = ("POST", "PUT", "PATCH")
+
+
+def _with_length(request):
+    """The request's headers, with `Content-Length` when it has a body (or is a POST, PUT or
+    PATCH) and does not say one: the host then sends the body with its length rather than in
+    chunks, which some servers do not read."""
+    headers = request.headers
+    if (request.body or request.method in _BODY_METHODS) and not any(
+        n.lower() == "content-length" for n, _ in headers
+    ):
+        headers = headers + [("Content-Length", str(len(request.body)).encode("ascii"))]
+    return headers
 
 
 def _show(code):

@@ -73,11 +73,17 @@ class Http(Backend):
         sent = self.server.sent[0]
         self.assertEqual(fake_wasi_http.method_name(sent), "POST")
         self.assertEqual(fake_wasi_http.url_of(sent), "https://api.example:8443/book?x=1")
-        self.assertEqual(sent.headers, [("Idempotency-Key", b"7"), ("Content-Type", b"application/json")])
+        self.assertEqual(sent.headers, [("Idempotency-Key", b"7"), ("Content-Type", b"application/json"), ("Content-Length", b"7")])
         self.assertEqual((sent.sent_body, sent.finished), (b'{"a":1}', True))
         self.assertEqual((r.status, r.body, r.headers["x"], r.url), (201, b"done", "\xe9", "https://api.example:8443/book?x=1"))
         http.Request("PROPFIND", "http://h/").send()
         self.assertEqual(fake_wasi_http.method_name(self.server.sent[1]), "PROPFIND")
+        self.assertEqual(self.server.sent[1].headers, [])
+        http.post("http://h/", headers={"content-length": "0"}).send()
+        http.put("http://h/").send()
+        http.delete("http://h/", body=b"xy").send()
+        self.assertEqual([r.headers for r in self.server.sent[2:]], [
+            [("content-length", b"0")], [("Content-Length", b"0")], [("Content-Length", b"2")]])
 
     def test_large_bodies_go_out_in_pieces_and_come_back_whole(self):
         big = bytes(range(256)) * 100

@@ -75,6 +75,17 @@ function fromLatin1(bytes) {
   return text;
 }
 
+const BODY_METHODS = new Set(["POST", "PUT", "PATCH"]);
+
+/** The request's headers, with `content-length` when it has a body (or is a POST, PUT or PATCH)
+ * and does not say one: the host then sends the body with its length rather than in chunks,
+ * which some servers do not read. */
+function withLength(request) {
+  const { headers, body, method } = request;
+  if ((body.length === 0 && !BODY_METHODS.has(method)) || headers.some(([n]) => n.toLowerCase() === "content-length")) return headers;
+  return [...headers, ["content-length", String(body.length)]];
+}
+
 /** Hands a request to the host; its ticket (the future-incoming-response). Once the host has
  * the request, a failure to write or finish its body is not thrown: the body is dropped
  * unfinished, the host fails the request, and its future says why. */
@@ -82,7 +93,7 @@ export function start(request) {
   const url = request.url.href;
   let fields;
   try {
-    fields = Fields.fromList(request.headers.map(([name, value]) => [name, latin1(value)]));
+    fields = Fields.fromList(withLength(request).map(([name, value]) => [name, latin1(value)]));
   } catch (e) {
     throw new HttpError("other", url, { reason: `a header the host refuses: ${e?.payload?.tag ?? e}` });
   }
