@@ -49,7 +49,21 @@ fn start(request: &Request, url: &Url) -> Result<FutureIncomingResponse, Error> 
         url: request.url.clone(),
         why,
     };
-    let headers = Fields::from_list(&request.headers)
+    // A body goes out with its length, not chunked (servers that read Content-Length only
+    // are common); so does every POST, PUT and PATCH, empty or not.
+    let mut entries = request.headers.clone();
+    let has_length = entries
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("content-length"));
+    let sends_body = !request.body.is_empty()
+        || matches!(request.method.as_str(), "POST" | "PUT" | "PATCH");
+    if sends_body && !has_length {
+        entries.push((
+            "content-length".to_owned(),
+            request.body.len().to_string().into_bytes(),
+        ));
+    }
+    let headers = Fields::from_list(&entries)
         .map_err(|e| other(format!("a header the host refuses: {e:?}")))?;
     let outgoing = OutgoingRequest::new(headers);
     let method = match request.method.as_str() {
