@@ -157,6 +157,10 @@ fn redirect_to(n: u16, to: &str) -> Response {
 }
 
 async fn carrier(headers: HeaderMap, body: Bytes) -> Response {
+    // As the example's stub (and many real APIs): no chunked bodies.
+    if !headers.contains_key(header::CONTENT_LENGTH) {
+        return (StatusCode::LENGTH_REQUIRED, "no Content-Length").into_response();
+    }
     if !headers.contains_key("idempotency-key") {
         return (StatusCode::BAD_REQUEST, "no Idempotency-Key").into_response();
     }
