@@ -65,29 +65,17 @@ async function book(url, shipment, record) {
     });
   } catch (e) {
     if (e instanceof HttpError && e.kind === "denied") {
-<<<<<<< HEAD
-      console.error("shipment %s held: %s", String(id), e.message);
-=======
       console.error("shipment %s held: %s", id, e.message);
->>>>>>> r26-sdk
       return retry;
     }
     return later(record, e.message, id);
   }
   if (response.ok) {
-<<<<<<< HEAD
-    console.info("shipment booked: id=%s carrier=%s status=%d", String(id), shipment.carrier, response.status);
-    return ack;
-  }
-  if (response.status >= 400 && response.status < 500) {
-    console.warn("the carrier refused shipment %s, retired: status=%d", String(id), response.status);
-=======
     console.info("shipment booked: id=%s carrier=%s status=%d", id, shipment.carrier, response.status);
     return ack;
   }
   if (response.status >= 400 && response.status < 500) {
     console.warn("the carrier refused shipment %s, retired: status=%d", id, response.status);
->>>>>>> r26-sdk
     return drop;
   }
   return later(record, `status ${response.status}`, id);
@@ -96,11 +84,7 @@ async function book(url, shipment, record) {
 /** Tries again after 1 s, doubling with each attempt, up to a minute. */
 function later(record, why, id) {
   const delay = Math.min(1000 * 2 ** (Math.min(Math.max(record.attempt, 1), 7) - 1), 60000);
-<<<<<<< HEAD
-  console.warn("the carrier did not book shipment %s (%s): again in %d ms", String(id), why, delay);
-=======
   console.warn("the carrier did not book shipment %s (%s): again in %d ms", id, why, delay);
->>>>>>> r26-sdk
   return retryAfter(delay);
 }
 
