@@ -55,8 +55,8 @@ fn start(request: &Request, url: &Url) -> Result<FutureIncomingResponse, Error> 
     let has_length = entries
         .iter()
         .any(|(name, _)| name.eq_ignore_ascii_case("content-length"));
-    let sends_body = !request.body.is_empty()
-        || matches!(request.method.as_str(), "POST" | "PUT" | "PATCH");
+    let sends_body =
+        !request.body.is_empty() || matches!(request.method.as_str(), "POST" | "PUT" | "PATCH");
     if sends_body && !has_length {
         entries.push((
             "content-length".to_owned(),
