@@ -142,7 +142,7 @@ fn a_clean_stop_writes_the_final_checkpoint_and_releases_the_lease() {
     let dir = Scratch::new("stop");
     let k = key_on_shard(0, 1, "k");
     dir.write("feed.ndjson", text_record(&k, "ack"));
-    let host = Running::start(&dir, config("ship", 1, 10));
+    let host = Running::start(&dir, config("always_drop", 1, 10));
     host.wait_for("the record", |b| delivered(b) == 1);
     let host = host.stop_keep();
     let st = shard_status(&host.status, &shard(0));
@@ -153,7 +153,7 @@ fn a_clean_stop_writes_the_final_checkpoint_and_releases_the_lease() {
         row.checkpoint.map(|c| c.to_stored()).as_deref(),
         Some(seq(0, 1).as_str())
     );
-    // Not a shipment: the shipping handler drops it, and the drop settles it.
+    // The handler drops it, and the drop settles it.
     assert_eq!(st.checkpoint.as_deref(), Some(seq(0, 1).as_str()));
     assert_eq!(st.state, ShardState::Stopped);
 }
