@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shardhost::Metrics;
-use shardhost::config::{HttpGrant, Limits, Origin, WasiGrants};
+use shardhost::config::{ConfigValue, HttpGrant, Limits, Origin, WasiGrants};
 use shardhost::handler::{CallContext, CallError, HandlerFactory};
 use shardhost::record::{BatchInfo, BatchOutcome, Outcome, Record};
 use shardhost::testing::Runtime;
@@ -16,7 +16,12 @@ use shardhost::testing::Runtime;
 use crate::support::{HttpServer, Scratch, guest};
 
 fn grant(origins: &[&str], timeout: Duration) -> WasiGrants {
+    let greeting = ConfigValue {
+        value: "hello".into(),
+        from_env: false,
+    };
     WasiGrants {
+        config: [("greeting".to_owned(), greeting)].into(),
         http: Some(HttpGrant {
             allow: origins.iter().map(|o| Origin::parse(o).unwrap()).collect(),
             timeout,
@@ -236,6 +241,27 @@ async fn responses_and_refusals_are_counted_per_subscription_and_origin() {
         !text.contains("not-allowed.example"),
         "a denied origin is never a label: {text}"
     );
+
+    // Config reads are counted too.
+    let reads = [
+        Record {
+            partition_key: Arc::from("config:greeting"),
+            ..request(4, "")
+        },
+        Record {
+            partition_key: Arc::from("config:nothing"),
+            ..request(5, "")
+        },
+    ];
+    call(handler.as_ref(), &ctx(Some(metrics.clone())), &reads)
+        .await
+        .unwrap();
+    let text = metrics.encode();
+    for result in ["found", "missing"] {
+        let line =
+            format!("shardhost_config_reads_total{{subscription=\"book\",result=\"{result}\"}} 1");
+        assert!(text.contains(&line), "{line}: {text}");
+    }
 }
 
 /// A CA and a certificate it signed for 127.0.0.1, made with the openssl command line.

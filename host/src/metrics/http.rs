@@ -1,4 +1,5 @@
-//! Outbound HTTP of handlers, per subscription and origin.
+//! What handlers reach outside themselves: outbound HTTP per subscription and origin, and
+//! reads of their config values.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -38,9 +39,17 @@ fn duration_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 15))
 }
 
-/// The families of outbound HTTP.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConfigLabels {
+    subscription: String,
+    /// `found` or `missing`.
+    result: &'static str,
+}
+
+/// The families of what handlers reach outside themselves: outbound HTTP, config reads.
 #[derive(Debug)]
 pub(super) struct HttpFamilies {
+    config_reads: Family<ConfigLabels, Counter>,
     responses: Family<ResponseLabels, Counter>,
     errors: Family<ErrorLabels, Counter>,
     seconds: Family<OriginLabels, Histogram, fn() -> Histogram>,
@@ -49,6 +58,7 @@ pub(super) struct HttpFamilies {
 impl Default for HttpFamilies {
     fn default() -> Self {
         HttpFamilies {
+            config_reads: Family::default(),
             responses: Family::default(),
             errors: Family::default(),
             seconds: Family::new_with_constructor(duration_histogram),
@@ -58,6 +68,11 @@ impl Default for HttpFamilies {
 
 impl HttpFamilies {
     pub(super) fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "config_reads",
+            "Handlers' reads of their [subscription.config] values, by subscription and result (found, missing)",
+            self.config_reads.clone(),
+        );
         registry.register(
             "http_responses",
             "Responses to handlers' outbound HTTP requests, by subscription, origin and status class",
@@ -101,6 +116,18 @@ impl Metrics {
                 origin: origin.to_owned(),
             })
             .observe(seconds);
+    }
+
+    /// Counts a handler's read of a config value.
+    pub fn config_read(&self, subscription: &str, found: bool) {
+        let result = if found { "found" } else { "missing" };
+        self.http
+            .config_reads
+            .get_or_create(&ConfigLabels {
+                subscription: subscription.to_owned(),
+                result,
+            })
+            .inc();
     }
 
     /// Counts an outbound request that got no (whole) response.

@@ -96,7 +96,11 @@ impl WasiHttpView for HostState {
 
 impl store::Host for HostState {
     fn get(&mut self, key: String) -> Result<Option<String>, store::Error> {
-        Ok(self.config.get(&key).cloned())
+        let value = self.config.get(&key).cloned();
+        if let Some(m) = &self.ctx.metrics {
+            m.config_read(&self.ctx.subscription, value.is_some());
+        }
+        Ok(value)
     }
 
     fn get_all(&mut self) -> Result<Vec<(String, String)>, store::Error> {

@@ -67,7 +67,7 @@ impl WasiHttpHooks for HttpHooks {
             return self.deny(&shown);
         };
         let origin = match origin {
-            Some(origin) if gate.allows(&origin) => origin,
+            Some(origin) if gate.grant.allows(&origin) => origin,
             Some(origin) => return self.deny(&origin.to_string()),
             None => return self.deny(&request.uri().to_string()),
         };

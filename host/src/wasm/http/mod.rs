@@ -50,11 +50,6 @@ impl HttpGate {
         })
     }
 
-    /// Whether a request may go to `origin`.
-    fn allows(&self, origin: &Origin) -> bool {
-        self.grant.allow.contains(origin)
-    }
-
     /// Logs a denied request, at most once per [`DENIAL_LOG_EVERY`] per component (with how
     /// many were not logged in between), so a guest that loops on a denied origin cannot flood
     /// the log.
@@ -89,17 +84,14 @@ struct DenialLog {
     quiet: u64,
 }
 
-/// The origin of a request's URI (`None`: no scheme or host, or a scheme not http/https).
+/// The origin of a request's URI, normalized as the grant's origins are (`None`: no scheme or
+/// host, or a scheme not http/https).
 fn origin_of(uri: &http::Uri) -> Option<Origin> {
-    let scheme = uri.scheme_str()?.to_ascii_lowercase();
-    if scheme != "http" && scheme != "https" {
+    let scheme = uri.scheme_str()?;
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
         return None;
     }
-    let host = uri.host()?.to_ascii_lowercase();
-    let port = uri
-        .port_u16()
-        .unwrap_or_else(|| Origin::default_port(&scheme));
-    Some(Origin { scheme, host, port })
+    Some(Origin::from_parts(scheme, uri.host()?, uri.port_u16()))
 }
 
 /// The gates of a host's components, by grant: one TLS client per grant, not per load.
@@ -141,6 +133,7 @@ mod tests {
             Some("http://127.0.0.1:8090")
         );
         assert_eq!(origin("http://[::1]:80/").as_deref(), Some("http://[::1]"));
+        assert_eq!(origin("http://[0:0::1]/").as_deref(), Some("http://[::1]"));
         assert_eq!(origin("ftp://files.example/"), None);
         assert_eq!(origin("/relative"), None);
     }
