@@ -347,7 +347,7 @@ fn a_component_of_another_world_is_refused() {
         &path,
         &[
             "wrongworld.wasm",
-            "does not implement the world shardhost:handler/handler@0.1.1",
+            "does not implement the world shardhost:handler/handler@0.1.2",
         ],
     );
 }

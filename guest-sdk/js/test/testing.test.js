@@ -4,7 +4,7 @@ import { test } from "node:test";
 import "../testing/register.js";
 
 const { handler, ack, publish, seek, HostError, HttpError, log, config } = await import("../src/index.js");
-const host = await import("shardhost:handler/host@0.1.1");
+const host = await import("shardhost:handler/host@0.1.2");
 
 test("by default: lines go to stderr (and to calls.log); publish and seek are refused", () => {
   const written = [];

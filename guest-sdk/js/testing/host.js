@@ -1,4 +1,4 @@
-// Stands in for the `shardhost:handler/host@0.1.1` import under Node (see register.js): keeps
+// Stands in for the `shardhost:handler/host@0.1.2` import under Node (see register.js): keeps
 // every call in `calls`, answers what `state` says. A test may import it as
 // "shardhost/testing/host" to look at the log lines, to make publish and seek answer, to give
 // config values (`state.config`) and to answer the handler's fetches (`state.http`).

@@ -8,7 +8,7 @@ import { register } from "node:module";
 register("./hooks.js", import.meta.url);
 
 export const sdk = await import("../src/index.js");
-const host = await import("shardhost:handler/host@0.1.1");
+const host = await import("shardhost:handler/host@0.1.2");
 
 /** The stand-in host, plus testReset(): reset to how the SDK's tests want it (quiet, publish
  * and seek answering). */

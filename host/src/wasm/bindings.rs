@@ -19,7 +19,7 @@ pub mod types {
 
     /// The interface's full name. The `with` key below names the same version: a new version
     /// of the WIT is a compile error (an unused key) until both change.
-    const INTERFACE: &str = "shardhost:handler/types@0.1.1";
+    const INTERFACE: &str = "shardhost:handler/types@0.1.2";
 
     /// What the host implements for the interface: nothing (it has types only). The generated
     /// `Handler::add_to_linker` asks for it like for every imported interface.
@@ -47,5 +47,5 @@ wasmtime::component::bindgen!({
     // fibers so that a running guest yields at every epoch tick.
     imports: { "shardhost:handler/host.publish": async },
     exports: { default: async },
-    with: { "shardhost:handler/types@0.1.1": crate::wasm::bindings::types },
+    with: { "shardhost:handler/types@0.1.2": crate::wasm::bindings::types },
 });

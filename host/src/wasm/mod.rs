@@ -36,7 +36,7 @@ pub use instance::{InstantiateError, WasmInstance};
 use ticker::Ticker;
 
 /// The world every handler component implements.
-pub const WORLD: &str = "shardhost:handler/handler@0.1.1";
+pub const WORLD: &str = "shardhost:handler/handler@0.1.2";
 
 /// Why a component cannot serve as a handler.
 #[derive(Debug, thiserror::Error)]
@@ -329,7 +329,7 @@ fn provided(import: &str) -> bool {
         Some(("wasi", p)) => WASI.contains(&p) && version.starts_with("0.2."),
         Some(("shardhost", "handler")) => {
             ["shardhost:handler/host", "shardhost:handler/types"].contains(&package)
-                && (version == "0.1.0" || version == "0.1.1")
+                && matches!(version, "0.1.0" | "0.1.1" | "0.1.2")
         }
         _ => false,
     }
