@@ -15,6 +15,7 @@ pub mod lease;
 pub mod record;
 pub mod signing;
 pub mod source;
+pub mod state;
 pub mod status;
 
 #[doc(hidden)]

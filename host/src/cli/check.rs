@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::config::{Config, WasiGrants};
+use crate::config::{Config, StateStoreKind, WasiGrants};
 use crate::feed;
 use crate::wasm::{Runtime, short_version};
 
@@ -112,6 +112,24 @@ fn grants(wasi: &WasiGrants) -> Vec<String> {
             .collect();
         lines.push(format!("  config: {}", names.join(", ")));
     }
+    if let Some(state) = &wasi.state {
+        let store = match &state.store {
+            StateStoreKind::Memory => "memory".to_owned(),
+            StateStoreKind::Dynamo { table, .. } => format!("dynamodb table {table}"),
+        };
+        let ttl = state.ttl.map_or("never".to_owned(), |t| {
+            humantime::format_duration(t).to_string()
+        });
+        let buckets: Vec<&str> = std::iter::once("default")
+            .chain(state.buckets.iter().map(String::as_str))
+            .collect();
+        lines.push(format!(
+            "  state: {store}, buckets {} (keys under {}, expire {ttl}, {} in flight)",
+            buckets.join(", "),
+            state.namespace,
+            state.max_in_flight
+        ));
+    }
     lines
 }
 
@@ -135,7 +153,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::{ConfigValue, HttpGrant, Origin};
+    use crate::config::{ConfigValue, HttpGrant, Origin, StateGrant};
 
     #[test]
     fn grants_are_listed_by_name_and_origin_never_by_value() {
@@ -161,6 +179,18 @@ mod tests {
                 ),
                 ("carrier_token".into(), value("env-secret", true)),
             ]),
+            state: Some(StateGrant {
+                store: StateStoreKind::Dynamo {
+                    table: "shipping-state".into(),
+                    endpoint: None,
+                    region: None,
+                    test_credentials: false,
+                },
+                ttl: Some(Duration::from_secs(7 * 86_400)),
+                buckets: vec!["orders".into()],
+                namespace: "shipping/ship/".into(),
+                max_in_flight: 64,
+            }),
         };
         assert_eq!(
             grants(&wasi),
@@ -169,6 +199,8 @@ mod tests {
                 "  http: https://api.carrier.example, http://127.0.0.1:8090 (timeout 5s, \
                  max_body 10 MiB, 16 in flight, CA /etc/ca.pem)",
                 "  config: carrier_token (from the environment), carrier_url",
+                "  state: dynamodb table shipping-state, buckets default, orders (keys under \
+                 shipping/ship/, expire 7days, 64 in flight)",
             ]
         );
         assert!(grants(&WasiGrants::default()).is_empty());

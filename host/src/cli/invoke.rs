@@ -1,5 +1,5 @@
 //! `shardhost invoke HANDLER.wasm --records FILE.ndjson [--batch N] [--json] [--memory SIZE]
-//! [--timeout D] [--allow-http ORIGIN]... [--config KEY=VALUE]...`: run a handler over records
+//! [--timeout D] [--allow-http ORIGIN]... [--config KEY=VALUE]... [--state] [--bucket NAME]...`: run a handler over records
 //! locally, through the embedded stream, and print each record's outcome.
 
 use std::io::Write;
@@ -11,8 +11,8 @@ use clap::Args;
 
 use super::CliError;
 use crate::config::{
-    ConfigValue, HttpGrant, Limits, MAX_CALL_TIMEOUT, MAX_MEMORY, MIN_MEMORY, Origin, WasiGrants,
-    defaults,
+    ConfigValue, HttpGrant, Limits, MAX_CALL_TIMEOUT, MAX_MEMORY, MIN_MEMORY, Origin, StateGrant,
+    StateStoreKind, WasiGrants, defaults,
 };
 use crate::feed::{self, FeedRecord};
 use crate::handler::{CallContext, Handler, HandlerFactory, outcomes_per_record};
@@ -47,6 +47,23 @@ pub struct InvokeArgs {
     /// for more).
     #[arg(long = "config", value_name = "KEY=VALUE", value_parser = config_value)]
     config: Vec<(String, String)>,
+    /// Grant state, as `[subscription.state]` does: a memory store that lives as long as
+    /// this command (the bucket `default`, and each `--bucket`).
+    #[arg(long)]
+    state: bool,
+    /// A bucket the handler may open besides `default`, as `[subscription.state] buckets`
+    /// (repeat for more; implies --state).
+    #[arg(long = "bucket", value_name = "NAME", value_parser = bucket)]
+    buckets: Vec<String>,
+}
+
+fn bucket(text: &str) -> Result<String, String> {
+    if !crate::config::is_bucket_name(text) || text == "default" {
+        return Err(format!(
+            "`{text}` is not a bucket name besides default: 1 to 64 letters, digits, `_`, `.` or `-`"
+        ));
+    }
+    Ok(text.to_owned())
 }
 
 fn origin(text: &str) -> Result<Origin, String> {
@@ -82,10 +99,18 @@ impl InvokeArgs {
                 (k.clone(), value)
             })
             .collect();
+        let state = (self.state || !self.buckets.is_empty()).then(|| StateGrant {
+            store: StateStoreKind::Memory,
+            ttl: None,
+            buckets: self.buckets.clone(),
+            namespace: crate::config::state_namespace("invoke", "invoke"),
+            max_in_flight: defaults::STATE_MAX_IN_FLIGHT,
+        });
         WasiGrants {
             env: Vec::new(),
             http,
             config,
+            state,
         }
     }
 }

@@ -72,3 +72,6 @@ pub const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
 pub const HTTP_MAX_BODY: u64 = 10 * 1024 * 1024;
 /// `[subscription.http] max_in_flight`: requests one call may have open at once.
 pub const HTTP_MAX_IN_FLIGHT: u32 = 16;
+
+/// `[subscription.state] max_in_flight`: store requests one subscription has open at once.
+pub const STATE_MAX_IN_FLIGHT: u32 = 64;

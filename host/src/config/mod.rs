@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use parse::{MAX_CALL_TIMEOUT, MAX_MEMORY, MIN_MEMORY};
+pub use parse::{MAX_CALL_TIMEOUT, MAX_MEMORY, MIN_MEMORY, is_bucket_name, state_namespace};
 pub use units::{parse_duration, parse_size};
 
 /// The most records one GetRecords call answers.
@@ -204,6 +204,40 @@ pub struct WasiGrants {
     pub http: Option<HttpGrant>,
     /// `[subscription.config]`: what `config::get(name)` answers, by name.
     pub config: std::collections::BTreeMap<String, ConfigValue>,
+    /// `[subscription.state]`; `None`: no state at all.
+    pub state: Option<StateGrant>,
+}
+
+/// `[subscription.state]`: a key-value store the handler reads and writes through
+/// `wasi:keyvalue`, its keys kept apart from every other service's and subscription's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateGrant {
+    pub store: StateStoreKind,
+    /// Items expire this long after their last write; `None` (`ttl = "0"`, the default): never.
+    pub ttl: Option<Duration>,
+    /// The buckets a handler may open besides `default`.
+    pub buckets: Vec<String>,
+    /// What every key of the subscription is stored under: `SERVICE/SUBSCRIPTION/` (the
+    /// service name with `%` and `/` escaped), then the bucket and `/`.
+    pub namespace: String,
+    /// Store requests the subscription has open at once, over all its shards. Default
+    /// [`defaults::STATE_MAX_IN_FLIGHT`].
+    pub max_in_flight: u32,
+}
+
+/// `[subscription.state] store`
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum StateStoreKind {
+    /// In the host's memory: gone when it stops (one instance, the embedded stream, `invoke`).
+    Memory,
+    /// A DynamoDB table with partition key `key` (S), shared by every instance.
+    Dynamo {
+        table: String,
+        /// `[subscription.state] endpoint`, else the lease table's.
+        endpoint: Option<String>,
+        region: Option<String>,
+        test_credentials: bool,
+    },
 }
 
 /// `[subscription.http]`: the origins a handler may send requests to, and the bounds.

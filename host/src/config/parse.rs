@@ -2,6 +2,9 @@
 //! finds and filling in defaults, so that one pass lists everything wrong with a config.
 
 mod grants;
+mod state;
+
+pub use state::{is_bucket_name, namespace as state_namespace};
 mod interpolate;
 mod trust;
 mod walk;
@@ -15,7 +18,8 @@ use toml::de::{DeTable, DeValue};
 
 use super::{
     AdminConfig, Config, ConfigError, FleetConfig, HostConfig, KinesisConfig, KinesisEndpoint,
-    LeaseConfig, LeaseStoreKind, Limits, RetryPolicy, StartAt, SubscriptionConfig, defaults,
+    LeaseConfig, LeaseStoreKind, Limits, RetryPolicy, StartAt, SubscriptionConfig, WasiGrants,
+    defaults,
 };
 use interpolate::Lookup;
 use walk::{Field, Section, Walker, describe, is_name, is_url, parse_listen, quote};
@@ -71,6 +75,7 @@ const SUBSCRIPTION_KEYS: &[&str] = &[
     "wasi",
     "http",
     "config",
+    "state",
 ];
 const LIMITS_KEYS: &[&str] = &[
     "memory",
@@ -108,7 +113,12 @@ pub(super) fn parse(path: &Path, text: &str, env: Lookup<'_>) -> Result<Config, 
     // `feed` is checked against the endpoint only when the endpoint itself is fine.
     let memory = endpoint_ok.then_some(kinesis.endpoint == KinesisEndpoint::Memory);
     let signed = !fleet.trusted_keys.is_empty();
-    let subscriptions = subscriptions(&mut w, &root, memory, signed);
+    let cx = state::StateContext {
+        service: &host.name,
+        leases: &leases.store,
+        kinesis: &kinesis,
+    };
+    let subscriptions = subscriptions(&mut w, &root, memory, signed, &cx);
     let problems = w.finish();
     if !problems.is_empty() {
         return Err(ConfigError { problems });
@@ -430,6 +440,7 @@ fn subscriptions(
     root: &Section<'_, '_>,
     memory: Option<bool>,
     signed: bool,
+    cx: &state::StateContext<'_>,
 ) -> Vec<SubscriptionConfig> {
     let Some(field) = root.get("subscription") else {
         w.report(
@@ -456,7 +467,7 @@ fn subscriptions(
     let mut subscriptions = Vec::new();
     for item in &items {
         if let Some(sec) = w.open(item, SUBSCRIPTION_KEYS) {
-            subscriptions.push(subscription(w, &sec, memory, signed, &mut names));
+            subscriptions.push(subscription(w, &sec, memory, signed, cx, &mut names));
         }
     }
     subscriptions
@@ -468,6 +479,7 @@ fn subscription(
     sec: &Section<'_, '_>,
     memory: Option<bool>,
     signed: bool,
+    cx: &state::StateContext<'_>,
     names: &mut HashMap<String, usize>,
 ) -> SubscriptionConfig {
     let name = w
@@ -530,7 +542,10 @@ fn subscription(
         limits: w
             .table(sec, "limits", LIMITS_KEYS)
             .map_or_else(Limits::default, |limits| self::limits(w, &limits)),
-        wasi: grants::grants(w, sec),
+        wasi: WasiGrants {
+            state: state::state(w, sec, name.as_deref().unwrap_or_default(), cx),
+            ..grants::grants(w, sec)
+        },
         name: name.unwrap_or_default(),
         stream: stream.unwrap_or_default(),
     }

@@ -65,12 +65,18 @@ impl fmt::Debug for AdminConfig {
 
 impl fmt::Debug for WasiGrants {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let WasiGrants { env, http, config } = self;
+        let WasiGrants {
+            env,
+            http,
+            config,
+            state,
+        } = self;
         let env: Vec<_> = env.iter().map(|e| EnvName(e)).collect();
         f.debug_struct("WasiGrants")
             .field("env", &env)
             .field("http", http)
             .field("config", config)
+            .field("state", state)
             .finish()
     }
 }
@@ -104,6 +110,7 @@ mod tests {
                 ("carrier_token".into(), value("token-secret", true)),
                 ("carrier_url".into(), value("https://api.example", false)),
             ]),
+            state: None,
         };
         let shown = format!("{host:?} {admin:?} {grants:#?}");
         for secret in [

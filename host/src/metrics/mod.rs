@@ -12,6 +12,7 @@ use prometheus_client::registry::Registry;
 
 mod http;
 mod shard;
+mod state;
 
 pub use shard::ShardMetrics;
 
@@ -95,6 +96,7 @@ pub struct Metrics {
     contained: Family<ContainedLabels, Counter>,
     fleet_requests: Family<RequestLabels, Counter>,
     http: http::HttpFamilies,
+    state: state::StateFamilies,
 }
 
 impl Default for Metrics {
@@ -125,12 +127,14 @@ impl Metrics {
             contained: Family::default(),
             fleet_requests: Family::default(),
             http: http::HttpFamilies::default(),
+            state: state::StateFamilies::default(),
             registry: Registry::default(),
         };
         m.register_handler_metrics(&mut registry);
         m.register_shard_metrics(&mut registry);
         m.register_containment_metrics(&mut registry);
         m.http.register(&mut registry);
+        m.state.register(&mut registry);
         Metrics { registry, ..m }
     }
 

@@ -40,12 +40,26 @@ pub mod types {
     }
 }
 
+// The world `state-handler` is `handler` plus state: the host's linker defines everything a
+// handler may import, and `Runtime::granted` refuses what a subscription does not grant.
 wasmtime::component::bindgen!({
-    world: "handler",
+    world: "state-handler",
     path: "../wit",
-    // A publish waits on Kinesis (bounded by the call's deadline); calls into the guest run on
-    // fibers so that a running guest yields at every epoch tick.
-    imports: { "shardhost:handler/host.publish": async },
+    // A publish waits on Kinesis and a state call on its store (both bounded by the call's
+    // deadline); calls into the guest run on fibers so that a running guest yields at every
+    // epoch tick. A state call traps only for a bucket handle that is not the guest's.
+    imports: {
+        "shardhost:handler/host.publish": async,
+        "wasi:keyvalue": async | trappable,
+        "shardhost:handler/conditional": async | trappable,
+    },
     exports: { default: async },
-    with: { "shardhost:handler/types@0.1.2": crate::wasm::bindings::types },
+    with: {
+        "shardhost:handler/types@0.1.2": crate::wasm::bindings::types,
+        "wasi:keyvalue/store.bucket": crate::wasm::state::Bucket,
+    },
 });
+
+/// The generated world under the name the rest of the host uses.
+pub type Handler = StateHandler;
+pub type HandlerPre<T> = StateHandlerPre<T>;

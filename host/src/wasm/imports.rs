@@ -16,14 +16,15 @@ use super::bindings::{Host, Level};
 use super::guest_log::{GuestLog, Stdio};
 use super::http::{HttpGate, HttpHooks};
 use super::limits::{InstanceLimiter, MAX_HOST_RESOURCES};
+use super::state::StateAccess;
 use crate::handler::CallContext;
 
 /// What the guest's calls into the host see.
 pub struct HostState {
     wasi: WasiCtx,
-    table: ResourceTable,
+    pub(super) table: ResourceTable,
     pub(super) limits: InstanceLimiter,
-    ctx: CallContext,
+    pub(super) ctx: CallContext,
     /// Its `host.log` lines, stdout and stderr, and what they said about a failure.
     pub(super) log: GuestLog,
     /// When the current call (or instantiation) runs out of time.
@@ -36,16 +37,20 @@ pub struct HostState {
     config: Arc<BTreeMap<String, String>>,
     http_ctx: WasiHttpCtx,
     http: HttpHooks,
+    /// The subscription's state (`state.rs`); none: every state call is refused.
+    pub(super) state: Option<StateAccess>,
 }
 
 /// What an instance is granted besides computing (from `[subscription.wasi]`, `.http` and
 /// `.config`), resolved once per component.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(super) struct Granted {
     pub(super) env: Vec<(String, String)>,
     pub(super) config: Arc<BTreeMap<String, String>>,
     /// None: every request is denied.
     pub(super) http: Option<Arc<HttpGate>>,
+    /// None: no state.
+    pub(super) state: Option<StateAccess>,
 }
 
 impl HostState {
@@ -78,6 +83,7 @@ impl HostState {
             config: granted.config.clone(),
             http_ctx: WasiHttpCtx::new(),
             http: HttpHooks::new(granted.http.clone(), ctx, deadline),
+            state: granted.state.clone(),
         }
     }
 }

@@ -15,6 +15,7 @@ mod http;
 mod imports;
 mod instance;
 mod limits;
+mod state;
 mod ticker;
 
 use std::path::{Path, PathBuf};
@@ -58,7 +59,7 @@ pub enum LoadError {
     #[error(
         "{name}: imports {}, which the host does not provide (it gives handlers WASI 0.2 \
          cli, clocks, filesystem, io, random and sockets, wasi:config/store, wasi:http's \
-         outgoing handler where granted, and shardhost:handler/host){}",
+         outgoing handler and wasi:keyvalue where granted, and shardhost:handler/host){}",
         list(imports),
         hint(imports)
     )]
@@ -70,6 +71,13 @@ pub enum LoadError {
         list(imports)
     )]
     HttpNotGranted { name: String, imports: Vec<String> },
+    #[error(
+        "{name}: imports {} (it keeps state), but the subscription grants no state: add a \
+         [subscription.state] table (store = \"memory\" for one instance, or \"dynamodb\" \
+         with a table; `shardhost invoke`: --state)",
+        list(imports)
+    )]
+    StateNotGranted { name: String, imports: Vec<String> },
     #[error("{name}: {source}")]
     HttpTls {
         name: String,
@@ -99,6 +107,8 @@ pub struct Runtime {
     fuel: bool,
     /// The TLS clients of the HTTP grants loaded so far.
     gates: http::Gates,
+    /// The state stores of the state grants loaded so far.
+    stores: crate::state::Stores,
 }
 
 impl Runtime {
@@ -146,6 +156,7 @@ impl Runtime {
             ticker,
             fuel,
             gates: http::Gates::default(),
+            stores: crate::state::Stores::default(),
         })
     }
 
@@ -272,20 +283,30 @@ impl Runtime {
 
 impl Runtime {
     /// What instances of `component` get from `wasi`; refuses a component that imports
-    /// `wasi:http` where no HTTP is granted.
+    /// `wasi:http` where no HTTP is granted, or state where no state is.
     fn granted(
         &self,
         name: &str,
         component: &Component,
         wasi: &WasiGrants,
     ) -> Result<imports::Granted, LoadError> {
-        let http_imports: Vec<String> = component
-            .component_type()
-            .imports(&self.engine)
-            .map(|(name, _)| name)
-            .filter(|name| name.starts_with("wasi:http/outgoing-handler"))
-            .map(str::to_owned)
-            .collect();
+        let imports_of = |prefixes: &[&str]| -> Vec<String> {
+            component
+                .component_type()
+                .imports(&self.engine)
+                .map(|(name, _)| name)
+                .filter(|name| prefixes.iter().any(|p| name.starts_with(p)))
+                .map(str::to_owned)
+                .collect()
+        };
+        let state_imports = imports_of(&["wasi:keyvalue/", "shardhost:handler/conditional"]);
+        if wasi.state.is_none() && !state_imports.is_empty() {
+            return Err(LoadError::StateNotGranted {
+                name: name.to_owned(),
+                imports: state_imports,
+            });
+        }
+        let http_imports = imports_of(&["wasi:http/outgoing-handler"]);
         let http = match &wasi.http {
             Some(grant) => Some(self.gates.of(grant).map_err(|source| LoadError::HttpTls {
                 name: name.to_owned(),
@@ -304,10 +325,15 @@ impl Runtime {
             .iter()
             .map(|(k, v)| (k.clone(), v.value.clone()))
             .collect();
+        let state = wasi.state.as_ref().map(|grant| state::StateAccess {
+            store: self.stores.of(grant),
+            grant: Arc::new(grant.clone()),
+        });
         Ok(imports::Granted {
             env: instance::resolve_env(wasi),
             config: Arc::new(config),
             http,
+            state,
         })
     }
 }
@@ -326,10 +352,20 @@ fn provided(import: &str) -> bool {
                 && version.starts_with("0.2.")
         }
         Some(("wasi", "config")) => package == "wasi:config/store" && version == "0.2.0-rc.1",
+        Some(("wasi", "keyvalue")) => {
+            [
+                "wasi:keyvalue/store",
+                "wasi:keyvalue/atomics",
+                "wasi:keyvalue/batch",
+            ]
+            .contains(&package)
+                && version == "0.2.0-draft"
+        }
         Some(("wasi", p)) => WASI.contains(&p) && version.starts_with("0.2."),
         Some(("shardhost", "handler")) => {
-            ["shardhost:handler/host", "shardhost:handler/types"].contains(&package)
-                && matches!(version, "0.1.0" | "0.1.1" | "0.1.2")
+            (["shardhost:handler/host", "shardhost:handler/types"].contains(&package)
+                && matches!(version, "0.1.0" | "0.1.1" | "0.1.2"))
+                || (package == "shardhost:handler/conditional" && version == "0.1.2")
         }
         _ => false,
     }
@@ -421,7 +457,12 @@ mod tests {
             "wasi:config/store@0.2.0-rc.1",
             "shardhost:handler/host@0.1.0",
             "shardhost:handler/host@0.1.1",
+            "shardhost:handler/host@0.1.2",
             "shardhost:handler/types@0.1.0",
+            "wasi:keyvalue/store@0.2.0-draft",
+            "wasi:keyvalue/atomics@0.2.0-draft",
+            "wasi:keyvalue/batch@0.2.0-draft",
+            "shardhost:handler/conditional@0.1.2",
         ] {
             assert!(provided(given), "{given}");
         }
@@ -430,6 +471,8 @@ mod tests {
             "wasi:config/store@0.2.0-draft",
             "wasi:cli/environment@0.3.0",
             "wasi:keyvalue/store@0.2.0",
+            "wasi:keyvalue/watcher@0.2.0-draft",
+            "shardhost:handler/conditional@0.1.1",
             "shardhost:handler/host@0.2.0",
             "shardhost:handler/log@0.1.0",
             "env",

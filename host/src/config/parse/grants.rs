@@ -33,7 +33,12 @@ pub(super) fn grants(w: &mut Walker<'_>, sub: &Section<'_, '_>) -> WasiGrants {
         .get("config")
         .map(|f| self::config(w, &f))
         .unwrap_or_default();
-    WasiGrants { env, http, config }
+    WasiGrants {
+        env,
+        http,
+        config,
+        state: None,
+    }
 }
 
 /// `[subscription.wasi] env`: `"NAME"` or `"NAME=value"`, each name once.

@@ -1,0 +1,247 @@
+//! `[subscription.state]`: the key-value store a subscription grants its handler. Without the
+//! table, a handler gets no state (a component importing `wasi:keyvalue` is refused).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use toml::de::DeValue;
+
+use super::super::{KinesisConfig, LeaseStoreKind, StateGrant, StateStoreKind, defaults};
+use super::walk::{Field, Section, Walker, quote};
+
+const STATE_KEYS: &[&str] = &[
+    "store",
+    "table",
+    "ttl",
+    "buckets",
+    "max_in_flight",
+    "endpoint",
+    "region",
+    "test_credentials",
+];
+
+/// The longest `ttl`: ten years (DynamoDB keeps an expiry as seconds since the epoch).
+const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 86_400);
+
+/// The most `max_in_flight`.
+const MAX_IN_FLIGHT: i64 = 1024;
+
+/// The longest namespace (`SERVICE/SUBSCRIPTION/BUCKET/`): with a key of up to 1 KiB it stays
+/// inside DynamoDB's 2 KiB partition key.
+const MAX_NAMESPACE: usize = 900;
+
+/// What a subscription's state defaults to: the service, the lease store, the stream's region.
+pub(super) struct StateContext<'a> {
+    pub(super) service: &'a str,
+    pub(super) leases: &'a LeaseStoreKind,
+    pub(super) kinesis: &'a KinesisConfig,
+}
+
+/// `[subscription.state]` of the subscription named `subscription`, if it has one.
+pub(super) fn state(
+    w: &mut Walker<'_>,
+    sub: &Section<'_, '_>,
+    subscription: &str,
+    cx: &StateContext<'_>,
+) -> Option<StateGrant> {
+    let sec = w.table(sub, "state", STATE_KEYS)?;
+    let store = store(w, &sec, cx);
+    let ttl = sec.get("ttl").and_then(|f| ttl(w, &f)).flatten();
+    let buckets = sec
+        .get("buckets")
+        .map(|f| buckets(w, &f))
+        .unwrap_or_default();
+    let max_in_flight = sec
+        .get("max_in_flight")
+        .and_then(|f| w.integer(&f, 1, MAX_IN_FLIGHT))
+        .map_or(defaults::STATE_MAX_IN_FLIGHT, |n| n as u32);
+    let namespace = namespace(cx.service, subscription);
+    let longest = buckets.iter().map(String::len).max().unwrap_or(0).max(7);
+    if namespace.len() + longest + 1 > MAX_NAMESPACE
+        && let Some(f) = sub.get("state")
+    {
+        let message = format!(
+            "the service and subscription names are too long to key state by ({} bytes with \
+             the longest bucket; at most {MAX_NAMESPACE}): shorten [host] name",
+            namespace.len() + longest + 1
+        );
+        w.report_at(&f, message);
+    }
+    Some(StateGrant {
+        store: store?,
+        ttl,
+        buckets,
+        namespace,
+        max_in_flight,
+    })
+}
+
+/// `SERVICE/SUBSCRIPTION/`, the service name's `%` and `/` escaped (a subscription name has
+/// neither), so no two services or subscriptions share a prefix.
+pub fn namespace(service: &str, subscription: &str) -> String {
+    let service = service.replace('%', "%25").replace('/', "%2F");
+    format!("{service}/{subscription}/")
+}
+
+/// `store` and the keys of a DynamoDB store.
+fn store(
+    w: &mut Walker<'_>,
+    sec: &Section<'_, '_>,
+    cx: &StateContext<'_>,
+) -> Option<StateStoreKind> {
+    let lease_table = match cx.leases {
+        LeaseStoreKind::Dynamo { table, .. } => Some(table.as_str()),
+        LeaseStoreKind::Memory => None,
+    };
+    let kind = match sec.get("store") {
+        None if lease_table.is_some() => "dynamodb",
+        None => "memory",
+        Some(f) => match w.string(&f) {
+            Some(s @ ("memory" | "dynamodb")) => s,
+            Some(s) => {
+                let message = format!(
+                    "unknown state store {}; expected \"memory\" or \"dynamodb\"",
+                    quote(s)
+                );
+                w.report_at(&f, message);
+                return None;
+            }
+            None => return None,
+        },
+    };
+    if kind == "memory" {
+        for f in ["table", "endpoint", "region", "test_credentials"]
+            .into_iter()
+            .filter_map(|k| sec.get(k))
+        {
+            let message = format!(
+                "`{}` is only used with store = \"dynamodb\" (the store here is \"memory\")",
+                f.name
+            );
+            w.report_at(&f, message);
+        }
+        if lease_table.is_some()
+            && let Some(f) = sec.get("store")
+        {
+            w.report_at(
+                &f,
+                "store = \"memory\" keeps state in each instance's own memory, but the lease \
+                 table is shared by every instance: a shard that moves would forget what it \
+                 marked. Use store = \"dynamodb\" with a state table",
+            );
+        }
+        return Some(StateStoreKind::Memory);
+    }
+    let table = w.required(sec, "table").and_then(|f| {
+        let table = w.text(&f)?;
+        if Some(table.as_str()) == lease_table {
+            let message = format!(
+                "the state table {} is the lease table: give state a table of its own \
+                 (partition key `key`, a string)",
+                quote(&table)
+            );
+            w.report_at(&f, message);
+        }
+        Some(table)
+    });
+    // Where DynamoDB is: the state table's own keys, else the lease table's, else the stream's.
+    let (lease_endpoint, lease_region, lease_creds) = match cx.leases {
+        LeaseStoreKind::Dynamo {
+            endpoint,
+            region,
+            test_credentials,
+            ..
+        } => (endpoint.clone(), region.clone(), *test_credentials),
+        LeaseStoreKind::Memory => (None, cx.kinesis.region.clone(), cx.kinesis.test_credentials),
+    };
+    let endpoint = match sec.get("endpoint") {
+        Some(f) => w.url(&f),
+        None => lease_endpoint,
+    };
+    let region = match sec.get("region") {
+        Some(f) => w.text(&f),
+        None => lease_region,
+    };
+    let test_credentials = match sec.get("test_credentials") {
+        Some(f) => w.boolean(&f).unwrap_or(false),
+        None => lease_creds,
+    };
+    if test_credentials
+        && endpoint.is_none()
+        && let Some(f) = sec.get("test_credentials").or_else(|| sec.get("store"))
+    {
+        w.report_at(
+            &f,
+            "test_credentials sends dummy keys, meant for a local stack, but the state store \
+             has no `endpoint`, so they would go to AWS DynamoDB: set [subscription.state] \
+             endpoint or test_credentials = false",
+        );
+    }
+    Some(StateStoreKind::Dynamo {
+        table: table?,
+        endpoint,
+        region,
+        test_credentials,
+    })
+}
+
+/// `ttl`: a duration, or `"0"` / `0` for never. `Some(None)`: never.
+fn ttl(w: &mut Walker<'_>, f: &Field<'_, '_>) -> Option<Option<Duration>> {
+    match f.value {
+        DeValue::Integer(i) if i.as_str() == "0" => return Some(None),
+        DeValue::String(s) if s.trim() == "0" => return Some(None),
+        _ => {}
+    }
+    let ttl = w.duration(f, MAX_TTL)?;
+    if ttl < Duration::from_secs(1) {
+        w.report_at(
+            f,
+            "`ttl` must be at least 1s (expiry is kept in whole seconds), or \"0\" for never",
+        );
+        return None;
+    }
+    Some(Some(ttl))
+}
+
+/// `buckets`: names, each once; `default` is always open and need not be listed.
+fn buckets(w: &mut Walker<'_>, field: &Field<'_, '_>) -> Vec<String> {
+    let mut buckets = Vec::new();
+    let Some(items) = w.array(field) else {
+        return buckets;
+    };
+    let mut seen = HashMap::new();
+    for item in &items {
+        let Some(name) = w.string(item) else {
+            continue;
+        };
+        if !is_bucket_name(name) {
+            let message = format!(
+                "{} is not a bucket name; use 1 to 64 letters, digits, `_`, `.` or `-`",
+                quote(name)
+            );
+            w.report_at(item, message);
+            continue;
+        }
+        if name == "default" {
+            w.report_at(
+                item,
+                "the bucket \"default\" is always open: list only the buckets besides it",
+            );
+            continue;
+        }
+        if let Some(first) = seen.insert(name.to_owned(), w.line(item.span.start)) {
+            let message = format!("{} is listed twice (first on line {first})", quote(name));
+            w.report_at(item, message);
+            continue;
+        }
+        buckets.push(name.to_owned());
+    }
+    buckets
+}
+
+/// A bucket name: 1 to 64 letters, digits, `_`, `.` or `-`.
+pub fn is_bucket_name(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}

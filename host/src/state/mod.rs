@@ -1,0 +1,183 @@
+//! The key-value stores handlers keep state in (`[subscription.state]`): in the host's memory
+//! ([`memory`]) or in a DynamoDB table shared by a fleet ([`dynamo`]).
+//!
+//! A store sees whole keys, already namespaced by service, subscription and bucket
+//! (`wasm::state` puts the prefix on and checks the sizes); it answers with the values or a
+//! [`StoreError`], which the guest gets as a `wasi:keyvalue` error, never as a trap.
+//!
+//! Values are bytes, except counters: `increment` keeps a number the store adds to atomically,
+//! which `get` reads back as its decimal text; `set` over a counter replaces it, `increment`
+//! over a value `set` wrote is refused ([`StoreError::NotACounter`]).
+
+pub mod dynamo;
+pub mod memory;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::config::{StateGrant, StateStoreKind};
+
+/// The longest key a handler may use, in bytes (before the namespace is put on).
+pub const MAX_KEY: usize = 1024;
+
+/// The largest value, in bytes (a DynamoDB item holds 400 KB with its key and attributes).
+pub const MAX_VALUE: usize = 350 * 1024;
+
+/// The most keys of one `get-many`, `set-many` or `delete-many`.
+pub const MAX_MANY: usize = 10_000;
+
+/// Why a store could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the key holds a value written by `set`, not a counter: delete it before counting")]
+    NotACounter,
+    #[error("the counter would pass 2^64 - 1")]
+    Overflow,
+    #[error("the state table `{table}` throttled the request ({message}): answer retry-after")]
+    Throttled { table: String, message: String },
+    #[error("the state table `{table}` refused access: {message}")]
+    Denied { table: String, message: String },
+    #[error(
+        "the state table `{table}` does not exist: create it (see README, \"State\"): aws \
+         dynamodb create-table --table-name {table} --attribute-definitions \
+         AttributeName=key,AttributeType=S --key-schema AttributeName=key,KeyType=HASH \
+         --billing-mode PAY_PER_REQUEST"
+    )]
+    NoTable { table: String },
+    #[error("the state table `{table}` is unreachable: {message}")]
+    Unreachable { table: String, message: String },
+    #[error("the state table `{table}`: {message}")]
+    Other { table: String, message: String },
+    #[error("the memory state store is full ({limit} bytes): state needs store = \"dynamodb\"")]
+    Full { limit: u64 },
+    #[error("{0}")]
+    Unsupported(&'static str),
+}
+
+impl StoreError {
+    /// The result label of the state call that got this error.
+    pub fn metric(&self) -> &'static str {
+        match self {
+            StoreError::Throttled { .. } => "throttled",
+            StoreError::NotACounter | StoreError::Overflow | StoreError::Unsupported(_) => {
+                "refused"
+            }
+            _ => "error",
+        }
+    }
+}
+
+/// Counts the requests one state call sends to its store.
+#[derive(Debug, Default)]
+pub struct Meter {
+    requests: AtomicU64,
+}
+
+impl Meter {
+    pub fn request(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+}
+
+/// A key-value store. Keys are whole (namespaced) keys; every write sets the grant's expiry.
+#[async_trait]
+pub trait StateStore: Send + Sync {
+    async fn get(&self, m: &Meter, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    async fn set(&self, m: &Meter, key: &str, value: Vec<u8>) -> Result<(), StoreError>;
+    async fn delete(&self, m: &Meter, key: &str) -> Result<(), StoreError>;
+    /// Adds `delta` to the counter at `key` (from 0 when absent); the new value.
+    async fn increment(&self, m: &Meter, key: &str, delta: u64) -> Result<u64, StoreError>;
+    /// Writes only when `key` holds nothing (or an expired value); whether it wrote.
+    async fn set_if_absent(&self, m: &Meter, key: &str, value: Vec<u8>)
+    -> Result<bool, StoreError>;
+    /// Writes only when `key` still holds `expected` (a counter's decimal text counts);
+    /// whether it wrote.
+    async fn compare_and_set(
+        &self,
+        m: &Meter,
+        key: &str,
+        expected: &[u8],
+        value: Vec<u8>,
+    ) -> Result<bool, StoreError>;
+    /// The values of `keys`, in their order.
+    async fn get_many(
+        &self,
+        m: &Meter,
+        keys: &[String],
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
+    /// Writes every entry (a key given twice: the last value).
+    async fn set_many(&self, m: &Meter, entries: Vec<(String, Vec<u8>)>) -> Result<(), StoreError>;
+    async fn delete_many(&self, m: &Meter, keys: &[String]) -> Result<(), StoreError>;
+    /// Up to 1 000 keys under `prefix` (whole keys), from `cursor`; the cursor of the rest.
+    async fn list_keys(
+        &self,
+        m: &Meter,
+        prefix: &str,
+        cursor: Option<u64>,
+    ) -> Result<(Vec<String>, Option<u64>), StoreError>;
+}
+
+/// The stores of one runtime: one memory map for every memory grant (their namespaces keep
+/// them apart), one DynamoDB store per table, expiry and request bound.
+#[derive(Default)]
+pub struct Stores {
+    memory: Arc<memory::Shared>,
+    dynamo: Mutex<HashMap<DynamoKey, Arc<dynamo::DynamoStore>>>,
+}
+
+#[derive(Clone, Hash, PartialEq, Eq)]
+struct DynamoKey {
+    kind: StateStoreKind,
+    ttl: Option<Duration>,
+    max_in_flight: u32,
+}
+
+impl Stores {
+    /// The store a grant names (made on first use; nothing is sent until a handler calls it).
+    pub fn of(&self, grant: &StateGrant) -> Arc<dyn StateStore> {
+        match &grant.store {
+            StateStoreKind::Memory => {
+                Arc::new(memory::MemoryStore::new(self.memory.clone(), grant.ttl))
+            }
+            StateStoreKind::Dynamo { .. } => {
+                let key = DynamoKey {
+                    kind: grant.store.clone(),
+                    ttl: grant.ttl,
+                    max_in_flight: grant.max_in_flight,
+                };
+                let mut stores = self.dynamo.lock().unwrap_or_else(|p| p.into_inner());
+                stores
+                    .entry(key)
+                    .or_insert_with(|| Arc::new(dynamo::DynamoStore::new(grant)))
+                    .clone()
+            }
+        }
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A counter's value as `get` reads it: its decimal text.
+pub(crate) fn counter_text(n: u64) -> Vec<u8> {
+    n.to_string().into_bytes()
+}
+
+/// The counter a compare-and-set's `expected` names, when it is a counter's decimal text.
+pub(crate) fn counter_of(expected: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(expected).ok()?;
+    let n: u64 = text.parse().ok()?;
+    (n.to_string() == text).then_some(n)
+}
