@@ -98,8 +98,8 @@ fn peak_rss() -> u64 {
         * 1024
 }
 
-/// The shipping example imports wasi:http (it books when its config has a `carrier_url`): it
-/// loads only with a grant; without `carrier_url` it sends nothing.
+/// The shipping example imports wasi:http and wasi:keyvalue (it books once per shipment when its
+/// config has a `carrier_url`): it loads only with both grants; without `carrier_url` it sends nothing.
 fn may_book() -> WasiGrants {
     WasiGrants {
         http: Some(shardhost::config::HttpGrant {
@@ -108,6 +108,13 @@ fn may_book() -> WasiGrants {
             max_body: 1 << 20,
             max_in_flight: 16,
             ca_file: None,
+        }),
+        state: Some(shardhost::config::StateGrant {
+            store: shardhost::config::StateStoreKind::Memory,
+            ttl: None,
+            buckets: Vec::new(),
+            namespace: "bench/ship/".to_owned(),
+            max_in_flight: 64,
         }),
         ..WasiGrants::default()
     }

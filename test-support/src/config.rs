@@ -171,7 +171,8 @@ impl Subscription {
         self.nested("wasi", key, value)
     }
 
-    fn nested(mut self, table: &str, key: &str, value: impl Into<Value>) -> Subscription {
+    /// One key of the subscription's table `table` (`[subscription.TABLE] key = value`).
+    pub fn nested(mut self, table: &str, key: &str, value: impl Into<Value>) -> Subscription {
         let table = self
             .keys
             .entry(table)

@@ -20,7 +20,11 @@ pub struct HttpServer {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
     requests: Arc<AtomicU64>,
+    booked: Booked,
 }
+
+/// The carrier's bookings (answered 201), by `Idempotency-Key`, each with how often it came.
+type Booked = Arc<std::sync::Mutex<std::collections::BTreeMap<String, u64>>>;
 
 impl HttpServer {
     /// Starts the server on a free port of 127.0.0.1.
@@ -30,6 +34,8 @@ impl HttpServer {
         let addr = listener.local_addr().expect("local addr");
         let requests = Arc::new(AtomicU64::new(0));
         let counted = requests.clone();
+        let booked = Booked::default();
+        let bookings = booked.clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -38,7 +44,7 @@ impl HttpServer {
                 .expect("runtime");
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                let app = routes(counted);
+                let app = routes(counted, bookings);
                 axum::serve(listener, app)
                     .with_graceful_shutdown(async {
                         let _ = stopped.await;
@@ -52,7 +58,13 @@ impl HttpServer {
             stop: Some(stop),
             thread: Some(thread),
             requests,
+            booked,
         }
+    }
+
+    /// What `/carrier` booked (answered 201), by `Idempotency-Key`: how many times each.
+    pub fn bookings(&self) -> std::collections::BTreeMap<String, u64> {
+        self.booked.lock().unwrap().clone()
     }
 
     /// `http://127.0.0.1:PORT`
@@ -84,7 +96,7 @@ pub fn closed_origin() -> String {
     format!("http://{addr}")
 }
 
-fn routes(requests: Arc<AtomicU64>) -> Router {
+fn routes(requests: Arc<AtomicU64>, booked: Booked) -> Router {
     Router::new()
         .route("/status/{n}", any(status))
         .route("/echo", any(echo))
@@ -94,7 +106,10 @@ fn routes(requests: Arc<AtomicU64>) -> Router {
         .route("/stall", any(stall))
         .route("/redirect/{n}", any(redirect))
         .route("/loop", any(|| async { redirect_to(302, "/loop") }))
-        .route("/carrier", any(carrier))
+        .route(
+            "/carrier",
+            any(move |headers: HeaderMap, body: Bytes| carrier(headers, body, booked.clone())),
+        )
         .layer(axum::middleware::from_fn(
             move |req: axum::extract::Request, next: axum::middleware::Next| {
                 requests.fetch_add(1, Ordering::SeqCst);
@@ -156,7 +171,7 @@ fn redirect_to(n: u16, to: &str) -> Response {
     (code, [(header::LOCATION, to.to_owned())], "").into_response()
 }
 
-async fn carrier(headers: HeaderMap, body: Bytes) -> Response {
+async fn carrier(headers: HeaderMap, body: Bytes, booked: Booked) -> Response {
     // As the example's stub (and many real APIs): no chunked bodies.
     if !headers.contains_key(header::CONTENT_LENGTH) {
         return (StatusCode::LENGTH_REQUIRED, "no Content-Length").into_response();
@@ -171,6 +186,8 @@ async fn carrier(headers: HeaderMap, body: Bytes) -> Response {
     } else if address.contains("busy") {
         (StatusCode::SERVICE_UNAVAILABLE, "try later").into_response()
     } else {
+        let key = headers["idempotency-key"].to_str().unwrap_or("?").to_owned();
+        *booked.lock().unwrap().entry(key).or_default() += 1;
         (StatusCode::CREATED, "booked").into_response()
     }
 }

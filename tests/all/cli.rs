@@ -36,7 +36,7 @@ fn invoke_prints_each_records_outcome_in_input_order() {
         .arg("--records")
         .arg(shipments())
         .arg("--json")
-        .args(["--allow-http", NO_CARRIER])
+        .args(["--allow-http", NO_CARRIER, "--state"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -81,7 +81,7 @@ fn invoke_text_output_has_one_line_per_record() {
     let out = shardhost()
         .arg("invoke")
         .arg(guest("ship"))
-        .args(["--allow-http", NO_CARRIER])
+        .args(["--allow-http", NO_CARRIER, "--state"])
         .args(["--batch", "1", "--records"])
         .arg(shipments())
         .output()
@@ -437,7 +437,7 @@ fn run_shows_outcomes_and_checkpoints_then_stops_cleanly_on_sigint() {
     std::fs::copy(shipments(), dir.0.join("shipments.ndjson")).unwrap();
     let body = good_config(&guest("ship"))
         + "feed = \"shipments.ndjson\"\npoll_interval = \"50ms\"\n"
-        + &format!("[subscription.http]\nallow = [\"{NO_CARRIER}\"]\n");
+        + &format!("[subscription.http]\nallow = [\"{NO_CARRIER}\"]\n[subscription.state]\n");
     let path = config_in(&dir, &body);
     let mut child = shardhost()
         .arg("-v")

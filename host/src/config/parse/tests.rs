@@ -644,3 +644,4 @@ fn the_lease_table_takes_the_streams_region_and_credentials_unless_it_has_its_ow
 
 mod env;
 mod grants;
+mod state;
