@@ -186,7 +186,10 @@ async fn carrier(headers: HeaderMap, body: Bytes, booked: Booked) -> Response {
     } else if address.contains("busy") {
         (StatusCode::SERVICE_UNAVAILABLE, "try later").into_response()
     } else {
-        let key = headers["idempotency-key"].to_str().unwrap_or("?").to_owned();
+        let key = headers["idempotency-key"]
+            .to_str()
+            .unwrap_or("?")
+            .to_owned();
         *booked.lock().unwrap().entry(key).or_default() += 1;
         (StatusCode::CREATED, "booked").into_response()
     }

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::Value;
-use shardhost::config::{ConfigValue, HttpGrant, Limits, Origin, WasiGrants};
+use shardhost::config::{
+    ConfigValue, HttpGrant, Limits, Origin, StateGrant, StateStoreKind, WasiGrants,
+};
 use shardhost::handler::{CallContext, HandlerFactory, outcomes_per_record};
 use shardhost::record::{BatchInfo, Outcome, Record};
 use shardhost::testing::Runtime;
@@ -109,7 +111,7 @@ fn conform(language: Language) {
     // once on a small machine starve each other's calls of their timeouts.
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let (shipping, conformance) = language.components();
+    let (shipping, conformance_wasm) = language.components();
     let rt = tokio::runtime::Runtime::new().unwrap();
     // Compiled Python and JavaScript components are big (~35 MiB) and slow to compile: keep
     // them across runs.
@@ -130,9 +132,14 @@ fn conform(language: Language) {
         let shipping_booking = load(&runtime, &shipping, &booking).await;
         let booked = shipping_cases("shipping-booked.ndjson", shipping_booking.as_ref(), &places);
         wrong.extend(booked.await);
-        let conformance = load(&runtime, &conformance, &plain).await;
+        let conformance = load(&runtime, &conformance_wasm, &plain).await;
         wrong.extend(contract_calls("contract.ndjson", conformance.as_ref(), &places).await);
         wrong.extend(contract_calls("http.ndjson", conformance.as_ref(), &places).await);
+        wrong.extend(contract_calls("state.ndjson", conformance.as_ref(), &places).await);
+        let unreachable = places.unreachable_state(plain);
+        let conformance = load(&runtime, &conformance_wasm, &unreachable).await;
+        let cases = contract_calls("state-unreachable.ndjson", conformance.as_ref(), &places);
+        wrong.extend(cases.await);
     });
     assert!(
         wrong.is_empty(),
@@ -173,8 +180,20 @@ impl Places {
         if let Some(url) = carrier_url {
             config.insert("carrier_url".to_owned(), value(&url));
         }
+        let namespace = if config.contains_key("carrier_url") {
+            "booking"
+        } else {
+            "plain"
+        };
         WasiGrants {
             env: Vec::new(),
+            state: Some(StateGrant {
+                store: StateStoreKind::Memory,
+                ttl: None,
+                buckets: vec!["orders".to_owned()],
+                namespace: format!("conformance/{namespace}/"),
+                max_in_flight: 16,
+            }),
             http: Some(HttpGrant {
                 allow: vec![origin(&self.base), origin(&self.closed)],
                 timeout: Duration::from_secs(2),
@@ -184,6 +203,19 @@ impl Places {
             }),
             config,
         }
+    }
+
+    /// `grants` with its state in a DynamoDB table where nothing listens.
+    fn unreachable_state(&self, mut grants: WasiGrants) -> WasiGrants {
+        if let Some(state) = &mut grants.state {
+            state.store = StateStoreKind::Dynamo {
+                table: "unreachable".to_owned(),
+                endpoint: Some(self.closed.clone()),
+                region: None,
+                test_credentials: true,
+            };
+        }
+        grants
     }
 
     /// A case file's text with the places filled in.

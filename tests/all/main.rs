@@ -26,4 +26,5 @@ mod retries;
 mod roster;
 mod sandbox;
 mod sdks;
+mod state;
 mod throughput;

@@ -227,3 +227,106 @@ impl StateStore for MemoryStore {
         Ok((keys, next))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(ttl: Option<Duration>) -> MemoryStore {
+        MemoryStore::new(Arc::default(), ttl)
+    }
+
+    #[tokio::test]
+    async fn counters_read_back_as_decimal_text_and_values_are_not_counters() {
+        let (s, m) = (store(None), Meter::default());
+        assert_eq!(s.increment(&m, "c", 1).await.unwrap(), 1);
+        assert_eq!(s.increment(&m, "c", 5).await.unwrap(), 6);
+        assert_eq!(s.get(&m, "c").await.unwrap(), Some(b"6".to_vec()));
+        assert!(
+            s.compare_and_set(&m, "c", b"6", b"x".to_vec())
+                .await
+                .unwrap()
+        );
+        assert!(matches!(
+            s.increment(&m, "c", 1).await,
+            Err(StoreError::NotACounter)
+        ));
+        s.set(&m, "max", b"".to_vec()).await.unwrap();
+        s.delete(&m, "max").await.unwrap();
+        s.increment(&m, "max", u64::MAX).await.unwrap();
+        assert!(matches!(
+            s.increment(&m, "max", 1).await,
+            Err(StoreError::Overflow)
+        ));
+    }
+
+    #[tokio::test]
+    async fn conditional_writes_hold_only_when_their_condition_does() {
+        let (s, m) = (store(None), Meter::default());
+        assert!(s.set_if_absent(&m, "k", b"a".to_vec()).await.unwrap());
+        assert!(!s.set_if_absent(&m, "k", b"b".to_vec()).await.unwrap());
+        assert!(
+            !s.compare_and_set(&m, "k", b"b", b"c".to_vec())
+                .await
+                .unwrap()
+        );
+        assert!(
+            s.compare_and_set(&m, "k", b"a", b"c".to_vec())
+                .await
+                .unwrap()
+        );
+        assert!(
+            !s.compare_and_set(&m, "gone", b"", b"c".to_vec())
+                .await
+                .unwrap()
+        );
+        assert_eq!(s.get(&m, "k").await.unwrap(), Some(b"c".to_vec()));
+    }
+
+    #[tokio::test]
+    async fn expired_items_are_absent() {
+        let (s, m) = (store(Some(Duration::from_millis(1))), Meter::default());
+        s.set(&m, "k", b"v".to_vec()).await.unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(s.get(&m, "k").await.unwrap(), None);
+        assert!(s.set_if_absent(&m, "k", b"w".to_vec()).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn batches_keep_the_order_of_their_keys_and_lists_stay_in_their_prefix() {
+        let (s, m) = (store(None), Meter::default());
+        let entries = vec![
+            ("p/a".to_owned(), b"1".to_vec()),
+            ("p/b".to_owned(), b"2".to_vec()),
+            ("q/a".to_owned(), b"3".to_vec()),
+        ];
+        s.set_many(&m, entries).await.unwrap();
+        let keys = ["p/b", "p/z", "p/a"].map(str::to_owned);
+        let got = s.get_many(&m, &keys).await.unwrap();
+        assert_eq!(got, [Some(b"2".to_vec()), None, Some(b"1".to_vec())]);
+        let (listed, next) = s.list_keys(&m, "p/", None).await.unwrap();
+        assert_eq!(
+            (listed, next),
+            (vec!["p/a".to_owned(), "p/b".to_owned()], None)
+        );
+        s.delete_many(&m, &["p/a".to_owned(), "p/a".to_owned()])
+            .await
+            .unwrap();
+        assert_eq!(s.get(&m, "p/a").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn the_store_is_bounded() {
+        let (s, m) = (store(None), Meter::default());
+        let big = vec![0u8; 300 * 1024];
+        let mut full = false;
+        for i in 0..1000 {
+            if let Err(e) = s.set(&m, &format!("k{i}"), big.clone()).await {
+                assert!(matches!(e, StoreError::Full { .. }));
+                full = true;
+                break;
+            }
+        }
+        assert!(full, "the memory store grew past {MEMORY_MAX} bytes");
+    }
+}

@@ -102,10 +102,15 @@ impl Dynamo {
 
     /// The row keyed `key`, read consistently.
     pub async fn row(&self, table: &str, key: &str) -> Option<Row> {
+        self.row_keyed(table, "lease_key", key).await
+    }
+
+    /// The item whose partition key `attr` is `key`, read consistently.
+    pub async fn row_keyed(&self, table: &str, attr: &str, key: &str) -> Option<Row> {
         self.client
             .get_item()
             .table_name(table)
-            .key("lease_key", s(key))
+            .key(attr, s(key))
             .consistent_read(true)
             .send()
             .await

@@ -97,7 +97,9 @@ fn a_fleet_may_not_keep_state_in_memory_nor_in_its_lease_table() {
         "{DYNAMO_LEASES}{MINIMAL}[subscription.state]\nstore = \"memory\"\n"
     ));
     assert!(
-        memory[0].message.contains("a shard that moves would forget"),
+        memory[0]
+            .message
+            .contains("a shard that moves would forget"),
         "{memory:#?}"
     );
     let leases = Scratch::new().problems(&format!(

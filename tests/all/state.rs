@@ -1,0 +1,406 @@
+//! State (`[subscription.state]`): handlers that remember. The shipping example books each
+//! shipment once across a restart and across a killed instance (real `shardhost run` processes
+//! on kinesis-mock and dynalite, and a carrier that counts bookings); a conditional write raced
+//! by two instances has one winner; items carry the grant's expiry; a state table that cannot
+//! be reached makes records wait, never settles them; a component that keeps state is refused
+//! where no state is granted.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use aws_sdk_dynamodb::types::{KeyType, ScalarAttributeType};
+use serde_json::json;
+use shardhost::config::{HttpGrant, Limits, Origin, StateGrant, StateStoreKind, WasiGrants};
+use shardhost::handler::{CallContext, HandlerFactory, outcomes_per_record};
+use shardhost::record::{BatchInfo, Outcome, Record};
+use shardhost::testing::Runtime;
+
+use crate::support::dynamo::{Dynamo, n, s};
+use crate::support::fleet::{Instance, Stack, shardhost, stack};
+use crate::support::{
+    HostToml, HttpServer, Scratch, closed_origin, dynamodb_endpoint, guest, unique, wait_until_else,
+};
+
+/// A state table (`key` S, HASH) on dynalite.
+fn state_table(d: &Dynamo, rt: &tokio::runtime::Runtime) -> String {
+    let table = unique("state");
+    rt.block_on(d.create_table(&table, &[("key", KeyType::Hash, ScalarAttributeType::S)]));
+    table
+}
+
+/// A shipment record's data.
+fn shipment(id: u64, carrier: &str) -> String {
+    json!({"id": id, "address": format!("Main St {id}"), "carrier": carrier}).to_string()
+}
+
+impl Stack {
+    /// Instance `owner` running the shipping example, booking with `carrier`, state in `table`.
+    fn shipping(&self, owner: &str, carrier: &HttpServer, table: &str) -> HostToml {
+        let sub = self
+            .subscription("ship")
+            .trim_horizon()
+            .batch(10)
+            .nested("http", "allow", vec![carrier.origin()])
+            .nested(
+                "config",
+                "carrier_url",
+                format!("{}/carrier", carrier.origin()),
+            )
+            .nested("state", "table", table);
+        self.host(owner)
+            .leases("renew_every", "1s")
+            .leases("list_every", "1s")
+            .leases("checkpoint_every", "200ms")
+            .subscription(sub)
+    }
+}
+
+/// The seeds' story: shipments, one of them held (a carrier nobody knows). Run, stop, run
+/// again: the second run reads again from the held shipment on, and books none of the
+/// shipments behind it a second time; the carrier sees every bookable shipment exactly once
+/// and the held one never.
+#[test]
+fn the_shipping_example_books_every_shipment_once_across_a_restart() {
+    let Some(st) = stack(1) else { return };
+    let table = state_table(&st.d, &st.rt);
+    let carrier = HttpServer::start();
+    let dir = Scratch::new("state-story");
+    let held = 1005;
+    for id in 1001..=1012 {
+        let carrier_name = if id == held { "fedex" } else { "dhl" };
+        st.k.put(
+            &st.stream,
+            &format!("order-{id}"),
+            shipment(id, carrier_name),
+        );
+    }
+    let bookable: Vec<String> = (1001..=1012)
+        .filter(|id| *id != held)
+        .map(|id| id.to_string())
+        .collect();
+    let mut first = Instance::start(&dir, "first", st.shipping("first", &carrier, &table));
+    wait_until_else(
+        "every bookable shipment booked",
+        Duration::from_secs(60),
+        || carrier.bookings().len() == bookable.len(),
+        || format!("{:?}\n{}", carrier.bookings(), first.text()),
+    );
+    // The checkpoint stops in front of the held shipment.
+    wait_until_else(
+        "the checkpoint to stop in front of the held shipment",
+        Duration::from_secs(20),
+        || st.checkpoint("shardId-000000000000").is_some(),
+        || first.text(),
+    );
+    assert_eq!(first.interrupt(), Some(0), "{}", first.text());
+    let second = Instance::start(&dir, "second", st.shipping("second", &carrier, &table));
+    // Read again from the held shipment: the seven behind it are skipped, not booked again.
+    second.wait_for(
+        "the second run to skip the shipments already booked",
+        Duration::from_secs(60),
+        |i| {
+            i.handled()
+                .iter()
+                .filter(|(_, m)| m.contains("already booked, skipped"))
+                .count()
+                >= 7
+        },
+    );
+    let bookings = carrier.bookings();
+    let expected: BTreeMap<String, u64> = bookable.iter().map(|id| (id.clone(), 1)).collect();
+    assert_eq!(bookings, expected, "{}", second.text());
+    assert!(!bookings.contains_key(&held.to_string()));
+}
+
+/// Two instances share the lease table and the state table; one is killed (-9) while
+/// shipments flow. Every shipment is booked; one is booked twice only where the killed
+/// instance had booked it and not yet marked it: at most one per shard it held.
+#[test]
+fn a_killed_instance_books_again_only_what_was_in_flight() {
+    const SHARDS: usize = 4;
+    const SHIPMENTS: u64 = 400;
+    let Some(st) = stack(SHARDS as i32) else {
+        return;
+    };
+    let table = state_table(&st.d, &st.rt);
+    let carrier = HttpServer::start();
+    let dir = Scratch::new("state-kill");
+    let mut a = Instance::start(&dir, "a", st.shipping("a", &carrier, &table));
+    let b = Instance::start(&dir, "b", st.shipping("b", &carrier, &table));
+    for id in 1..=SHIPMENTS {
+        st.k.put(&st.stream, &format!("order-{id}"), shipment(id, "ups"));
+        if id == SHIPMENTS / 2 {
+            wait_until_else(
+                "bookings under way",
+                Duration::from_secs(60),
+                || carrier.bookings().len() >= 50,
+                || a.text(),
+            );
+            a.kill9();
+        }
+    }
+    wait_until_else(
+        "every shipment booked",
+        Duration::from_secs(120),
+        || carrier.bookings().len() as u64 == SHIPMENTS,
+        || format!("{} booked\n{}", carrier.bookings().len(), b.text()),
+    );
+    let twice: Vec<_> = carrier
+        .bookings()
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .collect();
+    eprintln!("booked twice after kill -9: {twice:?}");
+    assert!(
+        twice.len() <= SHARDS && twice.iter().all(|(_, n)| *n == 2),
+        "more bookings repeated than were in flight: {twice:?}"
+    );
+}
+
+/// A memory store never crosses processes; the rest of the file calls handlers in process.
+fn conformance_grants(store: StateStoreKind, ttl: Option<Duration>, namespace: &str) -> WasiGrants {
+    WasiGrants {
+        state: Some(StateGrant {
+            store,
+            ttl,
+            buckets: Vec::new(),
+            namespace: namespace.to_owned(),
+            max_in_flight: 16,
+        }),
+        http: Some(HttpGrant {
+            allow: vec![Origin::parse("http://127.0.0.1:9").unwrap()],
+            timeout: Duration::from_secs(2),
+            max_body: 1 << 20,
+            max_in_flight: 4,
+            ca_file: None,
+        }),
+        ..WasiGrants::default()
+    }
+}
+
+fn dynamo_store(table: &str, endpoint: &str) -> StateStoreKind {
+    StateStoreKind::Dynamo {
+        table: table.to_owned(),
+        endpoint: Some(endpoint.to_owned()),
+        region: None,
+        test_credentials: true,
+    }
+}
+
+async fn load(runtime: &Runtime, wasm: &Path, grants: &WasiGrants) -> Arc<dyn HandlerFactory> {
+    let limits = Limits {
+        timeout: Duration::from_secs(10),
+        ..Limits::default()
+    };
+    runtime
+        .load_file(wasm, limits, grants)
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", wasm.display()))
+}
+
+/// One call: each record's outcome.
+async fn call(handler: &dyn HandlerFactory, records: Vec<(String, String)>) -> Vec<Outcome> {
+    let ctx = CallContext {
+        subscription: Arc::from("state"),
+        stream: Arc::from("state"),
+        shard_id: Arc::from("shardId-000000000000"),
+        publisher: None,
+        delivered: None,
+        metrics: None,
+    };
+    let info = BatchInfo {
+        stream: "state".into(),
+        shard_id: "shardId-000000000000".into(),
+        millis_behind_latest: Some(0),
+        attempt: 1,
+    };
+    let records: Vec<Record> = records
+        .into_iter()
+        .enumerate()
+        .map(|(i, (key, data))| Record {
+            partition_key: Arc::from(key.as_str()),
+            sequence_number: format!("4959{:052}", i + 1),
+            sub_sequence_number: 0,
+            approximate_arrival_timestamp: 1_700_000_000_000,
+            data: data.into_bytes(),
+        })
+        .collect();
+    let mut instance = handler.instantiate(&ctx).await.unwrap();
+    let answer = instance.handle(&info, &records).await.unwrap();
+    outcomes_per_record(answer, records.len(), instance.version()).unwrap()
+}
+
+/// A `state` command of the conformance handler (tests/conformance/README.md).
+fn op(value: serde_json::Value) -> (String, String) {
+    ("state".to_owned(), value.to_string())
+}
+
+/// Two hosts (two runtimes, two DynamoDB clients) race `set_if_absent` on the same keys:
+/// for each key exactly one of them wrote.
+#[test]
+fn a_conditional_write_raced_by_two_instances_has_exactly_one_winner() {
+    let Some(endpoint) = dynamodb_endpoint() else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let d = Dynamo::new(&endpoint);
+    let table = state_table(&d, &rt);
+    let grants = conformance_grants(dynamo_store(&table, &endpoint), None, "race/test/");
+    let keys: Vec<String> = (0..40).map(|i| format!("shipment-{i}")).collect();
+    let wins = rt.block_on(async {
+        let (one, two) = (
+            Runtime::new(None, false).unwrap(),
+            Runtime::new(None, false).unwrap(),
+        );
+        let (h1, h2) = (
+            load(&one, &guest("conformance"), &grants).await,
+            load(&two, &guest("conformance"), &grants).await,
+        );
+        let batch = |who: &str| {
+            keys.iter()
+                .map(|k| op(json!({"op": "set_if_absent", "key": k, "value": who, "expect": true})))
+                .collect::<Vec<_>>()
+        };
+        let (a, b) = tokio::join!(
+            call(h1.as_ref(), batch("one")),
+            call(h2.as_ref(), batch("two"))
+        );
+        a.into_iter().zip(b).collect::<Vec<_>>()
+    });
+    for (key, (a, b)) in keys.iter().zip(&wins) {
+        let won = [a, b].iter().filter(|o| ***o == Outcome::Ack).count();
+        assert_eq!(
+            won, 1,
+            "{key}: {a:?} {b:?} (ack = wrote, drop = found it taken)"
+        );
+    }
+}
+
+/// With `ttl`, every item carries `expires` (seconds since the epoch, for DynamoDB's TTL);
+/// an item past it reads as absent before DynamoDB deletes it, and may be set again.
+#[test]
+fn items_carry_the_grants_expiry_and_expired_ones_read_as_absent() {
+    let Some(endpoint) = dynamodb_endpoint() else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let d = Dynamo::new(&endpoint);
+    let table = state_table(&d, &rt);
+    let week = Duration::from_secs(7 * 86_400);
+    let grants = conformance_grants(dynamo_store(&table, &endpoint), Some(week), "ttl/test/");
+    let runtime = Runtime::new(None, false).unwrap();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    rt.block_on(async {
+        let h = load(&runtime, &guest("conformance"), &grants).await;
+        let set = op(json!({"op": "set", "key": "k", "value": "v", "expect": null}));
+        assert_eq!(call(h.as_ref(), vec![set]).await, [Outcome::Ack]);
+        let item = d
+            .row_keyed(&table, "key", "ttl/test/default/k")
+            .await
+            .unwrap();
+        let expires: u64 = item["expires"].as_n().unwrap().parse().unwrap();
+        assert!(
+            (now + week.as_secs()..now + week.as_secs() + 60).contains(&expires),
+            "expires {expires}, now {now}"
+        );
+        // Past its expiry, not yet deleted by DynamoDB.
+        d.client
+            .put_item()
+            .table_name(&table)
+            .item("key", s("ttl/test/default/old"))
+            .item(
+                "value",
+                aws_sdk_dynamodb::types::AttributeValue::B(b"stale".to_vec().into()),
+            )
+            .item("expires", n(now - 10))
+            .send()
+            .await
+            .unwrap();
+        let cases = vec![
+            op(json!({"op": "get", "key": "old", "expect": null})),
+            op(json!({"op": "set_if_absent", "key": "old", "value": "fresh", "expect": true})),
+            op(json!({"op": "get", "key": "old", "expect": "fresh"})),
+        ];
+        assert_eq!(call(h.as_ref(), cases).await, [Outcome::Ack; 3]);
+    });
+}
+
+/// The shipping example with its state table unreachable: the booking waits (retry-after),
+/// nothing is booked, nothing is settled.
+#[test]
+fn an_unreachable_state_table_makes_records_wait_and_books_nothing() {
+    let carrier = HttpServer::start();
+    let mut grants = conformance_grants(dynamo_store("state", &closed_origin()), None, "x/y/");
+    let origin = Origin::parse(&carrier.origin()).unwrap();
+    grants.http.as_mut().unwrap().allow = vec![origin];
+    grants.config.insert(
+        "carrier_url".to_owned(),
+        shardhost::config::ConfigValue {
+            value: format!("{}/carrier", carrier.origin()),
+            from_env: false,
+        },
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let runtime = Runtime::new(None, false).unwrap();
+    let outcomes = rt.block_on(async {
+        let h = load(&runtime, &guest("ship"), &grants).await;
+        call(h.as_ref(), vec![("order-1".to_owned(), shipment(1, "dhl"))]).await
+    });
+    assert!(
+        matches!(outcomes[..], [Outcome::RetryAfter(_)]),
+        "{outcomes:?}"
+    );
+    assert_eq!(carrier.requests(), 0, "booked without state");
+}
+
+/// A component importing wasi:keyvalue is refused, naming the grant it needs, by `check`
+/// (and so `run` and `deploy`, which validate the same way) and by `invoke` without --state.
+#[test]
+fn a_handler_that_keeps_state_is_refused_where_no_state_is_granted() {
+    let dir = Scratch::new("state-refused");
+    let config = format!(
+        "[kinesis]\nendpoint = \"memory\"\n[[subscription]]\nname = \"ship\"\nstream = \"s\"\n\
+         handler = \"{}\"\n[subscription.http]\nallow = [\"http://127.0.0.1:9\"]\n",
+        guest("ship").display()
+    );
+    let path = dir.write("shardhost.toml", &config);
+    let out = shardhost(&["check", path.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for needle in [
+        "wasi:keyvalue/store@0.2.0-draft",
+        "grants no state",
+        "[subscription.state]",
+    ] {
+        assert!(stderr.contains(needle), "`{needle}` missing: {stderr}");
+    }
+    let records = dir.write("r.ndjson", "{\"partition_key\":\"k\",\"data\":\"x\"}\n");
+    let out = shardhost(&[
+        "invoke",
+        guest("ship").to_str().unwrap(),
+        "--records",
+        records.to_str().unwrap(),
+        "--allow-http",
+        "http://127.0.0.1:9",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("--state"), "{stderr}");
+    let ok = dir.write("ok.toml", config + "[subscription.state]\n");
+    let out = shardhost(&["check", ok.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("state: memory, buckets default"),
+        "{stdout}"
+    );
+}
