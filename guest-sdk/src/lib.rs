@@ -99,6 +99,36 @@
 //! - [`publish`] puts a record into a stream; [`seek`] restarts reading of the calling shard
 //!   at a sequence number.
 //!
+//! # State
+//!
+//! [`state`] keeps values between calls, in a key-value store the host keeps for the
+//! subscription (granted by its `[subscription.state]`): `get`, `set`, `delete`, `exists`,
+//! counters (`increment`), conditional writes (`set_if_absent`, `compare_and_set`), batches
+//! (`get_many`, `set_many`, `delete_many`), on the bucket `default` or on a named
+//! [`state::bucket`]. Its errors are answers, never traps: answer them with
+//! [`Outcome::RetryAfter`]. [`state::once`] runs a side effect once per key, marking the key
+//! done after the effect succeeded (see its docs for what that can and cannot promise):
+//!
+//! ```
+//! use shardhost_guest::{Outcome, state};
+//!
+//! # fn book(_id: u64) -> Result<(), state::Error> { Ok(()) }
+//! fn ship(id: u64) -> Outcome {
+//!     match state::once(&format!("booked:{id}"), || book(id)) {
+//!         Ok(true) => Outcome::Ack,  // booked now
+//!         Ok(false) => Outcome::Ack, // booked by an earlier delivery: skipped
+//!         Err(e) => {
+//!             shardhost_guest::warn!("shipment {id} not booked: {e}");
+//!             Outcome::RetryAfter(1000)
+//!         }
+//!     }
+//! }
+//! # assert_eq!(ship(7), Outcome::Ack);
+//! ```
+//!
+//! A handler that never calls into [`state`] does not import `wasi:keyvalue`, and needs no
+//! grant. `guest-sdk/STATE.md` describes the same API in the Python and JavaScript SDKs.
+//!
 //! # The contract
 //!
 //! - **An instance is reused across calls**, so statics and caches live on between calls. Each
@@ -128,8 +158,9 @@
 //! # Tests
 //!
 //! The crate also builds natively, so a handler's function can be unit-tested with
-//! [`Record::new`] and [`BatchInfo::new`]. There, logging goes to standard error and
-//! [`publish`] and [`seek`] answer an error.
+//! [`Record::new`] and [`BatchInfo::new`]. There, logging goes to standard error,
+//! [`publish`] and [`seek`] answer an error, and [`state`] is an in-memory store per thread
+//! with the host's rules ([`state::testing`] empties it, limits its buckets or makes it fail).
 
 #![deny(missing_docs)]
 
@@ -140,6 +171,7 @@ mod json_rule;
 pub mod log;
 mod outcome;
 mod record;
+pub mod state;
 
 #[doc(hidden)]
 #[path = "private.rs"]

@@ -6,14 +6,16 @@ use std::sync::Once;
 
 use crate::{BatchInfo, BatchOutcome, Outcome, Record};
 
-/// The bindings of the world `shardhost:handler/http-handler` (the handler world and
-/// `wasi:http`'s outgoing handler), generated from `../wit`. A component imports only what
-/// its handler calls: one that sends no request does not import `wasi:http`.
+/// The bindings of the world `shardhost:handler/http-state-handler` (the handler world,
+/// `wasi:http`'s outgoing handler, `wasi:keyvalue` and `conditional`), generated from
+/// `../wit`. A component imports only what its handler calls: one that sends no request does
+/// not import `wasi:http`, one that keeps no state does not import `wasi:keyvalue` or
+/// `conditional`.
 #[allow(clippy::too_many_arguments)] // the generated canonical-ABI entry point
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit",
-        world: "http-handler",
+        world: "http-state-handler",
         generate_all,
         pub_export_macro: true,
         export_macro_name: "__export",

@@ -3,6 +3,7 @@
 //! `tests/conformance/python` and `tests/conformance/js`.
 
 mod requests;
+mod state;
 
 use shardhost_guest::serde_json::Value;
 use shardhost_guest::{BatchInfo, BatchOutcome, Outcome, Record};
@@ -90,6 +91,7 @@ fn one(info: &BatchInfo, record: &Record) -> Outcome {
             Some(_) => Outcome::Retry,
         },
         "http" => Outcome::Drop, // answered by `requests::send_all`
+        "state" => state::run(record),
         "raise" => panic!("raised on purpose"),
         _ => Outcome::Drop,
     }
