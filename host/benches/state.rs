@@ -67,7 +67,12 @@ async fn create_table(endpoint: &str, table: &str) {
         .await
         .unwrap();
     for _ in 0..100 {
-        let d = client.describe_table().table_name(table).send().await.unwrap();
+        let d = client
+            .describe_table()
+            .table_name(table)
+            .send()
+            .await
+            .unwrap();
         if d.table().and_then(|t| t.table_status()).map(|s| s.as_str()) == Some("ACTIVE") {
             return;
         }

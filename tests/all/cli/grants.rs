@@ -30,7 +30,10 @@ fn check_lists_the_grants_by_origin_and_name_and_never_prints_a_value_from_the_e
            allow = [\"https://api.carrier.example\", \"http://127.0.0.1:8090\"]\n\
            [subscription.config]\n\
            carrier_url = \"https://api.carrier.example/v2\"\n\
-           carrier_token = \"${CARRIER_TOKEN}\"\n";
+           carrier_token = \"${CARRIER_TOKEN}\"\n\
+           [subscription.state]\n\
+           buckets = [\"orders\"]\n\
+           ttl = \"1h\"\n";
     let path = config_in(&dir, &body);
     let out = shardhost()
         .arg("check")
@@ -43,7 +46,9 @@ fn check_lists_the_grants_by_origin_and_name_and_never_prints_a_value_from_the_e
     let http = "  http: https://api.carrier.example, http://127.0.0.1:8090 \
                 (timeout 5s, max_body 10 MiB, 16 in flight)";
     let config = "  config: carrier_token (from the environment), carrier_url";
-    for line in [http, config] {
+    let state = "  state: memory, buckets default, orders (keys under shardhost/ship/, expire 1h, \
+                 64 in flight)";
+    for line in [http, config, state] {
         assert!(
             stdout.lines().any(|l| l == line),
             "no {line:?} in:\n{stdout}"
