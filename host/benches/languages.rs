@@ -115,6 +115,7 @@ fn may_book() -> WasiGrants {
             buckets: Vec::new(),
             namespace: "bench/ship/".to_owned(),
             max_in_flight: 64,
+            timeout: std::time::Duration::from_secs(2),
         }),
         ..WasiGrants::default()
     }

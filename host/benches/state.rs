@@ -114,6 +114,7 @@ async fn run(runtime: &Runtime, endpoint: &str, table: &str, mode: &str) -> (f64
             buckets: Vec::new(),
             namespace: format!("bench/{mode}/"),
             max_in_flight: 64,
+            timeout: std::time::Duration::from_secs(2),
         }),
         ..WasiGrants::default()
     };

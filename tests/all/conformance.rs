@@ -193,6 +193,7 @@ impl Places {
                 buckets: vec!["orders".to_owned()],
                 namespace: format!("conformance/{namespace}/"),
                 max_in_flight: 16,
+                timeout: std::time::Duration::from_secs(2),
             }),
             http: Some(HttpGrant {
                 allow: vec![origin(&self.base), origin(&self.closed)],

@@ -67,7 +67,7 @@ fn counts(handled: &[(String, String)]) -> BTreeMap<String, usize> {
 
 #[test]
 fn an_unresponsive_lease_table_stops_the_readers_and_loses_nothing() {
-    let (Some(kinesis), Some((dynamodb, dynalite_pid))) =
+    let (Some(kinesis), Some((dynamodb, dynalite_pid, _turn))) =
         (kinesis_endpoint(), dynamodb_fault_endpoint())
     else {
         return;

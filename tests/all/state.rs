@@ -12,15 +12,17 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::types::{KeyType, ScalarAttributeType};
 use serde_json::json;
+use shardhost::Metrics;
 use shardhost::config::{HttpGrant, Limits, Origin, StateGrant, StateStoreKind, WasiGrants};
 use shardhost::handler::{CallContext, HandlerFactory, outcomes_per_record};
 use shardhost::record::{BatchInfo, Outcome, Record};
 use shardhost::testing::Runtime;
 
 use crate::support::dynamo::{Dynamo, n, s};
-use crate::support::fleet::{Instance, Stack, shardhost, stack};
+use crate::support::fleet::{Instance, Paused, Stack, shardhost, stack};
 use crate::support::{
-    HostToml, HttpServer, Scratch, closed_origin, dynamodb_endpoint, guest, unique, wait_until_else,
+    HostToml, HttpServer, Scratch, closed_origin, dynamodb_endpoint, dynamodb_fault_endpoint,
+    guest, metric, unique, wait_until_else,
 };
 
 /// A state table (`key` S, HASH) on dynalite.
@@ -168,6 +170,7 @@ fn conformance_grants(store: StateStoreKind, ttl: Option<Duration>, namespace: &
             buckets: Vec::new(),
             namespace: namespace.to_owned(),
             max_in_flight: 16,
+            timeout: std::time::Duration::from_secs(2),
         }),
         http: Some(HttpGrant {
             allow: vec![Origin::parse("http://127.0.0.1:9").unwrap()],
@@ -191,7 +194,7 @@ fn dynamo_store(table: &str, endpoint: &str) -> StateStoreKind {
 
 async fn load(runtime: &Runtime, wasm: &Path, grants: &WasiGrants) -> Arc<dyn HandlerFactory> {
     let limits = Limits {
-        timeout: Duration::from_secs(10),
+        timeout: CALL_TIMEOUT,
         ..Limits::default()
     };
     runtime
@@ -200,15 +203,27 @@ async fn load(runtime: &Runtime, wasm: &Path, grants: &WasiGrants) -> Arc<dyn Ha
         .unwrap_or_else(|e| panic!("{}: {e}", wasm.display()))
 }
 
-/// One call: each record's outcome.
+/// The call timeout of the handlers called in process.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One call: each record's outcome; a failed call (a trap) fails the test.
 async fn call(handler: &dyn HandlerFactory, records: Vec<(String, String)>) -> Vec<Outcome> {
+    call_counted(handler, records, None).await
+}
+
+/// As `call`, counting into `metrics`.
+async fn call_counted(
+    handler: &dyn HandlerFactory,
+    records: Vec<(String, String)>,
+    metrics: Option<Arc<Metrics>>,
+) -> Vec<Outcome> {
     let ctx = CallContext {
         subscription: Arc::from("state"),
         stream: Arc::from("state"),
         shard_id: Arc::from("shardId-000000000000"),
         publisher: None,
         delivered: None,
-        metrics: None,
+        metrics,
     };
     let info = BatchInfo {
         stream: "state".into(),
@@ -356,6 +371,94 @@ fn an_unreachable_state_table_makes_records_wait_and_books_nothing() {
         "{outcomes:?}"
     );
     assert_eq!(carrier.requests(), 0, "booked without state");
+}
+
+/// A state table that stops answering (its dynalite paused): the state call ends at the
+/// grant's timeout, well inside the call's, and the handler answers retry-after; without that
+/// bound the error would come at the call's deadline and the call would die as a trap.
+#[test]
+fn a_stalled_state_table_leaves_the_handler_time_to_answer() {
+    let Some((endpoint, pid, _turn)) = dynamodb_fault_endpoint() else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let d = Dynamo::new(&endpoint);
+    let table = state_table(&d, &rt);
+    let carrier = HttpServer::start();
+    let mut grants = conformance_grants(dynamo_store(&table, &endpoint), None, "stall/ship/");
+    grants.state.as_mut().unwrap().timeout = Duration::from_secs(1);
+    grants.http.as_mut().unwrap().allow = vec![Origin::parse(&carrier.origin()).unwrap()];
+    grants.config.insert(
+        "carrier_url".to_owned(),
+        shardhost::config::ConfigValue {
+            value: format!("{}/carrier", carrier.origin()),
+            from_env: false,
+        },
+    );
+    let runtime = Runtime::new(None, false).unwrap();
+    let h = rt.block_on(load(&runtime, &guest("ship"), &grants));
+    let metrics = Arc::new(Metrics::new());
+    let outcomes = {
+        let _paused = Paused::new(pid);
+        let record = vec![("order-1".to_owned(), shipment(1, "dhl"))];
+        rt.block_on(call_counted(h.as_ref(), record, Some(metrics.clone())))
+    };
+    assert!(
+        matches!(outcomes[..], [Outcome::RetryAfter(_)]),
+        "{outcomes:?}"
+    );
+    assert_eq!(carrier.requests(), 0, "booked without state");
+    let text = metrics.encode();
+    assert_eq!(
+        metric(
+            &text,
+            "shardhost_state_calls_total",
+            &["op=\"get\"", "result=\"timeout\""]
+        ),
+        1.0,
+        "{text}"
+    );
+}
+
+/// Every state call is counted by operation and result, and timed; a refused bucket, a value
+/// too large and a conditional write that did not hold each have their own result.
+#[test]
+fn state_calls_are_counted_by_operation_and_result() {
+    let grants = conformance_grants(StateStoreKind::Memory, None, "metrics/test/");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let runtime = Runtime::new(None, false).unwrap();
+    let metrics = Arc::new(Metrics::new());
+    let outcomes = rt.block_on(async {
+        let h = load(&runtime, &guest("conformance"), &grants).await;
+        let ops = vec![
+            op(json!({"op": "set_if_absent", "key": "k", "value": "a", "expect": true})),
+            op(json!({"op": "set_if_absent", "key": "k", "value": "b", "expect": false})),
+            op(json!({"op": "get", "bucket": "secret", "key": "k", "expect": {"error": "access-denied"}})),
+            op(json!({"op": "set", "key": "big", "value_size": 358_401, "expect": {"error": "other"}})),
+            op(json!({"op": "increment", "key": "n", "delta": 2, "expect": 2})),
+        ];
+        call_counted(h.as_ref(), ops, Some(metrics.clone())).await
+    });
+    assert_eq!(outcomes, [Outcome::Ack; 5]);
+    let text = metrics.encode();
+    let calls = |op: &str, result: &str| {
+        let labels = [format!("op=\"{op}\""), format!("result=\"{result}\"")];
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        metric(&text, "shardhost_state_calls_total", &labels)
+    };
+    assert_eq!(calls("set_if_absent", "ok"), 1.0, "{text}");
+    assert_eq!(calls("set_if_absent", "conflict"), 1.0, "{text}");
+    assert_eq!(calls("open", "refused"), 1.0, "{text}");
+    assert_eq!(calls("set", "refused"), 1.0, "{text}");
+    assert_eq!(calls("increment", "ok"), 1.0, "{text}");
+    assert!(
+        metric(
+            &text,
+            "shardhost_state_call_seconds_count",
+            &["op=\"increment\""]
+        ) >= 1.0,
+        "{text}"
+    );
 }
 
 /// A component importing wasi:keyvalue is refused, naming the grant it needs, by `check`

@@ -124,9 +124,10 @@ fn grants(wasi: &WasiGrants) -> Vec<String> {
             .chain(state.buckets.iter().map(String::as_str))
             .collect();
         lines.push(format!(
-            "  state: {store}, buckets {} (keys under {}, expire {ttl}, {} in flight)",
+            "  state: {store}, buckets {} (keys under {}, expire {ttl}, timeout {}, {} in flight)",
             buckets.join(", "),
             state.namespace,
+            humantime::format_duration(state.timeout),
             state.max_in_flight
         ));
     }
@@ -190,6 +191,7 @@ mod tests {
                 buckets: vec!["orders".into()],
                 namespace: "shipping/ship/".into(),
                 max_in_flight: 64,
+                timeout: std::time::Duration::from_secs(2),
             }),
         };
         assert_eq!(
@@ -200,7 +202,7 @@ mod tests {
                  max_body 10 MiB, 16 in flight, CA /etc/ca.pem)",
                 "  config: carrier_token (from the environment), carrier_url",
                 "  state: dynamodb table shipping-state, buckets default, orders (keys under \
-                 shipping/ship/, expire 7days, 64 in flight)",
+                 shipping/ship/, expire 7days, timeout 2s, 64 in flight)",
             ]
         );
         assert!(grants(&WasiGrants::default()).is_empty());

@@ -105,6 +105,7 @@ impl InvokeArgs {
             buckets: self.buckets.clone(),
             namespace: crate::config::state_namespace("invoke", "invoke"),
             max_in_flight: defaults::STATE_MAX_IN_FLIGHT,
+            timeout: defaults::STATE_TIMEOUT,
         });
         WasiGrants {
             env: Vec::new(),

@@ -75,3 +75,6 @@ pub const HTTP_MAX_IN_FLIGHT: u32 = 16;
 
 /// `[subscription.state] max_in_flight`: store requests one subscription has open at once.
 pub const STATE_MAX_IN_FLIGHT: u32 = 64;
+/// `[subscription.state] timeout`: per state call (a stalled store leaves the handler time to
+/// answer retry-after within the call's own timeout, 5 s by default).
+pub const STATE_TIMEOUT: Duration = Duration::from_secs(2);

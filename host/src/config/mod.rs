@@ -223,6 +223,9 @@ pub struct StateGrant {
     /// Store requests the subscription has open at once, over all its shards. Default
     /// [`defaults::STATE_MAX_IN_FLIGHT`].
     pub max_in_flight: u32,
+    /// Per state call; never longer than what is left of the call's timeout. Default
+    /// [`defaults::STATE_TIMEOUT`].
+    pub timeout: Duration,
 }
 
 /// `[subscription.state] store`

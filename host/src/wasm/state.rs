@@ -102,7 +102,11 @@ impl HostState {
         conflict: impl FnOnce(&T) -> bool,
     ) -> Result<T, store::Error> {
         let start = Instant::now();
-        let answer = tokio::time::timeout_at(self.deadline.into(), call).await;
+        // Within the grant's timeout, and never past the call's: a stalled store leaves the
+        // handler the time to answer.
+        let limit = self.state.as_ref().map(|a| a.grant.timeout);
+        let until = limit.map_or(self.deadline, |t| self.deadline.min(start + t));
+        let answer = tokio::time::timeout_at(until.into(), call).await;
         let (result, label) = match answer {
             Ok(Ok(value)) => {
                 let label = if conflict(&value) { "conflict" } else { "ok" };
@@ -118,12 +122,17 @@ impl HostState {
                 };
                 (Err(error), label)
             }
-            Err(_) => (
-                Err(store::Error::Other(format!(
-                    "state {op} did not finish within the call's timeout: answer retry-after"
-                ))),
-                "timeout",
-            ),
+            Err(_) => {
+                let within = match limit {
+                    Some(t) if start + t <= self.deadline => format!(
+                        "[subscription.state] timeout ({})",
+                        humantime::format_duration(t)
+                    ),
+                    _ => "the call's timeout".to_owned(),
+                };
+                let message = format!("state {op} did not finish within {within}");
+                (Err(store::Error::Other(message)), "timeout")
+            }
         };
         self.count(op, label, start, meter.requests());
         result

@@ -47,7 +47,7 @@ fn check_lists_the_grants_by_origin_and_name_and_never_prints_a_value_from_the_e
                 (timeout 5s, max_body 10 MiB, 16 in flight)";
     let config = "  config: carrier_token (from the environment), carrier_url";
     let state = "  state: memory, buckets default, orders (keys under shardhost/ship/, expire 1h, \
-                 64 in flight)";
+                 timeout 2s, 64 in flight)";
     for line in [http, config, state] {
         assert!(
             stdout.lines().any(|l| l == line),

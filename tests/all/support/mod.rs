@@ -225,11 +225,14 @@ pub fn kinesis_fault_endpoint() -> Option<(String, u32)> {
     Some((endpoint, pid))
 }
 
-/// The dynalite that outage tests may pause, and the pid of its process (one test at a time).
-pub fn dynamodb_fault_endpoint() -> Option<(String, u32)> {
+/// The dynalite that outage tests may pause, the pid of its process, and the turn of the test
+/// that holds it (one test at a time).
+pub fn dynamodb_fault_endpoint() -> Option<(String, u32, std::sync::MutexGuard<'static, ()>)> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let endpoint = emulator("DYNAMODB_FAULT_TEST_ENDPOINT")?;
     let pid = emulator("DYNAMODB_FAULT_TEST_PID")?.parse().expect("a pid");
-    Some((endpoint, pid))
+    let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    Some((endpoint, pid, turn))
 }
 
 /// The dynalite endpoint that `tests/stack` started (same rules).

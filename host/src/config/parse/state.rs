@@ -15,6 +15,7 @@ const STATE_KEYS: &[&str] = &[
     "ttl",
     "buckets",
     "max_in_flight",
+    "timeout",
     "endpoint",
     "region",
     "test_credentials",
@@ -55,6 +56,10 @@ pub(super) fn state(
         .get("max_in_flight")
         .and_then(|f| w.integer(&f, 1, MAX_IN_FLIGHT))
         .map_or(defaults::STATE_MAX_IN_FLIGHT, |n| n as u32);
+    let timeout = sec
+        .get("timeout")
+        .and_then(|f| w.duration(&f, super::MAX_CALL_TIMEOUT))
+        .unwrap_or(defaults::STATE_TIMEOUT);
     let namespace = namespace(cx.service, subscription);
     let longest = buckets.iter().map(String::len).max().unwrap_or(0).max(7);
     if namespace.len() + longest + 1 > MAX_NAMESPACE
@@ -73,6 +78,7 @@ pub(super) fn state(
         buckets,
         namespace,
         max_in_flight,
+        timeout,
     })
 }
 
