@@ -14,10 +14,17 @@
 // wrong, not the record), and a 5xx, a timeout or a connection error tries again later
 // (retryAfter, doubling with the attempt).
 //
-// Build: ./build (makes ship.wasm, for the world http-handler: the app calls fetch); try:
+// A booking goes through state.once(`booked:<id>`, ...): a shipment booked before (a replay, the
+// same shipment in another record) is not sent again (`shipment already booked, skipped`, ack).
+// The key is marked only when the carrier booked it (2xx); when the store fails, the record
+// tries again later like any other temporary failure. Without `carrier_url` nothing touches the
+// state.
+//
+// Build: ./build (makes ship.wasm, for the world http-state-handler: the app calls fetch and
+// uses state; the subscription grants both); try:
 // shardhost invoke ship.wasm --records ../shipments.ndjson
 
-import { handler, integer, ack, drop, retry, retryAfter, config, HttpError } from "shardhost";
+import { handler, integer, ack, drop, retry, retryAfter, config, state, HttpError, StateError } from "shardhost";
 
 /** The carriers this release of the service books with. */
 const CARRIERS = ["dhl", "ups"];
@@ -48,10 +55,37 @@ export function ship(record) {
     console.info("shipment booked: id=%s carrier=%s", String(shipment.id), shipment.carrier);
     return ack;
   }
-  return book(url, shipment, record);
+  return bookOnce(url, shipment, record);
 }
 
 export const handle = handler(ship);
+
+/** How the booking leaves state.once when the carrier did not book: with the record's outcome,
+ * and the shipment's key unmarked. */
+class NotBooked extends Error {
+  constructor(outcome) {
+    super(`not booked: ${outcome.kind}`);
+    this.outcome = outcome;
+  }
+}
+
+/** Books the shipment unless a booking of it is marked done in the state. */
+async function bookOnce(url, shipment, record) {
+  const id = String(shipment.id);
+  let bookedNow;
+  try {
+    bookedNow = await state.once(`booked:${id}`, async () => {
+      const outcome = await book(url, shipment, record);
+      if (outcome !== ack) throw new NotBooked(outcome);
+    });
+  } catch (e) {
+    if (e instanceof NotBooked) return e.outcome;
+    if (e instanceof StateError) return later(record, `the state of shipment ${id} is out of reach (${e.kind}: ${e.message})`);
+    throw e;
+  }
+  if (!bookedNow) console.info("shipment already booked, skipped: id=%s", id);
+  return ack;
+}
 
 /** POSTs the shipment to the carrier, keyed by its id. */
 async function book(url, shipment, record) {
@@ -68,7 +102,7 @@ async function book(url, shipment, record) {
       console.error("shipment %s held: %s", id, e.message);
       return retry;
     }
-    return later(record, e.message, id);
+    return later(record, `the carrier did not book shipment ${id} (${e.message})`);
   }
   if (response.ok) {
     console.info("shipment booked: id=%s carrier=%s status=%d", id, shipment.carrier, response.status);
@@ -78,13 +112,13 @@ async function book(url, shipment, record) {
     console.warn("the carrier refused shipment %s, retired: status=%d", id, response.status);
     return drop;
   }
-  return later(record, `status ${response.status}`, id);
+  return later(record, `the carrier did not book shipment ${id} (status ${response.status})`);
 }
 
 /** Tries again after 1 s, doubling with each attempt, up to a minute. */
-function later(record, why, id) {
+function later(record, why) {
   const delay = Math.min(1000 * 2 ** (Math.min(Math.max(record.attempt, 1), 7) - 1), 60000);
-  console.warn("the carrier did not book shipment %s (%s): again in %d ms", id, why, delay);
+  console.warn("%s: again in %d ms", why, delay);
   return retryAfter(delay);
 }
 

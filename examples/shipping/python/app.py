@@ -14,12 +14,17 @@ acks it, a 4xx retires it (it can never be booked), a denied origin holds it (th
 wrong, not the record), and a 5xx, a timeout or a connection error tries again later
 (`retry_after`, doubling with the attempt).
 
-Build: ./build (next to this file) writes ship.wasm (for the world http-handler: the app
-imports shardhost.http).
+A booking goes through `state.once("booked:<id>", ...)`: a shipment booked before (a replay, the
+same shipment in another record) is not sent again (`shipment already booked, skipped`, ack).
+The key is marked only when the carrier booked it (2xx); when the store fails, the record tries
+again later like any other temporary failure. Without `carrier_url` nothing touches the state.
+
+Build: ./build (next to this file) writes ship.wasm (for the world http-state-handler: the app
+imports shardhost.http and shardhost.state; the subscription grants both).
 """
 
 import shardhost
-from shardhost import config, http
+from shardhost import config, http, state
 
 # The carriers this release of the service books with.
 CARRIERS = ("dhl", "ups")
@@ -74,7 +79,35 @@ def ship(record):
     if not url:  # none, or empty: nothing to book with
         shardhost.log.info("shipment booked: id=%d carrier=%s", id_, carrier)
         return shardhost.ack
-    return book(url, id_, carrier, record)
+    return book_once(url, id_, carrier, record)
+
+
+class NotBooked(Exception):
+    """How the booking leaves `state.once` when the carrier did not book: with the record's
+    outcome, and the shipment's key unmarked."""
+
+    def __init__(self, outcome):
+        super().__init__(outcome)
+        self.outcome = outcome
+
+
+def book_once(url, id_, carrier, record):
+    """Books the shipment unless a booking of it is marked done in the state."""
+
+    def effect():
+        outcome = book(url, id_, carrier, record)
+        if outcome != shardhost.ack:
+            raise NotBooked(outcome)
+
+    try:
+        booked_now = state.once("booked:%d" % id_, effect)
+    except NotBooked as e:
+        return e.outcome
+    except state.StateError as e:
+        return later(record, "the state of shipment %d is out of reach (%s)" % (id_, e))
+    if not booked_now:
+        shardhost.log.info("shipment already booked, skipped: id=%d", id_)
+    return shardhost.ack
 
 
 def book(url, id_, carrier, record):
@@ -90,18 +123,18 @@ def book(url, id_, carrier, record):
         shardhost.log.error("shipment %d held: %s", id_, e)
         return shardhost.retry
     except http.HttpError as e:
-        return later(record, str(e), id_)
+        return later(record, "the carrier did not book shipment %d (%s)" % (id_, e))
     if response.ok:
         shardhost.log.info("shipment booked: id=%d carrier=%s status=%d", id_, carrier, response.status)
         return shardhost.ack
     if 400 <= response.status < 500:
         shardhost.log.warn("the carrier refused shipment %d, retired: status=%d", id_, response.status)
         return shardhost.drop
-    return later(record, "status %d" % response.status, id_)
+    return later(record, "the carrier did not book shipment %d (status %d)" % (id_, response.status))
 
 
-def later(record, why, id_):
+def later(record, why):
     """Tries again after 1 s, doubling with each attempt, up to a minute."""
     delay = min(1000 << (min(max(record.attempt, 1), 7) - 1), 60000)
-    shardhost.log.warn("the carrier did not book shipment %d (%s): again in %d ms", id_, why, delay)
+    shardhost.log.warn("%s: again in %d ms", why, delay)
     return shardhost.retry_after(delay)

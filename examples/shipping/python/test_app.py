@@ -86,9 +86,10 @@ def carrier(request):
     return 422 if "nowhere" in address else 503 if "busy" in address else 201
 
 
-def book(data, answer=carrier, attempt=1):
-    """The outcome of one record with carrier_url set, the requests sent and the log lines."""
-    with testing.FakeHost(config={"carrier_url": CARRIER}, http={CARRIER: answer}) as host:
+def book(data, answer=carrier, attempt=1, store=None):
+    """The outcome of one record with carrier_url set, the requests sent and the log lines
+    (`store`: the state, shared by several calls; by default a new one)."""
+    with testing.FakeHost(config={"carrier_url": CARRIER}, http={CARRIER: answer}, state=store) as host:
         info = BatchInfo("shipments", "shardId-000000000000", attempt=attempt)
         [outcome] = testing.call([Record("order-1", "1", data)], info)
     return outcome, host.requests, host.lines
@@ -141,10 +142,64 @@ class Booking(unittest.TestCase):
         self.assertEqual(lines[0][0], "error")
         self.assertIn("[subscription.http] allow", lines[0][1])
 
-    def test_an_empty_carrier_url_books_nothing(self):
+    def test_an_empty_carrier_url_books_nothing_and_touches_no_state(self):
         with testing.FakeHost(config={"carrier_url": ""}, http=lambda r: 500) as host:
             self.assertEqual(testing.call([Record("order-1", "1", shipment())]), [ACK])
         self.assertEqual(host.requests, [])
+        self.assertEqual(host.state.calls, [])
+
+
+class Once(unittest.TestCase):
+    """A booking goes through state.once("booked:<id>", ...)."""
+
+    def test_a_second_booking_of_the_same_shipment_is_skipped(self):
+        store = testing.MemoryStore()
+        outcome, requests, lines = book(shipment(id="42"), store=store)
+        self.assertEqual((outcome, len(requests)), (ACK, 1))
+        self.assertEqual(store.value("booked:42"), b"done")
+        # the same shipment again: a replay, or another record of it (another instance: the
+        # same store)
+        outcome, requests, lines = book(shipment(id="42", address='"Elm St 2"'), store=store)
+        self.assertEqual((outcome, requests), (ACK, []))
+        self.assertEqual(lines, [("info", "shipment already booked, skipped: id=42")])
+        # another shipment is booked
+        outcome, requests, _ = book(shipment(id="43"), store=store)
+        self.assertEqual((outcome, len(requests)), (ACK, 1))
+        self.assertEqual(store.items(), {"booked:42": b"done", "booked:43": b"done"})
+
+    def test_only_a_booking_marks_the_shipment(self):
+        store = testing.MemoryStore()
+        for answer, expected in [(503, shardhost.retry_after(1000)), (http.Timeout(), shardhost.retry_after(1000)),
+                                 (http.Denied("https://carrier.example"), RETRY), (422, DROP)]:
+            outcome, requests, _ = book(shipment(), answer=answer, store=store)
+            self.assertEqual((outcome, len(requests)), (expected, 1), answer)
+            self.assertEqual(store.items(), {}, answer)
+        outcome, requests, _ = book(shipment(), store=store)  # booked at last
+        self.assertEqual((outcome, len(requests)), (ACK, 1))
+        self.assertEqual(store.items(), {"booked:1": b"done"})
+
+    def test_a_store_out_of_reach_tries_again_later(self):
+        store = testing.MemoryStore(error="throttled")
+        for attempt, delay in [(1, 1000), (3, 4000), (9, 60000)]:
+            outcome, requests, lines = book(shipment(id="7"), store=store, attempt=attempt)
+            self.assertEqual(outcome, shardhost.retry_after(delay))
+            self.assertEqual(requests, [], "nothing is sent before the state is read")
+        self.assertEqual(lines, [("warn", "the state of shipment 7 is out of reach (other: throttled): again in 60000 ms")])
+
+    def test_booked_but_the_mark_fails(self):
+        # The carrier booked, then the store failed: the record tries again, and the carrier
+        # sees the same Idempotency-Key again.
+        store = testing.MemoryStore()
+
+        def booked_then_the_store_fails(request):
+            store.error = "throttled"
+            return carrier(request)
+
+        outcome, requests, _ = book(shipment(id="8"), answer=booked_then_the_store_fails, store=store)
+        self.assertEqual((outcome, len(requests)), (shardhost.retry_after(1000), 1))
+        store.error = None
+        outcome, requests, _ = book(shipment(id="8"), store=store)
+        self.assertEqual((outcome, dict(requests[0].headers)["Idempotency-Key"]), (ACK, b"8"))
 
 
 if __name__ == "__main__":

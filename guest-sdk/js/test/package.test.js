@@ -10,8 +10,8 @@ import { sdk } from "../testing/sdk-tests.js";
 test("the public API, and no binding shapes in it", () => {
   assert.deepEqual(Object.keys(sdk).sort(), [
     "BatchInfo", "DecodeError", "HostError", "HttpError", "LEVELS", "MAX_REDIRECTS", "Outcome", "Record",
-    "ack", "batchHandler", "config", "drop", "handler", "integer", "log", "publish", "retry", "retryAfter",
-    "seek",
+    "StateError", "ack", "batchHandler", "config", "drop", "handler", "integer", "log", "publish", "retry",
+    "retryAfter", "seek", "state",
   ]);
 });
 
@@ -33,13 +33,48 @@ test("the packaged WIT is the repository's (handler.wit and deps/)", (t) => {
 
 test("the build tool: componentize --help, and its tools pinned exactly", () => {
   const help = execFileSync(fileURLToPath(new URL("../componentize", import.meta.url)), ["--help"], { encoding: "utf8" });
-  assert.match(help, /^usage: componentize \[--no-aot\] \[--http \| --no-http\] APP\.js OUT\.wasm$/m);
+  assert.match(help, /^usage: componentize \[--no-aot\] \[--http \| --no-http\] \[--state \| --no-state\] APP\.js OUT\.wasm$/m);
   const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
   for (const [name, version] of Object.entries(pkg.devDependencies)) {
     assert.match(version, /^\d+\.\d+\.\d+$/, `${name} pinned to one version`);
   }
   const lock = JSON.parse(readFileSync(new URL("../package-lock.json", import.meta.url), "utf8"));
   assert.deepEqual(lock.packages[""].devDependencies, pkg.devDependencies, "package-lock.json is current");
+});
+
+test("the world follows what the bundle keeps of the SDK's state (componentize --world)", (t) => {
+  const tool = fileURLToPath(new URL("../componentize", import.meta.url));
+  if (!existsSync(new URL("../node_modules/.bin/esbuild", import.meta.url))) return t.skip("the build tools are not installed (npm ci)");
+  const dir = mkdtempSync(join(tmpdir(), "shardhost-world-"));
+  const app = (imports, body) => `import { handler, ack, ${imports} } from "shardhost";\nexport const handle = handler(${body});\n`;
+  const world = (source, flags = []) => {
+    writeFileSync(join(dir, "app.js"), source);
+    return execFileSync(tool, ["--world", ...flags, join(dir, "app.js"), join(dir, "app.wasm")], { encoding: "utf8" }).trim();
+  };
+  try {
+    const apps = {
+      [app("state", '() => (state.increment("n"), ack)')]: "state-handler",
+      [app("state", 'async () => { await state.once("k", async () => fetch("http://h/")); return ack; }')]: "http-state-handler",
+      [app("state", "() => ack")]: "handler", // imported, never used: the bundler drops it
+      [app("StateError", "(r) => (r instanceof StateError ? ack : ack)")]: "handler",
+      'import * as sdk from "shardhost";\nexport const handle = sdk.handler(() => (sdk.state.get("k"), sdk.ack));\n': "state-handler",
+      'import * as sdk from "shardhost";\nexport const handle = sdk.handler(() => sdk.ack);\n': "handler",
+      'import { handler, ack, state } from "shardhost";\nconst orders = state.bucket("orders");\nexport const handle = handler(() => (orders.get("k"), ack));\n': "state-handler",
+    };
+    for (const [source, expected] of Object.entries(apps)) assert.equal(world(source), expected, source);
+    const both = app("state", 'async () => { await fetch("http://h/"); state.get("k"); return ack; }');
+    for (const [flags, expected] of [[["--no-state"], "http-handler"], [["--no-http"], "state-handler"],
+      [["--no-http", "--no-state"], "handler"], [["--state"], "http-state-handler"]]) {
+      assert.equal(world(both, flags), expected, String(flags));
+    }
+    const none = app("", "() => ack");
+    for (const [flags, expected] of [[["--state"], "state-handler"], [["--http", "--state"], "http-state-handler"],
+      [["--http"], "http-handler"], [["--no-state"], "handler"]]) {
+      assert.equal(world(none, flags), expected, String(flags));
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test("the world follows the bundle's calls of fetch (componentize --world)", (t) => {

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import "../testing/register.js";
 
-const { handler, ack, publish, seek, HostError, HttpError, log, config } = await import("../src/index.js");
+const { handler, ack, publish, seek, HostError, HttpError, log, config, state, StateError } = await import("../src/index.js");
 const host = await import("shardhost:handler/host@0.1.2");
 
 test("by default: lines go to stderr (and to calls.log); publish and seek are refused", () => {
@@ -74,5 +74,26 @@ test("fetch is the SDK's, answered by state.http; nothing goes over the network"
     throw new HttpError("connect", undefined, { reason: "refused" });
   };
   await assert.rejects(fetch("http://h/x"), (e) => e.message === "fetch http://h/x: cannot connect: refused");
+  host.reset();
+});
+
+test("state goes to state.store, a MemoryStore with the host's rules; a new one after reset()", () => {
+  host.reset();
+  state.set("k", "v");
+  assert.equal(host.state.store.text("k"), "v");
+  assert.throws(() => state.bucket("orders").get("k"), (e) => e instanceof StateError && e.kind === "access-denied");
+  const shared = new host.MemoryStore({ buckets: ["orders"] });
+  host.state.store = shared;
+  assert.equal(state.get("k"), undefined);
+  assert.equal(state.once("booked:1", () => undefined), true);
+  state.bucket("orders").set("k", "o");
+  host.reset();
+  assert.deepEqual(host.state.store.items(), {});
+  host.state.store = shared; // the same store again: a second instance, a replay
+  assert.equal(state.once("booked:1", () => assert.fail("ran twice")), false);
+  assert.deepEqual(shared.texts(), { "booked:1": "done" });
+  assert.deepEqual(shared.texts("orders"), { k: "o" });
+  shared.error = "throttled";
+  assert.throws(() => state.get("k"), (e) => e instanceof StateError && e.kind === "other" && e.message === "throttled");
   host.reset();
 });

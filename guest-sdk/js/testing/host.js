@@ -1,7 +1,11 @@
 // Stands in for the `shardhost:handler/host@0.1.2` import under Node (see register.js): keeps
 // every call in `calls`, answers what `state` says. A test may import it as
 // "shardhost/testing/host" to look at the log lines, to make publish and seek answer, to give
-// config values (`state.config`) and to answer the handler's fetches (`state.http`).
+// config values (`state.config`), to answer the handler's fetches (`state.http`) and to look at
+// or replace the store its state goes to (`state.store`, a MemoryStore).
+import { MemoryStore, storeError } from "./store.js";
+
+export { MemoryStore, storeError };
 
 /** Every call the SDK made, in order; `http`: every request fetch sent (a redirect is one more),
  * as { method, url, headers (a Headers), body (Uint8Array), text() }. */
@@ -35,6 +39,13 @@ function defaults() {
      * component. undefined: every fetch fails, as outside shardhost.
      */
     http: undefined,
+    /**
+     * The store the SDK's `state` works on: a MemoryStore (./store.js), with the host's rules.
+     * By default a new one, with the bucket `default` only; `new MemoryStore({ buckets:
+     * ["orders"] })` grants more, `store.error = "throttled"` makes every operation fail. Keep
+     * one across resets to play a second instance or a replay.
+     */
+    store: new MemoryStore(),
   };
 }
 

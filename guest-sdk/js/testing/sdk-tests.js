@@ -9,6 +9,8 @@ register("./hooks.js", import.meta.url);
 
 export const sdk = await import("../src/index.js");
 const host = await import("shardhost:handler/host@0.1.2");
+// `state` over its wasi:keyvalue adapter (src/state/wasi.js), answered by ./keyvalue.js.
+await import("../src/state/install.js");
 
 /** The stand-in host, plus testReset(): reset to how the SDK's tests want it (quiet, publish
  * and seek answering). */
@@ -49,4 +51,5 @@ export const internal = {
   json: await import("../src/json.js"),
   outcome: await import("../src/outcome.js"),
   record: await import("../src/record.js"),
+  stateSlot: await import("../src/state/slot.js"),
 };

@@ -29,7 +29,8 @@ per shard (and per partition key with lanes); each call has a time and memory bu
 
 `shardhost.config.get(name)` reads the subscription's `[subscription.config]` values;
 `shardhost.http` (imported by the app: `from shardhost import http`) sends HTTP requests to the
-origins its `[subscription.http]` allows.
+origins its `[subscription.http]` allows; `shardhost.state` (`from shardhost import state`)
+keeps keys and values in the store its `[subscription.state]` grants.
 """
 
 from . import _host
@@ -60,6 +61,7 @@ __all__ = [
     "log",
     "config",
     "http",
+    "state",
 ]
 
 __version__ = "0.1.0"
@@ -85,13 +87,14 @@ def batch_handler(fn):
 
 
 def __getattr__(name):
-    # `shardhost.http` without `import shardhost.http`: imported on first use. (An app that
-    # sends requests should still name it in an import or as `shardhost.http`, which the build
-    # tool looks for to give the component wasi:http.)
-    if name == "http":
+    # `shardhost.http` and `shardhost.state` without an import of them: imported on first use.
+    # (An app that sends requests or keeps state should still name them in an import or as
+    # `shardhost.http` / `shardhost.state`, which the build tool looks for to give the
+    # component wasi:http / wasi:keyvalue.)
+    if name in ("http", "state"):
         import importlib
 
-        return importlib.import_module(".http", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError("module 'shardhost' has no attribute %r" % name)
 
 

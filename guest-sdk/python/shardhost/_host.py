@@ -2,12 +2,14 @@
 
 In a component (componentize-py), `WitBackend` calls the generated bindings of the world's
 imports: `host` and `wasi:config/store` here, `wasi:http` through `_wasi_http` (when the world
-is `http-handler`); they are imported in these two modules and nowhere else, and only there.
-In plain CPython (a handler's unit tests, the SDK's own) `NativeBackend` writes log lines to
-standard error, answers `publish`, `seek` and every HTTP request with an error, and reads
-config values from the environment (`SHARDHOST_CONFIG_<NAME>`), as the Rust SDK does in a
-native build. `shardhost.testing.FakeHost` is a third backend that records what the handler
-did and answers what the test says.
+is `http-handler` or `http-state-handler`), `wasi:keyvalue` and `conditional` through
+`_wasi_keyvalue` (`state-handler`, `http-state-handler`); they are imported in these modules
+and nowhere else, and only there. In plain CPython (a handler's unit tests, the SDK's own)
+`NativeBackend` writes log lines to standard error, answers `publish`, `seek`, every HTTP
+request and every state operation with an error, and reads config values from the environment
+(`SHARDHOST_CONFIG_<NAME>`), as the Rust SDK does in a native build.
+`shardhost.testing.FakeHost` is a third backend that records what the handler did and answers
+what the test says (state from an in-memory store, `testing.MemoryStore`).
 
 Levels are ints here: 0 trace, 1 debug, 2 info, 3 warn, 4 error (the WIT enum's order).
 """
@@ -22,9 +24,26 @@ LEVEL_NAMES = ("trace", "debug", "info", "warn", "error")
 NO_HOST = "not running inside shardhost (native build)"
 
 NO_HTTP = (
-    "this component was built without HTTP (world `handler`): the build imports wasi:http "
-    "when the app imports shardhost.http, or with `componentize --http`"
+    "this component was built without HTTP (world `handler` or `state-handler`): the build "
+    "imports wasi:http when the app imports shardhost.http, or with `componentize --http`"
 )
+
+NO_STATE = (
+    "this component was built without state (world `handler` or `http-handler`): the build "
+    "imports wasi:keyvalue when the app imports shardhost.state, or with `componentize --state`"
+)
+
+
+class NoStore:
+    """The store of a backend without one: every operation raises StateError "other"."""
+
+    def __init__(self, reason):
+        self.reason = reason
+
+    def open(self, name):
+        from .state import StateError
+
+        raise StateError("other", self.reason, name)
 
 
 def config_env_name(name):
@@ -90,6 +109,9 @@ class NativeBackend:
     def http_exchange(self, round_):
         return http_failures(round_, NO_HOST)
 
+    def keyvalue(self):
+        return _NO_HOST_STORE
+
 
 class WitBackend:
     """Inside a component built by componentize-py.
@@ -97,7 +119,7 @@ class WitBackend:
     Nothing may call the host before the first call of `handle`: the app is imported while
     componentize-py builds the component (pre-initialisation), where no host answers. Until
     then (`armed` False) log lines go to the build's standard error, and `publish`, `seek`,
-    config values and HTTP requests raise."""
+    config values, HTTP requests and state operations raise."""
 
     in_component = True
 
@@ -105,17 +127,22 @@ class WitBackend:
         # The generated bindings; imported while the component is built, so that an
         # instance starts with them loaded.
         import wit_world.imports.host as host
-        import wit_world.imports.store as store
         from componentize_py_types import Err
 
-        try:  # the world `handler`
+        try:  # the worlds `handler`, `http-handler`
+            import wit_world.imports.store as store
+        except ImportError:  # with state: two `store` interfaces, named by their packages
+            import wit_world.imports.wasi_config_store as store
+        try:  # the worlds `handler`, `state-handler`
             import wit_world.imports.types as types
-        except ImportError:  # `http-handler`: two `types` interfaces, named by their packages
+        except ImportError:  # with HTTP: two `types` interfaces, named by their packages
             import wit_world.imports.shardhost_handler_types as types
-        from . import _wasi_http
+        from . import _wasi_http, _wasi_keyvalue
 
         self._store = store
         self._http = _wasi_http.load()
+        kv = _wasi_keyvalue.load()
+        self._keyvalue = NoStore(NO_STATE) if kv is None else kv
 
         # componentize-py (0.25) looks the record constructors of the bindings up after it
         # imports the app, and calls them with the fields in WIT order: pointing
@@ -195,6 +222,13 @@ class WitBackend:
         if self._http is None:
             return http_failures(round_, NO_HTTP)
         return self._http.exchange(round_)
+
+    def keyvalue(self):
+        self._callable("state can be used")
+        return self._keyvalue
+
+
+_NO_HOST_STORE = NoStore(NO_HOST)
 
 
 def _detect():

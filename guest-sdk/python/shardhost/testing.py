@@ -1,10 +1,11 @@
 """Helpers for unit tests of handlers in plain CPython (no component, no host).
 
 Call the decorated function directly with `shardhost.Record(...)`: logging goes to standard
-error, `publish`/`seek` and HTTP requests fail, and config values come from the environment, as
-in a native Rust test. For more, `FakeHost` records what the handler logs, publishes, seeks
-and requests, answers its config values and HTTP requests as the test says, and `call` runs
-the registered handler the way the host does (per-record or per-batch, outcomes checked)::
+error, `publish`/`seek`, HTTP requests and state operations fail, and config values come from
+the environment, as in a native Rust test. For more, `FakeHost` records what the handler logs,
+publishes, seeks and requests, answers its config values and HTTP requests as the test says,
+keeps its state in a `MemoryStore` (the host's rules, in memory), and `call` runs the
+registered handler the way the host does (per-record or per-batch, outcomes checked)::
 
     from shardhost import Record, http, testing
 
@@ -16,6 +17,11 @@ the registered handler the way the host does (per-record or per-batch, outcomes 
     with testing.FakeHost(config={"carrier_url": "https://carrier.example/book"}, http=carrier) as host:
         ...
     assert [r.url for r in host.requests] == ["https://carrier.example/book"]
+
+    store = testing.MemoryStore(buckets=["orders"])     # shared: a second instance, a replay
+    with testing.FakeHost(state=store):
+        ...
+    assert store.value("booked:1") == b"done"
 """
 
 from types import SimpleNamespace
@@ -24,7 +30,155 @@ from . import _export, _host
 from . import log as _log
 from ._record import BatchInfo, _lift
 
-__all__ = ["FakeHost", "call", "reset"]
+__all__ = ["FakeHost", "MemoryStore", "call", "reset"]
+
+#: The host's limits: a key's UTF-8 bytes, a value's bytes.
+KEY_MAX = 1024
+VALUE_MAX = 358400
+_U64_MAX = 2**64 - 1
+
+
+class MemoryStore:
+    """The host's state store, in memory, with its rules: the bucket `default` and those in
+    `buckets` open (any other is refused: StateError "access-denied"), a key of more than 1 KiB
+    (UTF-8) or a value of more than 350 KiB (358400 bytes) refused ("other"), a counter read as
+    its decimal text, `increment` over a value `set` wrote refused ("other"). With `error` set
+    (a message), every operation fails with StateError "other" and that message, as when the
+    store is unreachable or throttled.
+
+    Give one to `FakeHost(state=...)`; the same store in several FakeHosts is what several
+    instances (or a replay after a crash) share. For the test's own look:
+
+    - `value(key, bucket="default")`: what `get` would answer (bytes or None);
+    - `items(bucket="default")`: every key and value, a dict;
+    - `put(key, value, bucket="default")`: writes without the handler (an int: a counter);
+    - `calls`: every operation the handler asked for, as (name, bucket, key or keys, ...).
+    """
+
+    def __init__(self, buckets=(), error=None):
+        if isinstance(buckets, str):
+            raise TypeError("buckets is a list of names, not one str")
+        self.buckets = ["default"] + [b for b in buckets if b != "default"]
+        self.error = error
+        self.calls = []
+        self._data = {}  # bucket -> {key: bytes (set) or int (a counter)}
+
+    # for tests
+
+    def value(self, key, bucket="default"):
+        return self._read(self._data.get(bucket, {}).get(key))
+
+    def items(self, bucket="default"):
+        return {k: self._read(v) for k, v in self._data.get(bucket, {}).items()}
+
+    def put(self, key, value, bucket="default"):
+        if isinstance(value, str):
+            value = value.encode("utf-8")
+        self._data.setdefault(bucket, {})[key] = value
+
+    # the store (what shardhost.state asks of a backend's keyvalue())
+
+    def open(self, name):
+        self.calls.append(("open", name))
+        self._fail(name)
+        if name not in self.buckets:
+            raise _state().StateError("access-denied", None, name)
+        return name
+
+    def get(self, bucket, key):
+        self.calls.append(("get", bucket, key))
+        return self._read(self._bucket(bucket, key).get(key))
+
+    def set(self, bucket, key, value):
+        self.calls.append(("set", bucket, key, value))
+        self._bucket(bucket, key)[key] = self._checked(bucket, value)
+
+    def delete(self, bucket, key):
+        self.calls.append(("delete", bucket, key))
+        self._bucket(bucket, key).pop(key, None)
+
+    def exists(self, bucket, key):
+        self.calls.append(("exists", bucket, key))
+        return key in self._bucket(bucket, key)
+
+    def increment(self, bucket, key, delta):
+        self.calls.append(("increment", bucket, key, delta))
+        values = self._bucket(bucket, key)
+        now = values.get(key, 0)
+        if not isinstance(now, int):
+            raise _state().StateError("other", "%r holds a value that set wrote, not a counter" % key, bucket)
+        if now + delta > _U64_MAX:
+            raise _state().StateError("other", "counter %r would pass 2^64 - 1" % key, bucket)
+        values[key] = now + delta
+        return now + delta
+
+    def set_if_absent(self, bucket, key, value):
+        self.calls.append(("set_if_absent", bucket, key, value))
+        values = self._bucket(bucket, key)
+        value = self._checked(bucket, value)
+        if key in values:
+            return False
+        values[key] = value
+        return True
+
+    def compare_and_set(self, bucket, key, expected, value):
+        self.calls.append(("compare_and_set", bucket, key, expected, value))
+        values = self._bucket(bucket, key)
+        value = self._checked(bucket, value)
+        if key not in values or self._read(values[key]) != expected:
+            return False
+        values[key] = value
+        return True
+
+    def get_many(self, bucket, keys):
+        self.calls.append(("get_many", bucket, list(keys)))
+        values = self._bucket(bucket, *keys)
+        return [None if k not in values else (k, self._read(values[k])) for k in keys]
+
+    def set_many(self, bucket, pairs):
+        self.calls.append(("set_many", bucket, list(pairs)))
+        values = self._bucket(bucket, *(k for k, _ in pairs))
+        checked = [(k, self._checked(bucket, v)) for k, v in pairs]
+        values.update(checked)
+
+    def delete_many(self, bucket, keys):
+        self.calls.append(("delete_many", bucket, list(keys)))
+        values = self._bucket(bucket, *keys)
+        for k in keys:
+            values.pop(k, None)
+
+    def _fail(self, bucket):
+        if self.error is not None:
+            raise _state().StateError("other", str(self.error), bucket)
+
+    def _bucket(self, bucket, *keys):
+        self._fail(bucket)
+        for key in keys:
+            size = len(key.encode("utf-8"))
+            if size > KEY_MAX:
+                raise _state().StateError(
+                    "other", "a key of %d bytes: the most is %d (1 KiB)" % (size, KEY_MAX), bucket
+                )
+        return self._data.setdefault(bucket, {})
+
+    def _checked(self, bucket, value):
+        if len(value) > VALUE_MAX:
+            raise _state().StateError(
+                "other", "a value of %d bytes: the most is %d (350 KiB)" % (len(value), VALUE_MAX), bucket
+            )
+        return bytes(value)
+
+    @staticmethod
+    def _read(value):
+        if value is None or isinstance(value, bytes):
+            return value
+        return str(value).encode("ascii")
+
+
+def _state():
+    from . import state
+
+    return state
 
 
 class FakeHost:
@@ -42,12 +196,15 @@ class FakeHost:
       status, an `http.HttpError` (returned or raised; its `url` filled in when None) or, in
       the dict, a function of the request. Redirects are followed by the SDK as in a
       component. None (the default): every request fails, as outside shardhost;
-    - `requests`: every `http.Request` sent, in order (a redirect is one more).
+    - `requests`: every `http.Request` sent, in order (a redirect is one more);
+    - `state`: the store `shardhost.state` works on, a `MemoryStore` (by default a new one, with
+      the bucket `default` only).
     """
 
     in_component = False
 
-    def __init__(self, max_level="trace", publish_error=None, seek_error=None, config=None, http=None):
+    def __init__(self, max_level="trace", publish_error=None, seek_error=None, config=None, http=None,
+                 state=None):
         if max_level is not None and max_level not in _host.LEVEL_NAMES:
             raise ValueError("max_level is one of %s or None" % (_host.LEVEL_NAMES,))
         self.max_level = max_level
@@ -55,6 +212,7 @@ class FakeHost:
         self.seek_error = seek_error
         self.config = dict(config or {})
         self.http = http
+        self.state = MemoryStore() if state is None else state
         self.lines = []
         self.published = []
         self.seeks = []
@@ -130,6 +288,9 @@ class FakeHost:
         if not answer.url:
             return http.Response(answer.status, answer.body, answer.headers, str(url))
         return answer
+
+    def keyvalue(self):
+        return self.state
 
     # context manager
 

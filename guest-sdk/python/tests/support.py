@@ -73,13 +73,17 @@ class Err(Exception):
     value: object
 
 
-def fake_bindings(max_level=Level.TRACE, publish_error=None, seek_error=None, config=None, http=None):
+def fake_bindings(max_level=Level.TRACE, publish_error=None, seek_error=None, config=None, http=None,
+                  state=None):
     """Modules standing in for what componentize-py generates, to put in sys.modules:
     `wit_world`, `wit_world.imports`, `wit_world.imports.host`, `wit_world.imports.types`,
     `wit_world.imports.store` (answering `config`), `componentize_py_types`. The host module
     records its calls in `.calls`. With `http` (a `fake_wasi_http.Server`), the world is
     `http-handler`: the wasi:http modules are there too, and `types` is named
-    `shardhost_handler_types`, as componentize-py names it beside wasi:http's `types`."""
+    `shardhost_handler_types`, as componentize-py names it beside wasi:http's `types`. With
+    `state` (a `fake_wasi_keyvalue.Service`), the world has state (`state-handler`, or
+    `http-state-handler` with `http`): the wasi:keyvalue and conditional modules are there, and
+    `store` is named `wasi_config_store` beside wasi:keyvalue's `store`."""
     host = types.ModuleType("wit_world.imports.host")
     host.Level = Level
     host.calls = []
@@ -129,7 +133,8 @@ def fake_bindings(max_level=Level.TRACE, publish_error=None, seek_error=None, co
     imports.__path__ = []
     world.imports = imports
     imports.host = host
-    imports.store = store
+    store_name = "store" if state is None else "wasi_config_store"
+    setattr(imports, store_name, store)
     types_name = "types" if http is None else "shardhost_handler_types"
     setattr(imports, types_name, fake_types())
     cpt = types.ModuleType("componentize_py_types")
@@ -138,12 +143,13 @@ def fake_bindings(max_level=Level.TRACE, publish_error=None, seek_error=None, co
         "wit_world": world,
         "wit_world.imports": imports,
         "wit_world.imports.host": host,
-        "wit_world.imports.store": store,
+        "wit_world.imports." + store_name: store,
         "wit_world.imports." + types_name: getattr(imports, types_name),
         "componentize_py_types": cpt,
     }
-    if http is not None:
-        for name, module in http.modules().items():
-            setattr(imports, name, module)
-            modules["wit_world.imports." + name] = module
+    for service in (http, state):
+        if service is not None:
+            for name, module in service.modules().items():
+                setattr(imports, name, module)
+                modules["wit_world.imports." + name] = module
     return modules

@@ -39,7 +39,48 @@ class Package(unittest.TestCase):
         except OSError as e:  # no bash
             self.skipTest(str(e))
         self.assertEqual(run.returncode, 0, run.stderr)
-        self.assertIn("usage: componentize [--http | --no-http] [-p DIR]... APP_DIR MODULE OUT.wasm", run.stdout)
+        self.assertIn("usage: componentize [--http | --no-http] [--state | --no-state] [-p DIR]... APP_DIR MODULE OUT.wasm",
+                      run.stdout)
+
+    def world(self, source, *flags, lib=None):
+        """What `componentize --world` answers for an app of one file (app.py: source)."""
+        tool = os.path.join(SDK, "componentize")
+        with tempfile.TemporaryDirectory() as app:
+            with open(os.path.join(app, "app.py"), "w") as f:
+                f.write(source)
+            extra = ["-p", lib] if lib else []
+            try:
+                run = subprocess.run([tool, "--world", *flags, *extra, app, "app", os.path.join(app, "x.wasm")],
+                                     capture_output=True, text=True, timeout=60)
+            except OSError as e:  # no bash
+                self.skipTest(str(e))
+        self.assertEqual(run.returncode, 0, (source, flags, run.stderr))
+        return run.stdout.strip()
+
+    def test_the_world_follows_the_apps_imports_of_shardhost_state(self):
+        apps = {
+            "from shardhost import state\n": "state-handler",
+            "import shardhost.state\n": "state-handler",
+            "from shardhost.state import once, StateError\n": "state-handler",
+            "import shardhost\ndef f():\n    return shardhost.state.get('k')\n": "state-handler",
+            "from shardhost import http, state\n": "http-state-handler",
+            "from shardhost import *\n": "http-state-handler",
+            "from shardhost import config\nimport state\nstate.get('k')\n": "handler",
+            "from shardhost import http\n": "http-handler",
+        }
+        for source, world in apps.items():
+            self.assertEqual(self.world(source), world, source)
+        both = "from shardhost import http, state\n"
+        for flags, world in [(["--no-state"], "http-handler"), (["--no-http"], "state-handler"),
+                             (["--no-http", "--no-state"], "handler"), (["--state"], "http-state-handler")]:
+            self.assertEqual(self.world(both, *flags), world, flags)
+        for flags, world in [(["--state"], "state-handler"), (["--http", "--state"], "http-state-handler"),
+                             (["--http"], "http-handler"), (["--no-state"], "handler")]:
+            self.assertEqual(self.world("import shardhost\n", *flags), world, flags)
+        with tempfile.TemporaryDirectory() as lib:
+            with open(os.path.join(lib, "counting.py"), "w") as f:
+                f.write("from shardhost import state\n")
+            self.assertEqual(self.world("from shardhost import http\nimport counting\n", lib=lib), "http-state-handler")
 
     def test_the_world_follows_the_apps_imports_of_shardhost_http(self):
         tool = os.path.join(SDK, "componentize")

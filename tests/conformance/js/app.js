@@ -1,13 +1,15 @@
 // The conformance handler in JavaScript (tests/conformance/README.md): a per-batch handler
 // whose records' partition keys are commands. Its twins are tests/conformance/rust and python;
-// the cases are tests/conformance/contract.ndjson and http.ndjson (the `http` and `config:NAME`
-// commands; every `http` record of a call is fetched at once, with Promise.all).
+// the cases are tests/conformance/contract.ndjson, http.ndjson (the `http` and `config:NAME`
+// commands; every `http` record of a call is fetched at once, with Promise.all) and
+// state.ndjson (the `state` command).
 //
-// Build: ./build (next to this file) writes conformance.wasm.
+// Build: ./build (next to this file) writes conformance.wasm, for the world http-state-handler
+// (the app fetches and uses state).
 
 import {
-  batchHandler, ack, drop, retry, retryAfter, publish, seek, log, config, DecodeError, HostError,
-  HttpError,
+  batchHandler, ack, drop, retry, retryAfter, publish, seek, log, config, state, DecodeError, HostError,
+  HttpError, StateError,
 } from "shardhost";
 
 /** 2020-01-01T00:00:00Z in milliseconds since the epoch. */
@@ -124,9 +126,105 @@ function command(info, record) {
       if (value === undefined) return drop;
       return value === LOSSY.decode(record.data) ? ack : retry;
     }
+    case "state":
+      if (key === "state") return stateCommand(record);
+      break;
     case "raise":
       throw new Error("raised on purpose");
   }
+  return drop;
+}
+
+const encoder = new TextEncoder();
+const asText = (value) => (value === undefined ? null : LOSSY.decode(value));
+
+/** What the effect of a `once` with `"fail": true` throws. */
+class EffectFailed extends Error {}
+
+/** The result of one state operation (README "State"), as a JSON value: what the operation
+ * answered, or { error: KIND } when it threw a StateError ({ error: "effect" }: the effect of a
+ * `once` threw). */
+function stateResult(spec) {
+  const target = spec.bucket !== undefined ? state.bucket(spec.bucket) : state;
+  const key = spec.key_size !== undefined ? "k".repeat(spec.key_size) : spec.key;
+  const value = spec.value_size !== undefined ? new Uint8Array(spec.value_size).fill(0x78) : encoder.encode(spec.value ?? "");
+  try {
+    switch (spec.op) {
+      case "get":
+        return asText(target.get(key));
+      case "exists":
+        return target.exists(key);
+      case "set":
+        target.set(key, value);
+        return null;
+      case "delete":
+        target.delete(key);
+        return null;
+      case "increment":
+        return target.increment(key, spec.delta ?? 1);
+      case "set_if_absent":
+        return target.setIfAbsent(key, value);
+      case "compare_and_set":
+        return target.compareAndSet(key, spec.expected ?? "", value);
+      case "get_many":
+        return target.getMany(spec.keys).map(asText);
+      case "set_many":
+        target.setMany(spec.entries);
+        return null;
+      case "delete_many":
+        target.deleteMany(spec.keys);
+        return null;
+      case "once":
+        try {
+          return target.once(key, () => {
+            if (spec.fail) throw new EffectFailed("failed on purpose");
+          });
+        } catch (e) {
+          if (e instanceof EffectFailed) return { error: "effect" };
+          throw e;
+        }
+    }
+  } catch (e) {
+    if (!(e instanceof StateError)) throw e;
+    log.info("state: %s: %s: %s", spec.op, e.kind, e.message);
+    return { error: e.kind };
+  }
+  return { error: `no such op: ${JSON.stringify(spec.op)}` };
+}
+
+/** Deep equality of JSON values (a bigint and a number are one number when equal). */
+function same(a, b) {
+  if ((typeof a === "bigint" || typeof b === "bigint") && (typeof a === "number" || typeof a === "bigint") && (typeof b === "number" || typeof b === "bigint")) {
+    return (Number.isInteger(a) || typeof a === "bigint") && (Number.isInteger(b) || typeof b === "bigint") && BigInt(a) === BigInt(b);
+  }
+  if (Array.isArray(a) || Array.isArray(b)) {
+    return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => same(x, b[i]));
+  }
+  if (a !== null && b !== null && typeof a === "object" && typeof b === "object") {
+    const keys = Object.keys(a);
+    return keys.length === Object.keys(b).length && keys.every((k) => Object.hasOwn(b, k) && same(a[k], b[k]));
+  }
+  return a === b;
+}
+
+const show = (value) => JSON.stringify(value, (k, v) => (typeof v === "bigint" ? v.toString() : v));
+
+/** A `state` record: ack when the operation's result is its `expect`, else drop. */
+function stateCommand(record) {
+  let spec;
+  let result;
+  try {
+    spec = record.json();
+    if (spec === null || typeof spec !== "object" || Array.isArray(spec)) throw new TypeError("not an object");
+    result = stateResult(spec);
+  } catch (e) {
+    if (!(e instanceof TypeError || e instanceof RangeError || e instanceof DecodeError)) throw e;
+    log.warn("state: a case this handler cannot run: %s", e.message);
+    return drop;
+  }
+  const expect = spec.expect ?? null;
+  if (same(result, expect)) return ack;
+  log.warn("state: %s gave %s, expected %s", spec.op, show(result), show(expect));
   return drop;
 }
 

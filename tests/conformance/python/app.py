@@ -1,14 +1,16 @@
 """The conformance handler in Python (tests/conformance/README.md): a per-batch handler whose
 records' partition keys are commands. Its twins are tests/conformance/rust and js; the cases
-are tests/conformance/contract.ndjson and http.ndjson (the `http` and `config:NAME` commands).
+are tests/conformance/contract.ndjson, http.ndjson (the `http` and `config:NAME` commands) and
+state.ndjson (the `state` command).
 
-Build: ./build (next to this file) writes conformance.wasm.
+Build: ./build (next to this file) writes conformance.wasm, for the world http-state-handler
+(the app imports shardhost.http and shardhost.state).
 """
 
 import json
 
 import shardhost
-from shardhost import config, http
+from shardhost import config, http, state
 
 # 2020-01-01T00:00:00Z in milliseconds since the epoch.
 EPOCH_2020_MS = 1577836800000
@@ -107,8 +109,93 @@ def command(info, record):
         if value is None:
             return shardhost.drop
         return shardhost.ack if value == record.data.decode("utf-8", "replace") else shardhost.retry
+    if key == "state":
+        return state_command(record)
     if verb == "raise":
         raise RuntimeError("raised on purpose")
+    return shardhost.drop
+
+
+def text(value):
+    """A stored value as text (None stays None)."""
+    return None if value is None else value.decode("utf-8", "replace")
+
+
+class EffectFailed(Exception):
+    """What the effect of a `once` with `"fail": true` raises."""
+
+
+def state_result(spec):
+    """The result of one state operation (README "State"), as a JSON value: what the operation
+    answered, or {"error": KIND} when it raised a StateError ({"error": "effect"}: the effect of
+    a `once` raised)."""
+    target = state.bucket(spec["bucket"]) if "bucket" in spec else state
+    op = spec.get("op")
+    key = "k" * spec["key_size"] if "key_size" in spec else spec.get("key")
+    value = b"x" * spec["value_size"] if "value_size" in spec else spec.get("value", "").encode("utf-8")
+    try:
+        if op == "get":
+            return text(target.get(key))
+        if op == "exists":
+            return target.exists(key)
+        if op == "set":
+            return target.set(key, value)
+        if op == "delete":
+            return target.delete(key)
+        if op == "increment":
+            return target.increment(key, spec.get("delta", 1))
+        if op == "set_if_absent":
+            return target.set_if_absent(key, value)
+        if op == "compare_and_set":
+            return target.compare_and_set(key, spec.get("expected", "").encode("utf-8"), value)
+        if op == "get_many":
+            return [text(v) for v in target.get_many(spec["keys"])]
+        if op == "set_many":
+            return target.set_many([(k, v.encode("utf-8")) for k, v in spec["entries"]])
+        if op == "delete_many":
+            return target.delete_many(spec["keys"])
+        if op == "once":
+            def effect():
+                if spec.get("fail"):
+                    raise EffectFailed("failed on purpose")
+
+            try:
+                return target.once(key, effect)
+            except EffectFailed:
+                return {"error": "effect"}
+    except state.StateError as e:
+        shardhost.log.info("state: %s: %s", op, e)
+        return {"error": e.kind}
+    return {"error": "no such op: %r" % (op,)}
+
+
+def same(a, b):
+    """Deep equality of JSON values (a boolean is not a number, 1 and 1.0 are one number)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def state_command(record):
+    """A `state` record: ack when the operation's result is its `expect`, else drop."""
+    try:
+        spec = record.json()
+        if not isinstance(spec, dict):
+            raise ValueError("not an object")
+        result = state_result(spec)
+    except (ValueError, TypeError, KeyError) as e:  # a malformed case (DecodeError is a ValueError)
+        shardhost.log.warn("state: a case this handler cannot run: %s: %s", type(e).__name__, e)
+        return shardhost.drop
+    expect = spec.get("expect")
+    if same(result, expect):
+        return shardhost.ack
+    shardhost.log.warn("state: %s gave %s, expected %s", spec.get("op"), json.dumps(result), json.dumps(expect))
     return shardhost.drop
 
 

@@ -98,7 +98,7 @@ test("big ids are logged as they were written", () => {
 // Booking (README of tests/conformance, "Booking"): with carrier_url, through the SDK's fetch,
 // answered here by the carrier stub of the conformance suite.
 const { retryAfter, HttpError } = await import("shardhost");
-const { reset } = await import("shardhost/testing/host");
+const { reset, MemoryStore } = await import("shardhost/testing/host");
 const CARRIER = "https://carrier.example/shipments";
 
 function carrier(request) {
@@ -107,12 +107,14 @@ function carrier(request) {
   return address.includes("nowhere") ? 422 : address.includes("busy") ? 503 : 201;
 }
 
-/** The outcome of one record with carrier_url set (and the log lines it wrote). */
-async function book(data, answer = carrier, attempt = 1) {
+/** The outcome of one record with carrier_url set (and the log lines it wrote); `store`: the
+ * state, shared by several calls (by default a new one). */
+async function book(data, answer = carrier, attempt = 1, store = undefined) {
   reset();
   state.echo = false;
   state.config = { carrier_url: CARRIER };
   state.http = { [CARRIER]: answer };
+  if (store !== undefined) state.store = store;
   const out = await handle({ stream: "shipments", shardId: "shardId-0", millisBehindLatest: undefined, attempt }, [
     { partitionKey: "order-1", sequenceNumber: "1", subSequenceNumber: 0, approximateArrivalTimestamp: 0n, data: new TextEncoder().encode(data) },
   ]);
@@ -162,13 +164,82 @@ test("booking: backoff doubles with the attempt, up to a minute; failures and od
   assert.match(lines[0][1], /\[subscription\.http\] allow/);
 });
 
-test("booking: an empty carrier_url books nothing", () => {
+test("booking: an empty carrier_url books nothing and touches no state", () => {
   reset();
   state.echo = false;
   state.config = { carrier_url: "" };
   state.http = () => 500;
   assert.equal(ship(record(ok(1))), ack);
   assert.equal(calls.http.length, 0);
+  assert.deepEqual(state.store.calls, []);
   reset();
   state.echo = false;
+});
+
+// A booking goes through state.once(`booked:<id>`, ...).
+const shipment42 = '{"id":42,"address":"Main St 1","carrier":"dhl"}';
+
+/** The carrier stub, counting what it was sent. */
+function counting() {
+  const sent = [];
+  const answer = (request) => {
+    sent.push(request.headers.get("idempotency-key"));
+    return carrier(request);
+  };
+  return [answer, sent];
+}
+
+test("once: a second booking of the same shipment is skipped", async () => {
+  const store = new MemoryStore();
+  const [answer, sent] = counting();
+  assert.deepEqual((await book(shipment42, answer, 1, store))[0], { tag: "ack" });
+  assert.equal(store.text("booked:42"), "done");
+  // the same shipment again: a replay, or another record of it (another instance: the same store)
+  const [outcome, lines] = await book('{"id":42,"address":"Elm St 2","carrier":"dhl"}', answer, 1, store);
+  assert.deepEqual(outcome, { tag: "ack" });
+  assert.deepEqual(lines, [["info", "shipment already booked, skipped: id=42"]]);
+  assert.deepEqual(sent, ["42"]);
+  // another shipment is booked
+  assert.deepEqual((await book(ok(43), answer, 1, store))[0], { tag: "ack" });
+  assert.deepEqual(sent, ["42", "43"]);
+  assert.deepEqual(store.texts(), { "booked:42": "done", "booked:43": "done" });
+});
+
+test("once: only a booking marks the shipment", async () => {
+  const store = new MemoryStore();
+  for (const [answer, want] of [[503, wire(retryAfter(1000))], [new HttpError("timeout"), wire(retryAfter(1000))],
+    [new HttpError("denied"), { tag: "retry" }], [422, { tag: "drop" }]]) {
+    assert.deepEqual((await book(ok(1), answer, 1, store))[0], want, String(answer));
+    assert.deepEqual(store.items(), {}, String(answer));
+  }
+  const [answer, sent] = counting();
+  assert.deepEqual((await book(ok(1), answer, 1, store))[0], { tag: "ack" }); // booked at last
+  assert.deepEqual(sent, ["1"]);
+  assert.deepEqual(store.texts(), { "booked:1": "done" });
+});
+
+test("once: a store out of reach tries again later; nothing is sent before the state is read", async () => {
+  const store = new MemoryStore({ error: "throttled" });
+  const [answer, sent] = counting();
+  let lines;
+  for (const [attempt, delay] of [[1, 1000], [3, 4000], [9, 60000]]) {
+    let outcome;
+    [outcome, lines] = await book(ok(7), answer, attempt, store);
+    assert.deepEqual(outcome, wire(retryAfter(delay)), `attempt ${attempt}`);
+  }
+  assert.deepEqual(sent, []);
+  assert.deepEqual(lines, [["warn", "the state of shipment 7 is out of reach (other: throttled): again in 60000 ms"]]);
+});
+
+test("once: booked, then the mark fails: tried again with the same Idempotency-Key", async () => {
+  const store = new MemoryStore();
+  const [answer, sent] = counting();
+  const bookedThenTheStoreFails = (request) => {
+    store.error = "throttled";
+    return answer(request);
+  };
+  assert.deepEqual((await book(ok(8), bookedThenTheStoreFails, 1, store))[0], wire(retryAfter(1000)));
+  store.error = undefined;
+  assert.deepEqual((await book(ok(8), answer, 1, store))[0], { tag: "ack" });
+  assert.deepEqual(sent, ["8", "8"]);
 });
