@@ -113,6 +113,15 @@ fn main() {
             max_in_flight: 16,
             ca_file: None,
         }),
+        // The conformance handler keeps state too: it loads only with a grant.
+        state: Some(shardhost::config::StateGrant {
+            store: shardhost::config::StateStoreKind::Memory,
+            ttl: None,
+            buckets: Vec::new(),
+            namespace: "bench/http/".to_owned(),
+            max_in_flight: 16,
+            timeout: Duration::from_secs(2),
+        }),
         ..WasiGrants::default()
     };
     let handler: Arc<dyn HandlerFactory> = rt

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shardhost::Metrics;
-use shardhost::config::{ConfigValue, HttpGrant, Limits, Origin, WasiGrants};
+use shardhost::config::{
+    ConfigValue, HttpGrant, Limits, Origin, StateGrant, StateStoreKind, WasiGrants,
+};
 use shardhost::handler::{CallContext, CallError, HandlerFactory};
 use shardhost::record::{BatchInfo, BatchOutcome, Outcome, Record};
 use shardhost::testing::Runtime;
@@ -28,6 +30,15 @@ fn grant(origins: &[&str], timeout: Duration) -> WasiGrants {
             max_body: 64 * 1024,
             max_in_flight: 16,
             ca_file: None,
+        }),
+        // The conformance handler keeps state too (tests/conformance: `state`).
+        state: Some(StateGrant {
+            store: StateStoreKind::Memory,
+            ttl: None,
+            buckets: Vec::new(),
+            namespace: "http/test/".to_owned(),
+            max_in_flight: 16,
+            timeout: Duration::from_secs(2),
         }),
         ..WasiGrants::default()
     }
@@ -133,7 +144,7 @@ fn check_and_invoke_name_the_missing_http_grant() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--allow-http ORIGIN"), "{stderr}");
-    let out = invoke(&["--allow-http", "http://127.0.0.1:9"]);
+    let out = invoke(&["--allow-http", "http://127.0.0.1:9", "--state"]);
     assert!(
         out.status.success(),
         "{}",

@@ -507,3 +507,28 @@ fn a_handler_that_keeps_state_is_refused_where_no_state_is_granted() {
         "{stdout}"
     );
 }
+
+/// A component that needs two grants and has neither hears of both at once.
+#[tokio::test]
+async fn every_missing_grant_is_named_at_once() {
+    let runtime = Runtime::new(None, false).unwrap();
+    let refused = runtime
+        .load_file(
+            &guest("conformance"),
+            Limits::default(),
+            &WasiGrants::default(),
+        )
+        .await
+        .err()
+        .expect("no grants, no load")
+        .to_string();
+    for needle in [
+        "wasi:http/outgoing-handler",
+        "grants no HTTP",
+        "wasi:keyvalue/store@0.2.0-draft",
+        "shardhost:handler/conditional@0.1.2",
+        "grants no state",
+    ] {
+        assert!(refused.contains(needle), "{needle}: {refused}");
+    }
+}

@@ -64,20 +64,12 @@ pub enum LoadError {
         hint(imports)
     )]
     MissingImports { name: String, imports: Vec<String> },
-    #[error(
-        "{name}: imports {} (it sends HTTP requests), but the subscription grants no HTTP: add \
-         a [subscription.http] table with the origins it may reach (allow = [\"https://…\"]; \
-         `shardhost invoke`: --allow-http ORIGIN)",
-        list(imports)
-    )]
-    HttpNotGranted { name: String, imports: Vec<String> },
-    #[error(
-        "{name}: imports {} (it keeps state), but the subscription grants no state: add a \
-         [subscription.state] table (store = \"memory\" for one instance, or \"dynamodb\" \
-         with a table; `shardhost invoke`: --state)",
-        list(imports)
-    )]
-    StateNotGranted { name: String, imports: Vec<String> },
+    /// Imports what the subscription does not grant: each missing grant is named.
+    #[error("{name}: {}", missing.iter().map(NotGranted::to_string).collect::<Vec<_>>().join("; and it "))]
+    NotGranted {
+        name: String,
+        missing: Vec<NotGranted>,
+    },
     #[error("{name}: {source}")]
     HttpTls {
         name: String,
@@ -96,6 +88,25 @@ pub enum LoadError {
     },
     #[error("wasm engine: {0}")]
     Engine(String),
+}
+
+/// A grant a component needs and its subscription does not give.
+#[derive(Debug, thiserror::Error)]
+pub enum NotGranted {
+    #[error(
+        "imports {} (it sends HTTP requests), but the subscription grants no HTTP: add a \
+         [subscription.http] table with the origins it may reach (allow = [\"https://…\"]; \
+         `shardhost invoke`: --allow-http ORIGIN)",
+        list(.0)
+    )]
+    Http(Vec<String>),
+    #[error(
+        "imports {} (it keeps state), but the subscription grants no state: add a \
+         [subscription.state] table (store = \"memory\" for one instance, or \"dynamodb\" \
+         with a table; `shardhost invoke`: --state)",
+        list(.0)
+    )]
+    State(Vec<String>),
 }
 
 /// The engine, linker and ticker shared by every handler of a host.
@@ -299,25 +310,26 @@ impl Runtime {
                 .map(str::to_owned)
                 .collect()
         };
+        let mut missing = Vec::new();
+        let http_imports = imports_of(&["wasi:http/outgoing-handler"]);
+        if wasi.http.is_none() && !http_imports.is_empty() {
+            missing.push(NotGranted::Http(http_imports));
+        }
         let state_imports = imports_of(&["wasi:keyvalue/", "shardhost:handler/conditional"]);
         if wasi.state.is_none() && !state_imports.is_empty() {
-            return Err(LoadError::StateNotGranted {
+            missing.push(NotGranted::State(state_imports));
+        }
+        if !missing.is_empty() {
+            return Err(LoadError::NotGranted {
                 name: name.to_owned(),
-                imports: state_imports,
+                missing,
             });
         }
-        let http_imports = imports_of(&["wasi:http/outgoing-handler"]);
         let http = match &wasi.http {
             Some(grant) => Some(self.gates.of(grant).map_err(|source| LoadError::HttpTls {
                 name: name.to_owned(),
                 source: Box::new(source),
             })?),
-            None if !http_imports.is_empty() => {
-                return Err(LoadError::HttpNotGranted {
-                    name: name.to_owned(),
-                    imports: http_imports,
-                });
-            }
             None => None,
         };
         let config = wasi
