@@ -20,7 +20,10 @@ use shardhost::handler::{CallContext, HandlerFactory, outcomes_per_record};
 use shardhost::record::{BatchInfo, Outcome, Record};
 use shardhost::testing::Runtime;
 
-use crate::support::{HttpServer, closed_origin, guest, root};
+use aws_sdk_dynamodb::types::{KeyType, ScalarAttributeType};
+
+use crate::support::dynamo::Dynamo;
+use crate::support::{HttpServer, closed_origin, dynamodb_endpoint, guest, root, unique};
 
 #[test]
 fn the_rust_handlers_give_every_conformance_outcome() {
@@ -136,6 +139,17 @@ fn conform(language: Language) {
         wrong.extend(contract_calls("contract.ndjson", conformance.as_ref(), &places).await);
         wrong.extend(contract_calls("http.ndjson", conformance.as_ref(), &places).await);
         wrong.extend(contract_calls("state.ndjson", conformance.as_ref(), &places).await);
+        // The same cases on DynamoDB (dynalite): every operation as the table store does it.
+        if let Some(endpoint) = dynamodb_endpoint() {
+            let table = unique("conformance-state");
+            let d = Dynamo::new(&endpoint);
+            d.create_table(&table, &[("key", KeyType::Hash, ScalarAttributeType::S)])
+                .await;
+            let on_table = places.state_in(plain.clone(), &table, &endpoint);
+            let conformance = load(&runtime, &conformance_wasm, &on_table).await;
+            let cases = contract_calls("state.ndjson", conformance.as_ref(), &places).await;
+            wrong.extend(cases.into_iter().map(|c| format!("(dynamodb) {c}")));
+        }
         let unreachable = places.unreachable_state(plain);
         let conformance = load(&runtime, &conformance_wasm, &unreachable).await;
         let cases = contract_calls("state-unreachable.ndjson", conformance.as_ref(), &places);
@@ -207,11 +221,16 @@ impl Places {
     }
 
     /// `grants` with its state in a DynamoDB table where nothing listens.
-    fn unreachable_state(&self, mut grants: WasiGrants) -> WasiGrants {
+    fn unreachable_state(&self, grants: WasiGrants) -> WasiGrants {
+        self.state_in(grants, "unreachable", &self.closed)
+    }
+
+    /// `grants` with its state in the DynamoDB table `table` at `endpoint`.
+    fn state_in(&self, mut grants: WasiGrants, table: &str, endpoint: &str) -> WasiGrants {
         if let Some(state) = &mut grants.state {
             state.store = StateStoreKind::Dynamo {
-                table: "unreachable".to_owned(),
-                endpoint: Some(self.closed.clone()),
+                table: table.to_owned(),
+                endpoint: Some(endpoint.to_owned()),
                 region: None,
                 test_credentials: true,
             };

@@ -532,3 +532,27 @@ async fn every_missing_grant_is_named_at_once() {
         assert!(refused.contains(needle), "{needle}: {refused}");
     }
 }
+
+/// A state table that does not exist stops `run` before anything reads, naming the table and
+/// the command that creates it (as a missing lease table does).
+#[test]
+fn run_refuses_to_start_without_its_state_table_naming_it_and_how_to_create_it() {
+    let Some(st) = stack(1) else { return };
+    let carrier = HttpServer::start();
+    let dir = Scratch::new("state-missing");
+    let config = st
+        .shipping("a", &carrier, "no-such-state-table")
+        .to_string();
+    let path = dir.write("host.toml", config);
+    let out = shardhost(&["run", path.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    for needle in [
+        "[subscription.state]",
+        "`no-such-state-table` does not exist",
+        "aws dynamodb create-table --table-name no-such-state-table",
+    ] {
+        assert!(stderr.contains(needle), "`{needle}` missing: {stderr}");
+    }
+    assert_eq!(st.owner("shardId-000000000000"), None, "a lease was taken");
+}

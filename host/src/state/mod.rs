@@ -133,9 +133,12 @@ pub struct Stores {
     dynamo: Mutex<HashMap<DynamoKey, Arc<dynamo::DynamoStore>>>,
 }
 
+/// One DynamoDB store per subscription (its namespace): `max_in_flight` bounds one
+/// subscription's requests.
 #[derive(Clone, Hash, PartialEq, Eq)]
 struct DynamoKey {
     kind: StateStoreKind,
+    namespace: String,
     ttl: Option<Duration>,
     max_in_flight: u32,
 }
@@ -150,6 +153,7 @@ impl Stores {
             StateStoreKind::Dynamo { .. } => {
                 let key = DynamoKey {
                     kind: grant.store.clone(),
+                    namespace: grant.namespace.clone(),
                     ttl: grant.ttl,
                     max_in_flight: grant.max_in_flight,
                 };
@@ -161,6 +165,22 @@ impl Stores {
             }
         }
     }
+}
+
+/// Checks every DynamoDB state table of `grants` at start (each table once): it exists, is
+/// keyed by `key` (S) alone and is active. The error names the table and how to create it.
+pub async fn check_tables<'a>(
+    grants: impl IntoIterator<Item = &'a StateGrant>,
+) -> Result<(), StoreError> {
+    let mut checked = std::collections::HashSet::new();
+    for grant in grants {
+        if matches!(grant.store, StateStoreKind::Dynamo { .. })
+            && checked.insert(grant.store.clone())
+        {
+            dynamo::DynamoStore::new(grant).check_table().await?;
+        }
+    }
+    Ok(())
 }
 
 /// Seconds since the Unix epoch.

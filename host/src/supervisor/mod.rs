@@ -54,6 +54,8 @@ pub enum StartError {
     Runtime(LoadError),
     #[error("[leases] {0}")]
     Leases(crate::lease::LeaseError),
+    #[error("[subscription.state] {0}")]
+    State(#[source] crate::state::StoreError),
     #[error("[host] retry_key: {0}")]
     EnvelopeKey(#[source] crate::envelope::key::KeyError),
     #[error(transparent)]

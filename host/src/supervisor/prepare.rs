@@ -335,6 +335,13 @@ impl Host {
     pub async fn prepare(config: Config) -> Result<Host, StartError> {
         let cache = Runtime::cache_dir_of(&config.host);
         let stores = lease_store(&config, cache.as_deref()).await?;
+        let state = config
+            .subscriptions
+            .iter()
+            .filter_map(|s| s.wasi.state.as_ref());
+        crate::state::check_tables(state)
+            .await
+            .map_err(StartError::State)?;
         let owner: Arc<str> = Arc::from(owner_id(&config).as_str());
         let metrics = Arc::new(Metrics::new());
         let policy = FleetPolicy {

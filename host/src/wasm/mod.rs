@@ -340,6 +340,7 @@ impl Runtime {
         let state = wasi.state.as_ref().map(|grant| state::StateAccess {
             store: self.stores.of(grant),
             grant: Arc::new(grant.clone()),
+            refusals: Arc::default(),
         });
         Ok(imports::Granted {
             env: instance::resolve_env(wasi),

@@ -28,11 +28,38 @@ pub struct Bucket {
     prefix: String,
 }
 
-/// A subscription's state: its grant and the store the grant names.
+/// A subscription's state: its grant, the store the grant names, and the log of refused
+/// buckets.
 #[derive(Clone)]
 pub(super) struct StateAccess {
     pub(super) grant: Arc<StateGrant>,
     pub(super) store: Arc<dyn StateStore>,
+    pub(super) refusals: Arc<Refusals>,
+}
+
+/// Refused buckets are logged at most once per [`Refusals::EVERY`] per component, with a count
+/// of those not logged: a guest opening refused buckets in a loop cannot flood the log.
+#[derive(Default)]
+pub(super) struct Refusals {
+    last: std::sync::Mutex<Option<Instant>>,
+    unlogged: std::sync::atomic::AtomicU64,
+}
+
+impl Refusals {
+    const EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+    /// `Some(refusals not logged since the last line)` when this one may be logged.
+    fn may_log(&self) -> Option<u64> {
+        use std::sync::atomic::Ordering;
+        let now = Instant::now();
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|at| now < at + Self::EVERY) {
+            self.unlogged.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        *last = Some(now);
+        Some(self.unlogged.swap(0, Ordering::Relaxed))
+    }
 }
 
 type Answer<T> = wasmtime::Result<Result<T, store::Error>>;
@@ -171,15 +198,18 @@ impl store::Host for HostState {
         };
         let grant = &access.grant;
         if name != "default" && !grant.buckets.iter().any(|b| b == name) {
-            tracing::warn!(
-                target: "shardhost::guest",
-                subscription = %self.ctx.subscription,
-                shard = %self.ctx.shard_id,
-                "state: the handler opened the bucket `{}`, which [subscription.state] buckets \
-                 does not list (it lists default{}): refused",
-                shown(name),
-                grant.buckets.iter().map(|b| format!(", {b}")).collect::<String>()
-            );
+            if let Some(unlogged) = access.refusals.may_log() {
+                tracing::warn!(
+                    target: "shardhost::guest",
+                    subscription = %self.ctx.subscription,
+                    shard = %self.ctx.shard_id,
+                    unlogged,
+                    "state: the handler opened the bucket `{}`, which [subscription.state] \
+                     buckets does not list (it lists default{}): refused",
+                    shown(name),
+                    grant.buckets.iter().map(|b| format!(", {b}")).collect::<String>()
+                );
+            }
             self.ctx.contained("state-bucket-refused");
             return self.refuse("open", store::Error::AccessDenied);
         }
