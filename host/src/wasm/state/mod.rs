@@ -16,11 +16,15 @@ use std::time::Instant;
 
 use wasmtime::component::Resource;
 
-use super::bindings::shardhost::handler::conditional;
-use super::bindings::wasi::keyvalue::{atomics, batch, store};
+use super::bindings::wasi::keyvalue::store;
 use super::imports::HostState;
 use crate::config::StateGrant;
 use crate::state::{MAX_KEY, MAX_MANY, MAX_VALUE, Meter, StateStore, StoreError};
+
+mod many;
+mod refusals;
+
+use refusals::Refusals;
 
 /// An open bucket: the prefix its keys are stored under.
 pub struct Bucket {
@@ -37,39 +41,14 @@ pub(super) struct StateAccess {
     pub(super) refusals: Arc<Refusals>,
 }
 
-/// Refused buckets are logged at most once per [`Refusals::EVERY`] per component, with a count
-/// of those not logged: a guest opening refused buckets in a loop cannot flood the log.
-#[derive(Default)]
-pub(super) struct Refusals {
-    last: std::sync::Mutex<Option<Instant>>,
-    unlogged: std::sync::atomic::AtomicU64,
-}
-
-impl Refusals {
-    const EVERY: std::time::Duration = std::time::Duration::from_secs(10);
-
-    /// `Some(refusals not logged since the last line)` when this one may be logged.
-    fn may_log(&self) -> Option<u64> {
-        use std::sync::atomic::Ordering;
-        let now = Instant::now();
-        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        if last.is_some_and(|at| now < at + Self::EVERY) {
-            self.unlogged.fetch_add(1, Ordering::Relaxed);
-            return None;
-        }
-        *last = Some(now);
-        Some(self.unlogged.swap(0, Ordering::Relaxed))
-    }
-}
-
-type Answer<T> = wasmtime::Result<Result<T, store::Error>>;
+pub(super) type Answer<T> = wasmtime::Result<Result<T, store::Error>>;
 
 /// Why a call was refused before the store saw it.
 fn refused(message: String) -> store::Error {
     store::Error::Other(message)
 }
 
-fn check_key(key: &str) -> Result<(), store::Error> {
+pub(super) fn check_key(key: &str) -> Result<(), store::Error> {
     if key.len() > MAX_KEY {
         return Err(refused(format!(
             "a key of {} bytes is longer than the largest, {MAX_KEY} bytes",
@@ -79,7 +58,7 @@ fn check_key(key: &str) -> Result<(), store::Error> {
     Ok(())
 }
 
-fn check_value(key: &str, value: &[u8]) -> Result<(), store::Error> {
+pub(super) fn check_value(key: &str, value: &[u8]) -> Result<(), store::Error> {
     if value.len() > MAX_VALUE {
         return Err(refused(format!(
             "the value for `{}` ({} bytes) is larger than the largest, {MAX_VALUE} bytes (350 KiB)",
@@ -90,7 +69,7 @@ fn check_value(key: &str, value: &[u8]) -> Result<(), store::Error> {
     Ok(())
 }
 
-fn check_many(n: usize) -> Result<(), store::Error> {
+pub(super) fn check_many(n: usize) -> Result<(), store::Error> {
     if n > MAX_MANY {
         return Err(refused(format!("{n} keys in one call: at most {MAX_MANY}")));
     }
@@ -107,13 +86,13 @@ fn shown(key: &str) -> String {
 
 impl HostState {
     /// The bucket's prefix, or the refusal for a guest without state.
-    fn prefix(&self, bucket: &Resource<Bucket>) -> wasmtime::Result<String> {
+    pub(super) fn prefix(&self, bucket: &Resource<Bucket>) -> wasmtime::Result<String> {
         Ok(self.table.get(bucket)?.prefix.clone())
     }
 
     /// The store, or `access-denied` (a component without a grant never loads; this is the
     /// second lock on the door).
-    fn store(&self) -> Result<Arc<dyn StateStore>, store::Error> {
+    pub(super) fn store(&self) -> Result<Arc<dyn StateStore>, store::Error> {
         match &self.state {
             Some(access) => Ok(access.store.clone()),
             None => Err(store::Error::AccessDenied),
@@ -121,7 +100,7 @@ impl HostState {
     }
 
     /// Runs one store call within the call's deadline; counts it.
-    async fn run<T>(
+    pub(super) async fn run<T>(
         &mut self,
         op: &'static str,
         meter: &Meter,
@@ -180,7 +159,7 @@ impl HostState {
     }
 
     /// A refusal before the store: counted, and given to the guest.
-    fn refuse<T>(&self, op: &'static str, error: store::Error) -> Answer<T> {
+    pub(super) fn refuse<T>(&self, op: &'static str, error: store::Error) -> Answer<T> {
         self.count(op, "refused", Instant::now(), 0);
         Ok(Err(error))
     }
@@ -308,155 +287,5 @@ impl store::HostBucket for HostState {
         let bucket = self.table.delete(bucket)?;
         tracing::trace!(bucket = %bucket.name, "state bucket closed");
         Ok(())
-    }
-}
-
-impl atomics::Host for HostState {
-    async fn increment(
-        &mut self,
-        bucket: Resource<Bucket>,
-        key: String,
-        delta: u64,
-    ) -> Answer<u64> {
-        let prefix = self.prefix(&bucket)?;
-        let store = match self.store().and_then(|s| check_key(&key).map(|()| s)) {
-            Ok(store) => store,
-            Err(e) => return self.refuse("increment", e),
-        };
-        let meter = Meter::default();
-        let full = prefix + &key;
-        let counted = self.run(
-            "increment",
-            &meter,
-            store.increment(&meter, &full, delta),
-            |_| false,
-        );
-        Ok(counted.await.map_err(|e| match e {
-            store::Error::Other(m) => store::Error::Other(format!("{m} (key `{}`)", shown(&key))),
-            e => e,
-        }))
-    }
-}
-
-impl batch::Host for HostState {
-    async fn get_many(
-        &mut self,
-        bucket: Resource<Bucket>,
-        keys: Vec<String>,
-    ) -> Answer<Vec<Option<(String, Vec<u8>)>>> {
-        let prefix = self.prefix(&bucket)?;
-        let checked = self.store().and_then(|s| {
-            check_many(keys.len())?;
-            keys.iter().try_for_each(|k| check_key(k))?;
-            Ok(s)
-        });
-        let store = match checked {
-            Ok(store) => store,
-            Err(e) => return self.refuse("get_many", e),
-        };
-        let meter = Meter::default();
-        let full: Vec<String> = keys.iter().map(|k| format!("{prefix}{k}")).collect();
-        let got = self
-            .run("get_many", &meter, store.get_many(&meter, &full), |_| false)
-            .await;
-        Ok(got.map(|values| {
-            keys.into_iter()
-                .zip(values)
-                .map(|(k, v)| v.map(|v| (k, v)))
-                .collect()
-        }))
-    }
-
-    async fn set_many(
-        &mut self,
-        bucket: Resource<Bucket>,
-        entries: Vec<(String, Vec<u8>)>,
-    ) -> Answer<()> {
-        let prefix = self.prefix(&bucket)?;
-        let checked = self.store().and_then(|s| {
-            check_many(entries.len())?;
-            entries
-                .iter()
-                .try_for_each(|(k, v)| check_key(k).and(check_value(k, v)))?;
-            Ok(s)
-        });
-        let store = match checked {
-            Ok(store) => store,
-            Err(e) => return self.refuse("set_many", e),
-        };
-        let meter = Meter::default();
-        let full = entries
-            .into_iter()
-            .map(|(k, v)| (format!("{prefix}{k}"), v))
-            .collect();
-        Ok(self
-            .run("set_many", &meter, store.set_many(&meter, full), |_| false)
-            .await)
-    }
-
-    async fn delete_many(&mut self, bucket: Resource<Bucket>, keys: Vec<String>) -> Answer<()> {
-        let prefix = self.prefix(&bucket)?;
-        let checked = self.store().and_then(|s| {
-            check_many(keys.len())?;
-            keys.iter().try_for_each(|k| check_key(k))?;
-            Ok(s)
-        });
-        let store = match checked {
-            Ok(store) => store,
-            Err(e) => return self.refuse("delete_many", e),
-        };
-        let meter = Meter::default();
-        let full: Vec<String> = keys.iter().map(|k| format!("{prefix}{k}")).collect();
-        Ok(self
-            .run(
-                "delete_many",
-                &meter,
-                store.delete_many(&meter, &full),
-                |_| false,
-            )
-            .await)
-    }
-}
-
-impl conditional::Host for HostState {
-    async fn set_if_absent(
-        &mut self,
-        bucket: Resource<Bucket>,
-        key: String,
-        value: Vec<u8>,
-    ) -> Answer<bool> {
-        let prefix = self.prefix(&bucket)?;
-        let checked = self
-            .store()
-            .and_then(|s| check_key(&key).and(check_value(&key, &value)).map(|()| s));
-        let store = match checked {
-            Ok(store) => store,
-            Err(e) => return self.refuse("set_if_absent", e),
-        };
-        let meter = Meter::default();
-        let full = prefix + &key;
-        let wrote = store.set_if_absent(&meter, &full, value);
-        Ok(self.run("set_if_absent", &meter, wrote, |w| !w).await)
-    }
-
-    async fn compare_and_set(
-        &mut self,
-        bucket: Resource<Bucket>,
-        key: String,
-        expected: Vec<u8>,
-        value: Vec<u8>,
-    ) -> Answer<bool> {
-        let prefix = self.prefix(&bucket)?;
-        let checked = self
-            .store()
-            .and_then(|s| check_key(&key).and(check_value(&key, &value)).map(|()| s));
-        let store = match checked {
-            Ok(store) => store,
-            Err(e) => return self.refuse("compare_and_set", e),
-        };
-        let meter = Meter::default();
-        let full = prefix + &key;
-        let wrote = store.compare_and_set(&meter, &full, &expected, value);
-        Ok(self.run("compare_and_set", &meter, wrote, |w| !w).await)
     }
 }

@@ -1,0 +1,160 @@
+//! `wasi:keyvalue/atomics` (increment), `wasi:keyvalue/batch` (the calls over many keys) and
+//! `shardhost:handler/conditional` (the writes that hold only under a condition).
+
+use wasmtime::component::Resource;
+
+use super::{Answer, Bucket, check_key, check_many, check_value, shown};
+use crate::state::Meter;
+use crate::wasm::bindings::shardhost::handler::conditional;
+use crate::wasm::bindings::wasi::keyvalue::{atomics, batch, store};
+use crate::wasm::imports::HostState;
+
+impl atomics::Host for HostState {
+    async fn increment(
+        &mut self,
+        bucket: Resource<Bucket>,
+        key: String,
+        delta: u64,
+    ) -> Answer<u64> {
+        let prefix = self.prefix(&bucket)?;
+        let store = match self.store().and_then(|s| check_key(&key).map(|()| s)) {
+            Ok(store) => store,
+            Err(e) => return self.refuse("increment", e),
+        };
+        let meter = Meter::default();
+        let full = prefix + &key;
+        let counted = self.run(
+            "increment",
+            &meter,
+            store.increment(&meter, &full, delta),
+            |_| false,
+        );
+        Ok(counted.await.map_err(|e| match e {
+            store::Error::Other(m) => store::Error::Other(format!("{m} (key `{}`)", shown(&key))),
+            e => e,
+        }))
+    }
+}
+
+impl batch::Host for HostState {
+    async fn get_many(
+        &mut self,
+        bucket: Resource<Bucket>,
+        keys: Vec<String>,
+    ) -> Answer<Vec<Option<(String, Vec<u8>)>>> {
+        let prefix = self.prefix(&bucket)?;
+        let checked = self.store().and_then(|s| {
+            check_many(keys.len())?;
+            keys.iter().try_for_each(|k| check_key(k))?;
+            Ok(s)
+        });
+        let store = match checked {
+            Ok(store) => store,
+            Err(e) => return self.refuse("get_many", e),
+        };
+        let meter = Meter::default();
+        let full: Vec<String> = keys.iter().map(|k| format!("{prefix}{k}")).collect();
+        let got = self
+            .run("get_many", &meter, store.get_many(&meter, &full), |_| false)
+            .await;
+        Ok(got.map(|values| {
+            keys.into_iter()
+                .zip(values)
+                .map(|(k, v)| v.map(|v| (k, v)))
+                .collect()
+        }))
+    }
+
+    async fn set_many(
+        &mut self,
+        bucket: Resource<Bucket>,
+        entries: Vec<(String, Vec<u8>)>,
+    ) -> Answer<()> {
+        let prefix = self.prefix(&bucket)?;
+        let checked = self.store().and_then(|s| {
+            check_many(entries.len())?;
+            entries
+                .iter()
+                .try_for_each(|(k, v)| check_key(k).and(check_value(k, v)))?;
+            Ok(s)
+        });
+        let store = match checked {
+            Ok(store) => store,
+            Err(e) => return self.refuse("set_many", e),
+        };
+        let meter = Meter::default();
+        let full = entries
+            .into_iter()
+            .map(|(k, v)| (format!("{prefix}{k}"), v))
+            .collect();
+        Ok(self
+            .run("set_many", &meter, store.set_many(&meter, full), |_| false)
+            .await)
+    }
+
+    async fn delete_many(&mut self, bucket: Resource<Bucket>, keys: Vec<String>) -> Answer<()> {
+        let prefix = self.prefix(&bucket)?;
+        let checked = self.store().and_then(|s| {
+            check_many(keys.len())?;
+            keys.iter().try_for_each(|k| check_key(k))?;
+            Ok(s)
+        });
+        let store = match checked {
+            Ok(store) => store,
+            Err(e) => return self.refuse("delete_many", e),
+        };
+        let meter = Meter::default();
+        let full: Vec<String> = keys.iter().map(|k| format!("{prefix}{k}")).collect();
+        Ok(self
+            .run(
+                "delete_many",
+                &meter,
+                store.delete_many(&meter, &full),
+                |_| false,
+            )
+            .await)
+    }
+}
+
+impl conditional::Host for HostState {
+    async fn set_if_absent(
+        &mut self,
+        bucket: Resource<Bucket>,
+        key: String,
+        value: Vec<u8>,
+    ) -> Answer<bool> {
+        let prefix = self.prefix(&bucket)?;
+        let checked = self
+            .store()
+            .and_then(|s| check_key(&key).and(check_value(&key, &value)).map(|()| s));
+        let store = match checked {
+            Ok(store) => store,
+            Err(e) => return self.refuse("set_if_absent", e),
+        };
+        let meter = Meter::default();
+        let full = prefix + &key;
+        let wrote = store.set_if_absent(&meter, &full, value);
+        Ok(self.run("set_if_absent", &meter, wrote, |w| !w).await)
+    }
+
+    async fn compare_and_set(
+        &mut self,
+        bucket: Resource<Bucket>,
+        key: String,
+        expected: Vec<u8>,
+        value: Vec<u8>,
+    ) -> Answer<bool> {
+        let prefix = self.prefix(&bucket)?;
+        let checked = self
+            .store()
+            .and_then(|s| check_key(&key).and(check_value(&key, &value)).map(|()| s));
+        let store = match checked {
+            Ok(store) => store,
+            Err(e) => return self.refuse("compare_and_set", e),
+        };
+        let meter = Meter::default();
+        let full = prefix + &key;
+        let wrote = store.compare_and_set(&meter, &full, &expected, value);
+        Ok(self.run("compare_and_set", &meter, wrote, |w| !w).await)
+    }
+}
