@@ -522,6 +522,9 @@ fn subscription(
             StartAt::Latest
         });
     let max_read = super::MAX_READ_RECORDS as i64;
+    let limits = w
+        .table(sec, "limits", LIMITS_KEYS)
+        .map_or_else(Limits::default, |limits| self::limits(w, &limits));
     let poll_interval = sec
         .get("poll_interval")
         .and_then(|f| w.duration(&f, MAX_INTERVAL))
@@ -539,11 +542,15 @@ fn subscription(
         lanes: int(w, "lanes", 1, 64).map_or(defaults::LANES, |n| n as u32),
         retry: retry_policy(w, sec, stream.as_deref()),
         publish_to: publish_to(w, sec),
-        limits: w
-            .table(sec, "limits", LIMITS_KEYS)
-            .map_or_else(Limits::default, |limits| self::limits(w, &limits)),
+        limits,
         wasi: WasiGrants {
-            state: state::state(w, sec, name.as_deref().unwrap_or_default(), cx),
+            state: state::state(
+                w,
+                sec,
+                name.as_deref().unwrap_or_default(),
+                cx,
+                limits.timeout,
+            ),
             ..grants::grants(w, sec)
         },
         name: name.unwrap_or_default(),

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use super::{Meter, StateStore, StoreError, counter_of, counter_text};
+use super::{MAX_ANSWER, Meter, StateStore, StoreError, counter_of, counter_text};
 
 /// The most bytes (keys and values) the memory store holds for one host.
 pub const MEMORY_MAX: u64 = 256 << 20;
@@ -36,13 +36,17 @@ enum Value {
     Counter(u64),
 }
 
+/// What an item costs besides its key and value bytes: the map's node share, the `String` and
+/// `Vec` headers, the expiry.
+const ITEM_OVERHEAD: u64 = 96;
+
 impl Item {
     fn size(key: &str, value: &Value) -> u64 {
         let v = match value {
             Value::Bytes(b) => b.len(),
             Value::Counter(_) => 8,
         };
-        (key.len() + v) as u64
+        (key.len() + v) as u64 + ITEM_OVERHEAD
     }
 }
 
@@ -59,6 +63,19 @@ impl Items {
         self.map.get(key)
     }
 
+    /// Removes every expired item.
+    fn sweep(&mut self, now: Instant) {
+        let mut freed = 0;
+        self.map.retain(|key, item| {
+            let live = item.expires.is_none_or(|e| e > now);
+            if !live {
+                freed += Item::size(key, &item.value);
+            }
+            live
+        });
+        self.bytes -= freed;
+    }
+
     fn remove(&mut self, key: &str) {
         if let Some(old) = self.map.remove(key) {
             self.bytes -= Item::size(key, &old.value);
@@ -66,8 +83,13 @@ impl Items {
     }
 
     fn put(&mut self, key: &str, value: Value, expires: Option<Instant>) -> Result<(), StoreError> {
-        let old = self.map.get(key).map_or(0, |i| Item::size(key, &i.value));
         let new = Item::size(key, &value);
+        let old = |items: &Items| items.map.get(key).map_or(0, |i| Item::size(key, &i.value));
+        if self.bytes - old(self) + new > MEMORY_MAX {
+            // Expired items are removed only when read: make room from them first.
+            self.sweep(Instant::now());
+        }
+        let old = old(self);
         if self.bytes - old + new > MEMORY_MAX {
             return Err(StoreError::Full { limit: MEMORY_MAX });
         }
@@ -177,10 +199,17 @@ impl StateStore for MemoryStore {
     ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let now = Instant::now();
         let mut items = self.items();
-        Ok(keys
-            .iter()
-            .map(|k| items.live(k, now).map(|i| Self::read(&i.value)))
-            .collect())
+        let mut bytes = 0;
+        let mut values = Vec::with_capacity(keys.len());
+        for key in keys {
+            let value = items.live(key, now).map(|i| Self::read(&i.value));
+            bytes += value.as_ref().map_or(0, Vec::len);
+            if bytes > MAX_ANSWER {
+                return Err(StoreError::AnswerTooLarge);
+            }
+            values.push(value);
+        }
+        Ok(values)
     }
 
     async fn set_many(&self, _: &Meter, entries: Vec<(String, Vec<u8>)>) -> Result<(), StoreError> {
@@ -313,6 +342,25 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(s.get(&m, "p/a").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn expired_items_make_room_when_the_store_is_full() {
+        let shared = Arc::<Shared>::default();
+        let (short, m) = (
+            MemoryStore::new(shared.clone(), Some(Duration::from_millis(1))),
+            Meter::default(),
+        );
+        let big = vec![0u8; 300 * 1024];
+        let mut i = 0;
+        while short.set(&m, &format!("k{i}"), big.clone()).await.is_ok() {
+            i += 1;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        // Every item expired without being read again: a write makes room from them.
+        let lasting = MemoryStore::new(shared, None);
+        lasting.set(&m, "after", big.clone()).await.unwrap();
+        assert_eq!(lasting.get(&m, "after").await.unwrap(), Some(big));
     }
 
     #[tokio::test]

@@ -30,6 +30,14 @@ pub const MAX_VALUE: usize = 350 * 1024;
 /// The most keys of one `get-many`, `set-many` or `delete-many`.
 pub const MAX_MANY: usize = 10_000;
 
+/// The most bytes of values one `get-many` answers (a key asked twice counts twice): the
+/// answer is copied into the guest, and must not cost the host or the guest more.
+pub const MAX_ANSWER: usize = 16 << 20;
+
+/// Rounds of a batch request in which DynamoDB processed nothing before the call gives up as
+/// throttled.
+pub const STALLED_ROUNDS: u32 = 8;
+
 /// Why a store could not answer.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -54,6 +62,11 @@ pub enum StoreError {
     Other { table: String, message: String },
     #[error("the memory state store is full ({limit} bytes): state needs store = \"dynamodb\"")]
     Full { limit: u64 },
+    #[error(
+        "the values asked for come to more than {} MiB: ask for fewer keys at a time",
+        MAX_ANSWER >> 20
+    )]
+    AnswerTooLarge,
     #[error("{0}")]
     Unsupported(&'static str),
 }
@@ -63,9 +76,10 @@ impl StoreError {
     pub fn metric(&self) -> &'static str {
         match self {
             StoreError::Throttled { .. } => "throttled",
-            StoreError::NotACounter | StoreError::Overflow | StoreError::Unsupported(_) => {
-                "refused"
-            }
+            StoreError::NotACounter
+            | StoreError::Overflow
+            | StoreError::Unsupported(_)
+            | StoreError::AnswerTooLarge => "refused",
             _ => "error",
         }
     }
@@ -107,7 +121,8 @@ pub trait StateStore: Send + Sync {
         expected: &[u8],
         value: Vec<u8>,
     ) -> Result<bool, StoreError>;
-    /// The values of `keys`, in their order.
+    /// The values of `keys`, in their order; [`StoreError::AnswerTooLarge`] past
+    /// [`MAX_ANSWER`] bytes of values.
     async fn get_many(
         &self,
         m: &Meter,

@@ -37,8 +37,11 @@ pub struct HostState {
     config: Arc<BTreeMap<String, String>>,
     http_ctx: WasiHttpCtx,
     http: HttpHooks,
-    /// The subscription's state (`state.rs`); none: every state call is refused.
+    /// The subscription's state (`state/`); none: every state call is refused.
     pub(super) state: Option<StateAccess>,
+    /// The deadline of the call in which a state call ran out of time: the rest of that call's
+    /// state calls fail at once instead of each waiting out its timeout.
+    pub(super) state_stalled: Option<Instant>,
 }
 
 /// What an instance is granted besides computing (from `[subscription.wasi]`, `.http` and
@@ -84,6 +87,7 @@ impl HostState {
             http_ctx: WasiHttpCtx::new(),
             http: HttpHooks::new(granted.http.clone(), ctx, deadline),
             state: granted.state.clone(),
+            state_stalled: None,
         }
     }
 }

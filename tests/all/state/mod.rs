@@ -265,9 +265,10 @@ fn an_unreachable_state_table_makes_records_wait_and_books_nothing() {
     assert_eq!(carrier.requests(), 0, "booked without state");
 }
 
-/// A state table that stops answering (its dynalite paused): the state call ends at the
-/// grant's timeout, well inside the call's, and the handler answers retry-after; without that
-/// bound the error would come at the call's deadline and the call would die as a trap.
+/// A state table that stops answering (its dynalite paused): the first state call ends at the
+/// grant's timeout, the rest of the call's at once, and the handler answers retry-after for
+/// every record of a batch that would need 12 × 1 s of waiting in a 10 s call; without those
+/// bounds the errors would come at the call's deadline and the call would die as a trap.
 #[test]
 fn a_stalled_state_table_leaves_the_handler_time_to_answer() {
     let Some((endpoint, pid, _turn)) = dynamodb_fault_endpoint() else {
@@ -292,11 +293,13 @@ fn a_stalled_state_table_leaves_the_handler_time_to_answer() {
     let metrics = Arc::new(Metrics::new());
     let outcomes = {
         let _paused = Paused::new(pid);
-        let record = vec![("order-1".to_owned(), shipment(1, "dhl"))];
-        rt.block_on(call_counted(h.as_ref(), record, Some(metrics.clone())))
+        let records = (1..=12)
+            .map(|id| (format!("order-{id}"), shipment(id, "dhl")))
+            .collect();
+        rt.block_on(call_counted(h.as_ref(), records, Some(metrics.clone())))
     };
     assert!(
-        matches!(outcomes[..], [Outcome::RetryAfter(_)]),
+        outcomes.iter().all(|o| matches!(o, Outcome::RetryAfter(_))),
         "{outcomes:?}"
     );
     assert_eq!(carrier.requests(), 0, "booked without state");
@@ -307,7 +310,7 @@ fn a_stalled_state_table_leaves_the_handler_time_to_answer() {
             "shardhost_state_calls_total",
             &["op=\"get\"", "result=\"timeout\""]
         ),
-        1.0,
+        12.0,
         "{text}"
     );
 }

@@ -44,6 +44,7 @@ pub(super) fn state(
     sub: &Section<'_, '_>,
     subscription: &str,
     cx: &StateContext<'_>,
+    call_timeout: Duration,
 ) -> Option<StateGrant> {
     let sec = w.table(sub, "state", STATE_KEYS)?;
     let store = store(w, &sec, cx);
@@ -56,10 +57,22 @@ pub(super) fn state(
         .get("max_in_flight")
         .and_then(|f| w.integer(&f, 1, MAX_IN_FLIGHT))
         .map_or(defaults::STATE_MAX_IN_FLIGHT, |n| n as u32);
-    let timeout = sec
-        .get("timeout")
-        .and_then(|f| w.duration(&f, super::MAX_CALL_TIMEOUT))
-        .unwrap_or(defaults::STATE_TIMEOUT);
+    let timeout = match sec.get("timeout") {
+        Some(f) => w.duration(&f, super::MAX_CALL_TIMEOUT).inspect(|t| {
+            if *t >= call_timeout {
+                let message = format!(
+                    "timeout ({}) must be shorter than the call's [subscription.limits] timeout \
+                     ({}): a stalled store would leave the handler no time to answer",
+                    humantime::format_duration(*t),
+                    humantime::format_duration(call_timeout)
+                );
+                w.report_at(&f, message);
+            }
+        }),
+        // At most half the call's: the handler keeps time to answer.
+        None => Some(defaults::STATE_TIMEOUT.min(call_timeout / 2)),
+    }
+    .unwrap_or(defaults::STATE_TIMEOUT);
     let namespace = namespace(cx.service, subscription);
     let longest = buckets.iter().map(String::len).max().unwrap_or(0).max(7);
     if namespace.len() + longest + 1 > MAX_NAMESPACE

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
-use super::{COUNT, DynamoStore, EXPIRES, LIVE, n, names};
+use super::{COUNT, DynamoStore, EXPIRES, LIVE, VALUE, n, names};
 use crate::state::{Meter, StoreError, now_secs};
 
 /// Rounds before an increment gives up on a counter that keeps changing under it.
@@ -17,12 +17,18 @@ impl DynamoStore {
             if let Some(count) = self.add_to_live(m, key, delta).await? {
                 return Ok(count);
             }
-            // A value `set` wrote, or an expired item: which?
+            // A value `set` wrote, a counter the delta would overflow, or an expired item?
             let Some(item) = self.get_item(m, key).await? else {
                 continue; // deleted meanwhile: add again
             };
             if Self::read(&item, now_secs()).is_some() {
-                return Err(StoreError::NotACounter);
+                if item.contains_key(VALUE) {
+                    return Err(StoreError::NotACounter);
+                }
+                if item.contains_key(COUNT) {
+                    return Err(StoreError::Overflow);
+                }
+                continue; // changed meanwhile: add again
             }
             let expired = item.get(EXPIRES).cloned().unwrap_or_else(|| n(0));
             if self.restart(m, key, delta, expired).await? {
@@ -35,7 +41,9 @@ impl DynamoStore {
         })
     }
 
-    /// `ADD` where the key holds a live counter or nothing; `None`: it holds something else.
+    /// `ADD` where the key holds a live counter the delta does not overflow, or nothing;
+    /// `None`: it holds something else. Sent once: the SDK would send an `ADD` that DynamoDB
+    /// applied before an error (a dropped connection, a 500) again, counting it twice.
     async fn add_to_live(
         &self,
         m: &Meter,
@@ -46,10 +54,15 @@ impl DynamoStore {
         let mut values = HashMap::from([
             (":d".to_owned(), n(delta)),
             (":now".to_owned(), n(now_secs())),
+            (":lim".to_owned(), n(u64::MAX - delta)),
         ]);
-        if let Some(expires) = self.expires() {
-            update.push_str(" SET #e = :e");
-            values.insert(":e".to_owned(), n(expires));
+        match self.expires() {
+            Some(expires) => {
+                update.push_str(" SET #e = :e");
+                values.insert(":e".to_owned(), n(expires));
+            }
+            // A counter written under an earlier `ttl` lasts now.
+            None => update.push_str(" REMOVE #e"),
         }
         let _permit = self.permit(m).await;
         let sent = self
@@ -60,11 +73,17 @@ impl DynamoStore {
             .set_key(Some(Self::key(key)))
             .update_expression(update)
             .condition_expression(format!(
-                "attribute_not_exists(#k) OR (attribute_not_exists(#v) AND {LIVE})"
+                "attribute_not_exists(#k) OR (attribute_not_exists(#v) AND {LIVE} \
+                 AND (attribute_not_exists(#c) OR #c <= :lim))"
             ))
             .set_expression_attribute_names(Some(names()))
             .set_expression_attribute_values(Some(values))
             .return_values(ReturnValue::UpdatedNew)
+            .customize()
+            .config_override(
+                aws_sdk_dynamodb::config::Builder::default()
+                    .retry_config(aws_config::retry::RetryConfig::disabled()),
+            )
             .send()
             .await;
         match sent {

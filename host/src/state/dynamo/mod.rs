@@ -32,6 +32,24 @@ const KEY: &str = "key";
 const VALUE: &str = "value";
 const COUNT: &str = "count";
 const EXPIRES: &str = "expires";
+/// The token of the conditional write that wrote the item (`put_if`).
+const WRITER: &str = "writer";
+
+/// A token no other write shares: 128 random bits.
+fn write_token() -> String {
+    let mut bytes = [0u8; 16];
+    if getrandom::getrandom(&mut bytes).is_err() {
+        // No randomness: a token unique in this process still tells our write from others'
+        // of this process; another process's is told apart by the time.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        return format!("{}-{t}-{n}", std::process::id());
+    }
+    hex::encode(bytes)
+}
 
 /// The expression names every request uses.
 fn names() -> HashMap<String, String> {
@@ -127,8 +145,10 @@ impl DynamoStore {
         item
     }
 
+    /// The expiry of an item written now: never earlier than `ttl` from now (the clock is read
+    /// in whole seconds, so a second is added rather than lost).
     fn expires(&self) -> Option<u64> {
-        self.ttl.map(|ttl| now_secs() + ttl.as_secs().max(1))
+        self.ttl.map(|ttl| now_secs() + ttl.as_secs().max(1) + 1)
     }
 
     fn error<E, R>(&self, e: SdkError<E, R>) -> StoreError
@@ -198,6 +218,11 @@ impl DynamoStore {
     }
 
     /// Sends one conditional put; whether its condition held.
+    ///
+    /// The SDK sends a request again after an error that may have come after DynamoDB applied
+    /// it (a dropped connection, a 500, an attempt timeout); the second attempt then fails its
+    /// condition against the first one's write. So the item carries a token of this write
+    /// (`writer`), and a failed condition is checked against it: our own write is a success.
     async fn put_if(
         &self,
         m: &Meter,
@@ -206,29 +231,39 @@ impl DynamoStore {
         condition: &str,
         values: HashMap<String, AttributeValue>,
     ) -> Result<bool, StoreError> {
-        let _permit = self.permit(m).await;
+        let token = write_token();
         let names: HashMap<_, _> = names()
             .into_iter()
             .filter(|(k, _)| condition.contains(k.as_str()))
             .collect();
-        let sent = self
-            .client()
-            .await
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(self.item(key, value)))
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names))
-            .set_expression_attribute_values(Some(values))
-            .send()
-            .await;
+        let mut item = self.item(key, value);
+        item.insert(WRITER.to_owned(), AttributeValue::S(token.clone()));
+        let sent = {
+            let _permit = self.permit(m).await;
+            self.client()
+                .await
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(item))
+                .condition_expression(condition)
+                .set_expression_attribute_names(Some(names))
+                .set_expression_attribute_values(Some(values))
+                .send()
+                .await
+        };
         match sent {
             Ok(_) => Ok(true),
             Err(e)
                 if e.as_service_error()
                     .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
             {
-                Ok(false)
+                let now = self.get_item(m, key).await?;
+                let ours = now
+                    .as_ref()
+                    .and_then(|i| i.get(WRITER))
+                    .and_then(|w| w.as_s().ok())
+                    .is_some_and(|w| *w == token);
+                Ok(ours)
             }
             Err(e) => Err(self.error(e)),
         }

@@ -4,7 +4,7 @@
 use wasmtime::component::Resource;
 
 use super::{Answer, Bucket, check_key, check_many, check_value, shown};
-use crate::state::Meter;
+use crate::state::{MAX_VALUE, Meter};
 use crate::wasm::bindings::shardhost::handler::conditional;
 use crate::wasm::bindings::wasi::keyvalue::{atomics, batch, store};
 use crate::wasm::imports::HostState;
@@ -152,6 +152,11 @@ impl conditional::Host for HostState {
             Ok(store) => store,
             Err(e) => return self.refuse("compare_and_set", e),
         };
+        if expected.len() > MAX_VALUE {
+            // No key can hold it: the condition cannot hold (and the store need not be asked).
+            self.count("compare_and_set", "conflict", std::time::Instant::now(), 0);
+            return Ok(Ok(false));
+        }
         let meter = Meter::default();
         let full = prefix + &key;
         let wrote = store.compare_and_set(&meter, &full, &expected, value);

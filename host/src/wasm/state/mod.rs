@@ -108,6 +108,13 @@ impl HostState {
         conflict: impl FnOnce(&T) -> bool,
     ) -> Result<T, store::Error> {
         let start = Instant::now();
+        if self.state_stalled == Some(self.deadline) {
+            self.count(op, "timeout", start, 0);
+            return Err(store::Error::Other(format!(
+                "state {op}: the store did not answer an earlier state call of this handler \
+                 call; answer retry-after"
+            )));
+        }
         // Within the grant's timeout, and never past the call's: a stalled store leaves the
         // handler the time to answer.
         let limit = self.state.as_ref().map(|a| a.grant.timeout);
@@ -137,6 +144,7 @@ impl HostState {
                     _ => "the call's timeout".to_owned(),
                 };
                 let message = format!("state {op} did not finish within {within}");
+                self.state_stalled = Some(self.deadline);
                 (Err(store::Error::Other(message)), "timeout")
             }
         };

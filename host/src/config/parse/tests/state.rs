@@ -20,6 +20,7 @@ const STATE_PROBLEMS: &[(&str, usize, &str, &str)] = &[
     ("[subscription.state]\nbuckets = [\"default\"]", 2, "sub.state.buckets[0]", "the bucket \"default\" is always open"),
     ("[subscription.state]\nbuckets = [\"a\",\n  \"a\"]", 3, "sub.state.buckets[1]", "\"a\" is listed twice (first on line 6)"),
     ("[subscription.state]\nmax_in_flight = 0", 2, "sub.state.max_in_flight", "must be from 1 to 1024"),
+    ("[subscription.state]\ntimeout = \"5s\"", 2, "sub.state.timeout", "timeout (5s) must be shorter than the call's [subscription.limits] timeout (5s)"),
     ("[subscription.state]\nbucket = \"a\"", 2, "sub.state.bucket", "unknown key `bucket`; expected one of: store, table, ttl, buckets"),
 ];
 
