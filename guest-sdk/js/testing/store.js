@@ -5,6 +5,7 @@
 /** The host's limits: a key's UTF-8 bytes, a value's bytes. */
 export const KEY_MAX = 1024;
 export const VALUE_MAX = 358400;
+export const MANY_MAX = 10000;
 const U64_MAX = 18446744073709551615n;
 
 const encoder = new TextEncoder();
@@ -166,6 +167,7 @@ export class MemoryStore {
   #bucket(bucket, ...keys) {
     this.#fail();
     this.check(bucket);
+    if (keys.length > MANY_MAX) throw other(`${keys.length} keys in one call: at most ${MANY_MAX}`);
     for (const key of keys) {
       const size = encoder.encode(key).length;
       if (size > KEY_MAX) throw other(`a key of ${size} bytes: the most is ${KEY_MAX} (1 KiB)`);

@@ -31,6 +31,7 @@ answers from an in-memory store with the host's rules (`testing.MemoryStore`); w
 operation raises StateError.
 """
 
+import inspect
 from collections.abc import Mapping
 
 from . import _host
@@ -248,8 +249,27 @@ class Bucket:
         key = _key(key)
         if self.exists(key):
             return False
-        effect()
-        if not self.set_if_absent(key, DONE):
+        ran = effect()
+        if inspect.isawaitable(ran):
+            # A coroutine has not run yet: marking it done would lose the effect for good.
+            if hasattr(ran, "close"):
+                ran.close()
+            raise TypeError(
+                "once(key, effect): effect returned an awaitable, which handlers do not run; "
+                "make effect a plain function"
+            )
+        try:
+            marked = self.set_if_absent(key, DONE)
+        except StateError as e:
+            _log.warn(
+                "once: the effect for %r (bucket %r) ran but its mark was not written (%s): it "
+                "runs again on the next delivery",
+                key,
+                self.name,
+                e,
+            )
+            raise
+        if not marked:
             _log.warn(
                 "once: another call marked %r (bucket %r) done while this one ran its effect: "
                 "the effect may have run twice",

@@ -35,6 +35,7 @@ __all__ = ["FakeHost", "MemoryStore", "call", "reset"]
 #: The host's limits: a key's UTF-8 bytes, a value's bytes.
 KEY_MAX = 1024
 VALUE_MAX = 358400
+MANY_MAX = 10000
 _U64_MAX = 2**64 - 1
 
 
@@ -153,6 +154,10 @@ class MemoryStore:
 
     def _bucket(self, bucket, *keys):
         self._fail(bucket)
+        if len(keys) > MANY_MAX:
+            raise _state().StateError(
+                "other", "%d keys in one call: at most %d" % (len(keys), MANY_MAX), bucket
+            )
         for key in keys:
             size = len(key.encode("utf-8"))
             if size > KEY_MAX:

@@ -253,6 +253,14 @@ class Once(WithStore):
         self.assertIn("'booked:3'", line)
         self.assertIn("may have run twice", line)
 
+    def test_an_async_effect_is_refused_before_anything_is_marked(self):
+        async def book():
+            raise AssertionError("never awaited, never run")
+
+        with self.assertRaisesRegex(TypeError, "awaitable"):
+            state.once("booked:4", book)
+        self.assertFalse(state.exists("booked:4"))
+
     def test_any_value_counts_as_marked(self):
         state.set("k", b"something else")
         self.assertFalse(state.once("k", self.fail))

@@ -79,6 +79,9 @@ fn check_value(key: &str, value: &[u8]) -> Result<(), Error> {
 
 /// Runs `op` on the bucket `name` after the checks the host makes: the grant, then the keys
 /// and values, then whether the store answers.
+/// The most keys of one batch call, as the host allows.
+const MAX_MANY: usize = 10_000;
+
 fn with<T>(
     name: &str,
     keys: &[&str],
@@ -91,6 +94,12 @@ fn with<T>(
             && !granted.contains(name)
         {
             return Err(Error::AccessDenied);
+        }
+        if keys.len() > MAX_MANY {
+            return Err(Error::Other(format!(
+                "{} keys in one call: at most {MAX_MANY}",
+                keys.len()
+            )));
         }
         keys.iter().try_for_each(|k| check_key(k))?;
         values.iter().try_for_each(|(k, v)| check_value(k, v))?;

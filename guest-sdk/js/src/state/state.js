@@ -259,7 +259,19 @@ export class Bucket {
   }
 
   #mark(key) {
-    if (!this.setIfAbsent(key, DONE)) {
+    let marked;
+    try {
+      marked = this.setIfAbsent(key, DONE);
+    } catch (e) {
+      log.warn(
+        "once: the effect for %s (bucket %s) ran but its mark was not written (%s): it runs again on the next delivery",
+        JSON.stringify(key),
+        JSON.stringify(this.name),
+        e?.message ?? String(e),
+      );
+      throw e;
+    }
+    if (!marked) {
       log.warn(
         "once: another call marked %s (bucket %s) done while this one ran its effect: the effect may have run twice",
         JSON.stringify(key),
