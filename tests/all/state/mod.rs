@@ -427,3 +427,29 @@ async fn every_missing_grant_is_named_at_once() {
         assert!(refused.contains(needle), "{needle}: {refused}");
     }
 }
+
+/// A counter never passes 2^64 − 1: the increment that would is refused and writes nothing, in
+/// memory and in DynamoDB (which would store the larger number).
+#[test]
+fn a_counter_never_passes_the_largest_u64() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut stores = vec![StateStoreKind::Memory];
+    if let Some(endpoint) = dynamodb_endpoint() {
+        let table = state_table(&Dynamo::new(&endpoint), &rt);
+        stores.push(dynamo_store(&table, &endpoint));
+    }
+    let runtime = Runtime::new(None, false).unwrap();
+    for store in stores {
+        let grants = conformance_grants(store.clone(), None, "max/test/");
+        let outcomes = rt.block_on(async {
+            let h = load(&runtime, &guest("conformance"), &grants).await;
+            let ops = vec![
+                op(json!({"op": "increment", "key": "n", "delta": u64::MAX, "expect": u64::MAX})),
+                op(json!({"op": "increment", "key": "n", "delta": 1, "expect": {"error": "other"}})),
+                op(json!({"op": "get", "key": "n", "expect": u64::MAX.to_string()})),
+            ];
+            call(h.as_ref(), ops).await
+        });
+        assert_eq!(outcomes, [Outcome::Ack; 3], "{store:?}");
+    }
+}
