@@ -344,23 +344,24 @@ mod tests {
         assert_eq!(s.get(&m, "p/a").await.unwrap(), None);
     }
 
-    #[tokio::test]
-    async fn expired_items_make_room_when_the_store_is_full() {
-        let shared = Arc::<Shared>::default();
-        let (short, m) = (
-            MemoryStore::new(shared.clone(), Some(Duration::from_millis(1))),
-            Meter::default(),
-        );
+    #[test]
+    fn expired_items_make_room_when_the_store_is_full() {
+        let mut items = Items::default();
+        let past = Instant::now() - Duration::from_secs(1);
         let big = vec![0u8; 300 * 1024];
-        let mut i = 0;
-        while short.set(&m, &format!("k{i}"), big.clone()).await.is_ok() {
-            i += 1;
+        let fit = (MEMORY_MAX / Item::size("k0000", &Value::Bytes(big.clone()))) as usize;
+        for i in 0..fit {
+            let key = format!("k{i:04}");
+            items
+                .put(&key, Value::Bytes(big.clone()), Some(past))
+                .unwrap();
         }
-        std::thread::sleep(Duration::from_millis(5));
-        // Every item expired without being read again: a write makes room from them.
-        let lasting = MemoryStore::new(shared, None);
-        lasting.set(&m, "after", big.clone()).await.unwrap();
-        assert_eq!(lasting.get(&m, "after").await.unwrap(), Some(big));
+        // Full of items that expired without being read again: a write makes room from them.
+        items
+            .put("lasting", Value::Bytes(big.clone()), None)
+            .unwrap();
+        assert_eq!(items.map.len(), 1);
+        assert_eq!(items.bytes, Item::size("lasting", &Value::Bytes(big)));
     }
 
     #[tokio::test]
