@@ -453,3 +453,42 @@ fn a_counter_never_passes_the_largest_u64() {
         assert_eq!(outcomes, [Outcome::Ack; 3], "{store:?}");
     }
 }
+
+/// Two subscriptions (or two services) on one store never see each other's keys: each grant's
+/// keys live under its own `SERVICE/SUBSCRIPTION/`, in memory and in one DynamoDB table.
+#[test]
+fn two_subscriptions_never_see_each_others_keys() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut stores = vec![StateStoreKind::Memory];
+    if let Some(endpoint) = dynamodb_endpoint() {
+        let table = state_table(&Dynamo::new(&endpoint), &rt);
+        stores.push(dynamo_store(&table, &endpoint));
+    }
+    let runtime = Runtime::new(None, false).unwrap();
+    for store in stores {
+        let namespace = |service: &str, sub: &str| shardhost::config::state_namespace(service, sub);
+        let ship = conformance_grants(store.clone(), None, &namespace("shipping", "ship"));
+        let audit = conformance_grants(store.clone(), None, &namespace("shipping", "audit"));
+        let other = conformance_grants(store.clone(), None, &namespace("shipping/ship", "x"));
+        let outcomes = rt.block_on(async {
+            let wasm = guest("conformance");
+            let (ship, audit, other) = (
+                load(&runtime, &wasm, &ship).await,
+                load(&runtime, &wasm, &audit).await,
+                load(&runtime, &wasm, &other).await,
+            );
+            let set = op(json!({"op": "set", "key": "k", "value": "ship's", "expect": null}));
+            let mut got = call(ship.as_ref(), vec![set]).await;
+            for h in [&audit, &other] {
+                let get = op(json!({"op": "get", "key": "k", "expect": null}));
+                let claim =
+                    op(json!({"op": "set_if_absent", "key": "k", "value": "mine", "expect": true}));
+                got.extend(call(h.as_ref(), vec![get, claim]).await);
+            }
+            let mine = op(json!({"op": "get", "key": "k", "expect": "ship's"}));
+            got.extend(call(ship.as_ref(), vec![mine]).await);
+            got
+        });
+        assert_eq!(outcomes, [Outcome::Ack; 6], "{store:?}");
+    }
+}
