@@ -229,16 +229,26 @@ fn leases(w: &mut Walker<'_>, root: &Section<'_, '_>, kinesis: &KinesisConfig) -
     let ttl = duration_or(w, &sec, "ttl", leases.ttl);
     let renew_every = duration_or(w, &sec, "renew_every", leases.renew_every);
     let list_every = duration_or(w, &sec, "list_every", leases.list_every);
+    // A holder gives its lease up four fifths of `ttl` after it sent its last renewal (the
+    // lease handle's fence), and sends the next one `renew_every` after that one answered: a
+    // renewal must leave a fifth of `ttl` for its own round trip, or the lease is lost at the
+    // first renewal.
     if let (Some(ttl), Some(renew)) = (ttl, renew_every)
-        && renew >= ttl
+        && renew > ttl * 3 / 5
     {
+        let why = "a holder gives its lease up four fifths of ttl after it sent its last renewal, \
+                   and the next renewal needs time to answer";
         if let Some(f) = sec.get("renew_every") {
-            let message = format!("renew_every ({renew:?}) must be shorter than ttl ({ttl:?})");
+            let message = format!(
+                "renew_every ({renew:?}) must be at most {:?}, three fifths of ttl ({ttl:?}): {why}",
+                ttl * 3 / 5
+            );
             w.report_at(&f, message);
         } else if let Some(f) = sec.get("ttl") {
             let message = format!(
-                "ttl ({ttl:?}) must be longer than renew_every ({renew:?} by default); \
-                 set a shorter renew_every"
+                "ttl ({ttl:?}) must be at least {:?}, five thirds of renew_every ({renew:?} by \
+                 default): {why}; set a shorter renew_every",
+                renew * 5 / 3
             );
             w.report_at(&f, message);
         }

@@ -123,8 +123,11 @@ const ONE_PROBLEM: &[(&str, usize, &str, &str)] = &[
     ("[leases]\nstore = \"memory\"\nendpoint = \"http://x\"", 3, "leases.endpoint", "`endpoint` is only used with store = \"dynamodb\""),
     ("[leases]\nstore = \"redis\"\ntable = \"t\"", 2, "leases.store", "unknown lease store \"redis\"; expected \"memory\" or \"dynamodb\""),
     ("[leases]\nlegacy_stream = \"\"", 2, "leases.legacy_stream", "`legacy_stream` must not be empty"),
-    ("[leases]\nttl = \"3s\"\nrenew_every = \"3s\"", 3, "leases.renew_every", "renew_every (3s) must be shorter than ttl (3s)"),
-    ("[leases]\nttl = \"2s\"", 2, "leases.ttl", "ttl (2s) must be longer than renew_every (3s by default)"),
+    ("[leases]\nttl = \"3s\"\nrenew_every = \"3s\"", 3, "leases.renew_every", "renew_every (3s) must be at most 1.8s, three fifths of ttl (3s)"),
+    // Issue 28 (4): passed before, and lost every lease at its first renewal.
+    ("[leases]\nttl = \"10s\"\nrenew_every = \"8s\"", 3, "leases.renew_every", "renew_every (8s) must be at most 6s, three fifths of ttl (10s): a holder gives its lease up four fifths of ttl after it sent its last renewal"),
+    ("[leases]\nttl = \"4s\"", 2, "leases.ttl", "ttl (4s) must be at least 5s, five thirds of renew_every (3s by default)"),
+    ("[leases]\nttl = \"2s\"", 2, "leases.ttl", "ttl (2s) must be at least 5s, five thirds of renew_every (3s by default)"),
     ("[leases]\nlist_every = \"0s\"", 2, "leases.list_every", "`list_every` must be longer than zero"),
     ("[leases]\nttl = \"1000000000h\"", 2, "leases.ttl", "`ttl` must be at most 1h"),
     ("[leases]\nrenew_every = \"2h\"", 2, "leases.renew_every", "`renew_every` must be at most 1h"),
