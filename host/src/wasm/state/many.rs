@@ -4,6 +4,12 @@
 use wasmtime::component::Resource;
 
 use super::{Answer, Bucket, check_key, check_many, check_value, shown};
+
+/// The keys of one batch call: not too many, none too long.
+fn check_keys(keys: &[String]) -> Result<(), store::Error> {
+    check_many(keys.len())?;
+    keys.iter().try_for_each(|k| check_key(k))
+}
 use crate::state::{MAX_VALUE, Meter};
 use crate::wasm::bindings::shardhost::handler::conditional;
 use crate::wasm::bindings::wasi::keyvalue::{atomics, batch, store};
@@ -43,11 +49,7 @@ impl batch::Host for HostState {
         keys: Vec<String>,
     ) -> Answer<Vec<Option<(String, Vec<u8>)>>> {
         let prefix = self.prefix(&bucket)?;
-        let checked = self.store().and_then(|s| {
-            check_many(keys.len())?;
-            keys.iter().try_for_each(|k| check_key(k))?;
-            Ok(s)
-        });
+        let checked = self.store().and_then(|s| check_keys(&keys).map(|()| s));
         let store = match checked {
             Ok(store) => store,
             Err(e) => return self.refuse("get_many", e),
@@ -94,11 +96,7 @@ impl batch::Host for HostState {
 
     async fn delete_many(&mut self, bucket: Resource<Bucket>, keys: Vec<String>) -> Answer<()> {
         let prefix = self.prefix(&bucket)?;
-        let checked = self.store().and_then(|s| {
-            check_many(keys.len())?;
-            keys.iter().try_for_each(|k| check_key(k))?;
-            Ok(s)
-        });
+        let checked = self.store().and_then(|s| check_keys(&keys).map(|()| s));
         let store = match checked {
             Ok(store) => store,
             Err(e) => return self.refuse("delete_many", e),
