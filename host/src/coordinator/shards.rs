@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use tokio::task::{JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;

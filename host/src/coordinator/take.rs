@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 

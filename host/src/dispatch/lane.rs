@@ -6,7 +6,7 @@
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use super::interrupt::Interrupts;
 use crate::handler::{CallContext, CallError, Handler, HandlerFactory, outcomes_per_record};

@@ -3,7 +3,8 @@
 //! next attempt (at once, or once a `retry-after` delay is over), and after the last attempt the
 //! record goes to the dead-letter stream. Reading side: a copy read back is unwrapped.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use super::Run;
 use crate::config::RetryPolicy;

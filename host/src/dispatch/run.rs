@@ -3,7 +3,8 @@
 //! end the shard, and write the checkpoint when it moved.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use super::interrupt::Interrupt;
 use super::read::{self, Reads};
@@ -91,7 +92,7 @@ impl Run<'_> {
                 i = interrupts.wait() => return Err(i),
                 read = reads.next() => return Ok(read),
                 // Retry-after copies go out on time while the read waits.
-                _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now).into()), if due.is_some() => {
+                _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
                     self.flush_delayed().await;
                 }
             }
@@ -258,7 +259,7 @@ impl Run<'_> {
             tokio::select! {
                 biased;
                 i = interrupts.wait() => return self.exit(i).await,
-                _ = tokio::time::sleep_until(due.into()) => self.flush_delayed().await,
+                _ = tokio::time::sleep_until(due) => self.flush_delayed().await,
             }
         }
         self.tracker.mark_read_to_end();

@@ -1,7 +1,8 @@
 //! A held lease, shared by the shard's reader (checkpoints) and its keep-alive (renewals).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -162,7 +163,7 @@ impl LeaseHandle {
                 _ = tokio::time::sleep(every) => {}
             }
             let deadline = self.valid_until();
-            match tokio::time::timeout_at(deadline.into(), self.renew()).await {
+            match tokio::time::timeout_at(deadline, self.renew()).await {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) if self.released.is_cancelled() => return KeepAlive::Ended,
                 Ok(Err(e)) => {

@@ -232,12 +232,41 @@ pub trait LeaseStore: Send + Sync + 'static {
     }
 }
 
-/// Milliseconds since the Unix epoch, now.
+/// Milliseconds since the Unix epoch, now: the system clock, or on a thread that runs a
+/// simulation ([`simulated_clock`]) the simulation's virtual clock.
 pub fn now_ms() -> u64 {
+    if let Some((base_ms, base)) = SIMULATED.get() {
+        let elapsed = tokio::time::Instant::now().saturating_duration_since(base);
+        return base_ms.saturating_add(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
+    }
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+thread_local! {
+    static SIMULATED: std::cell::Cell<Option<(u64, tokio::time::Instant)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Makes [`now_ms`] on this thread read `base_ms` now and advance with tokio's clock (paused in a
+/// simulation, so minutes of lease time pass in milliseconds) until the guard is dropped. Every
+/// task of a current-thread runtime on this thread sees it; nothing else does.
+#[doc(hidden)]
+pub fn simulated_clock(base_ms: u64) -> SimulatedClock {
+    SIMULATED.set(Some((base_ms, tokio::time::Instant::now())));
+    SimulatedClock(())
+}
+
+/// Ends a [`simulated_clock`] when dropped.
+#[doc(hidden)]
+pub struct SimulatedClock(());
+
+impl Drop for SimulatedClock {
+    fn drop(&mut self) {
+        SIMULATED.set(None);
+    }
 }
 
 #[cfg(test)]
