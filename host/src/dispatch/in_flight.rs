@@ -62,7 +62,7 @@ impl Run<'_> {
             tokio::select! {
                 biased;
                 i = interrupts.wait() => return Some(self.exit(i).await),
-                _ = tokio::time::sleep_until(due.into()) => self.flush_delayed().await,
+                _ = tokio::time::sleep_until(due) => self.flush_delayed().await,
             }
         }
         w.status.update(|s| s.state = ShardState::Reading);
