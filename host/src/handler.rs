@@ -55,6 +55,21 @@ impl Delivered {
         }
     }
 
+    /// Forgets what was delivered from `at` on: the reader reads it again after a seek, and
+    /// until it has, a seek may go back, or as far forward as `at`, but never past it (the
+    /// records after `at` have no outcome since the seek, whatever they had before).
+    pub fn rewind(&self, at: &Position) {
+        let mut range = self.0.lock().expect("delivered range poisoned");
+        if let Some((lo, hi)) = &mut *range {
+            if *at < *lo {
+                *lo = at.clone();
+            }
+            if *at < *hi {
+                *hi = at.clone();
+            }
+        }
+    }
+
     /// Whether the record with this sequence number was delivered (as far as its sequence
     /// number can tell), or the range it was delivered in when not.
     pub fn check(&self, sequence_number: &str) -> Result<(), String> {

@@ -28,3 +28,4 @@ mod sandbox;
 mod sdks;
 mod state;
 mod throughput;
+mod worker;

@@ -241,7 +241,15 @@ impl Lane {
             }
         };
         env.metrics.call(started.elapsed());
-        let seek = handler.take_seek();
+        // The wasm import refuses a seek the reader did not deliver at the call; a native
+        // handler is held to the same rule here.
+        let seek = handler.take_seek().filter(|at| {
+            let refused = env.ctx.delivered.as_ref().and_then(|d| d.check(at).err());
+            if let Some(why) = &refused {
+                tracing::warn!(sequence_number = %at, "a seek was not followed: {why}");
+            }
+            refused.is_none()
+        });
         let outcomes =
             answer.and_then(|a| outcomes_per_record(a, records.len(), handler.version()));
         if outcomes.is_ok() {

@@ -34,6 +34,10 @@ pub(super) struct Reads {
     /// How many records the last answered read asked for.
     asked: usize,
     interval: Duration,
+    /// The shard's byte limit (bytes a second), if it has one.
+    byte_rate: Option<u64>,
+    /// When the bytes of the last read are paid for: the next read starts no sooner.
+    paid_at: Option<Instant>,
     metrics: ShardMetrics,
 }
 
@@ -47,27 +51,38 @@ impl Drop for Pending {
 }
 
 impl Reads {
-    pub fn new(reader: Box<dyn ShardReader>, interval: Duration, metrics: ShardMetrics) -> Reads {
+    pub fn new(
+        reader: Box<dyn ShardReader>,
+        interval: Duration,
+        byte_rate: Option<u64>,
+        metrics: ShardMetrics,
+    ) -> Reads {
         Reads {
             reader: Some(reader),
             pending: None,
             last_start: None,
             asked: 0,
             interval,
+            byte_rate,
+            paid_at: None,
             metrics,
         }
     }
 
-    /// Starts a read of up to `limit` records, not before `not_before` and not sooner than the
-    /// read interval after the previous read started. Does nothing if a read is in flight.
+    /// Starts a read of up to `limit` records, not before `not_before`, not sooner than the
+    /// read interval after the previous read started, and not before the bytes of the previous
+    /// read are paid for at the shard's byte rate. Does nothing if a read is in flight.
     pub fn start(&mut self, limit: usize, not_before: Instant) {
         let Some(mut reader) = self.reader.take() else {
             return;
         };
-        let at = match self.last_start {
+        let mut at = match self.last_start {
             Some(last) => not_before.max(last + self.interval),
             None => not_before,
         };
+        if let Some(paid) = self.paid_at {
+            at = at.max(paid);
+        }
         // Counted from the planned start, so a read abandoned by a seek still spaces the next.
         self.last_start = Some(at);
         self.pending = Some(Pending(
@@ -104,7 +119,10 @@ impl Reads {
         self.reader = Some(reader);
         self.last_start = Some(started);
         match &read {
-            Ok(batch) => self.metrics.read(batch.records.len()),
+            Ok(batch) => {
+                self.metrics.read(batch.records.len());
+                self.paid_at = self.byte_rate.map(|rate| started + paid_in(batch, rate));
+            }
             Err(SourceError::Throttled(_)) => self.metrics.throttled(),
             Err(_) => {}
         }
@@ -122,6 +140,14 @@ impl Reads {
         self.pending = None;
         self.reader = Some(reader);
     }
+}
+
+/// How long the bytes of `batch` take at `rate` bytes a second: a shard read at its limit
+/// (Kinesis: 10 MiB, then nothing for 5 s) is read again when they are paid for, not before
+/// (a throttle) and not later (a back-off).
+fn paid_in(batch: &ReadBatch, rate: u64) -> Duration {
+    let bytes: u64 = batch.records.iter().map(|r| r.data.len() as u64).sum();
+    Duration::from_secs_f64(bytes as f64 / rate.max(1) as f64)
 }
 
 /// How long after a read to start the next one, by what it found: at once while the shard is

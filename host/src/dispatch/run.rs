@@ -52,7 +52,12 @@ impl Run<'_> {
     /// Reads the shard until it ends, the worker is interrupted, or reading fails for good.
     pub async fn read_loop(&mut self, reader: Box<dyn ShardReader>) -> WorkerExit {
         let w = self.worker;
-        let mut reads = Reads::new(reader, self.source.read_interval(), w.metrics.clone());
+        let mut reads = Reads::new(
+            reader,
+            self.source.read_interval(),
+            self.source.read_bytes_per_second(),
+            w.metrics.clone(),
+        );
         let mut pacing = Pacing {
             next_at: tokio::time::Instant::now(),
             failures: 0,
@@ -102,10 +107,13 @@ impl Run<'_> {
     /// A failed read: note it, and wait longer before the next one.
     fn read_failed(&self, e: SourceError, pacing: &mut Pacing) {
         let w = self.worker;
+        let throttled = matches!(e, SourceError::Throttled(_));
         pacing.failures += 1;
         let failures = pacing.failures;
-        let wait = read_backoff(w.plan.poll_interval, failures);
-        let throttled = matches!(e, SourceError::Throttled(_));
+        // A throttle is the shard's shared limit at work (another consumer read it, or the
+        // bytes of a big read are not paid for yet): try again a poll interval on, without
+        // doubling, which would overshoot the moment the limit allows the next read.
+        let wait = read_backoff(w.plan.poll_interval, if throttled { 1 } else { failures });
         // The first failure and then one in ten: an outage does not flood the log.
         // Throttles are the shard's shared read limit at work, not a fault.
         if throttled {
@@ -238,6 +246,9 @@ impl Run<'_> {
                 i = interrupts.wait() => return Some(self.exit(i).await),
                 _ = tokio::time::sleep(wait) => {}
             }
+        }
+        if let Some(delivered) = &w.ctx.delivered {
+            delivered.rewind(&at);
         }
         match self
             .source

@@ -163,6 +163,10 @@ impl StreamSource for MemoryStreams {
         std::time::Duration::ZERO
     }
 
+    fn read_bytes_per_second(&self) -> Option<u64> {
+        None
+    }
+
     async fn ensure_stream(&self, stream: &str, create: Option<u32>) -> Result<(), SourceError> {
         match create {
             Some(n) => {

@@ -115,6 +115,10 @@ pub enum SourceError {
 /// Kinesis allows 5 reads per second per shard: reads of one shard start at least this far apart.
 pub const KINESIS_READ_INTERVAL: Duration = Duration::from_millis(200);
 
+/// Kinesis allows each shard 2 MiB of reads per second: after a read of 10 MiB, reads of that
+/// shard are throttled for the next 5 seconds.
+pub const KINESIS_READ_BYTES_PER_SECOND: u64 = 2 << 20;
+
 /// A Kinesis-shaped stream service.
 #[async_trait]
 pub trait StreamSource: Send + Sync + 'static {
@@ -122,6 +126,13 @@ pub trait StreamSource: Send + Sync + 'static {
     /// service has no read limit).
     fn read_interval(&self) -> Duration {
         KINESIS_READ_INTERVAL
+    }
+
+    /// How many bytes a second one shard may be read at ([`KINESIS_READ_BYTES_PER_SECOND`];
+    /// `None`: no limit). A read of `n` bytes is followed by the next no sooner than
+    /// `n / rate` after it started, so a shard catching up reads at its limit without throttles.
+    fn read_bytes_per_second(&self) -> Option<u64> {
+        Some(KINESIS_READ_BYTES_PER_SECOND)
     }
 
     /// Makes sure `stream` exists; creates it with this many shards when given and missing.

@@ -5,6 +5,7 @@
 pub mod dynamo;
 pub mod fleet;
 pub mod kinesis;
+pub mod native;
 pub mod proxy;
 
 use std::fmt::Display;

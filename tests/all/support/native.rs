@@ -1,0 +1,211 @@
+//! A subscription run in process with a native handler (a closure) on the embedded stream or a
+//! source wrapped around it, under tokio's paused clock: minutes of reading, throttles and
+//! back-offs pass in milliseconds, and what the worker does is measured in virtual time.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use shardhost::config::StartAt;
+use shardhost::handler::{CallContext, CallError, Handler, HandlerFactory, HandlerSlot};
+use shardhost::lease::{LeaseStore, MemoryLeaseStore};
+use shardhost::record::{BatchInfo, BatchOutcome, Outcome, Record};
+use shardhost::source::StreamSource;
+use shardhost::status::StatusBoard;
+use shardhost::testing::{Coordinator, LeaseSettings, MemoryStreams, SubscriptionPlan};
+use tokio_util::sync::CancellationToken;
+
+/// What a native handler answers for one call: an outcome per record, and where to seek.
+pub struct Answer {
+    pub outcomes: Vec<Outcome>,
+    pub seek: Option<String>,
+}
+
+impl Answer {
+    pub fn each(outcomes: Vec<Outcome>) -> Answer {
+        Answer {
+            outcomes,
+            seek: None,
+        }
+    }
+}
+
+type Script = dyn Fn(&[Record]) -> Answer + Send + Sync;
+
+/// A handler whose every call runs `script`.
+pub struct Native(pub Arc<Script>);
+
+impl Native {
+    pub fn new(script: impl Fn(&[Record]) -> Answer + Send + Sync + 'static) -> Arc<Native> {
+        Arc::new(Native(Arc::new(script)))
+    }
+}
+
+struct Instance {
+    script: Arc<Script>,
+    seek: Option<String>,
+}
+
+#[async_trait::async_trait]
+impl Handler for Instance {
+    fn version(&self) -> &str {
+        "native"
+    }
+
+    async fn handle(
+        &mut self,
+        _: &BatchInfo,
+        records: &[Record],
+    ) -> Result<BatchOutcome, CallError> {
+        let answer = (self.script)(records);
+        self.seek = answer.seek;
+        Ok(BatchOutcome::Each(answer.outcomes))
+    }
+
+    fn take_seek(&mut self) -> Option<String> {
+        self.seek.take()
+    }
+}
+
+#[async_trait::async_trait]
+impl HandlerFactory for Native {
+    fn version(&self) -> String {
+        "native".into()
+    }
+
+    async fn instantiate(&self, _: &CallContext) -> Result<Box<dyn Handler>, CallError> {
+        Ok(Box::new(Instance {
+            script: self.0.clone(),
+            seek: None,
+        }))
+    }
+}
+
+/// Every outcome settled, in order: (shard, sequence number, outcome).
+pub type Settlements = Arc<Mutex<Vec<(String, String, Outcome)>>>;
+
+/// One subscription `sub` on stream `stream`, read from its trim horizon by a native handler.
+pub struct NativeRun {
+    pub status: StatusBoard,
+    pub settled: Settlements,
+    pub store: Arc<MemoryLeaseStore>,
+    pub stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// How a [`NativeRun`] reads and calls.
+pub struct Plan {
+    pub read_limit: usize,
+    pub call_batch: usize,
+    pub poll_interval: Duration,
+}
+
+impl Default for Plan {
+    fn default() -> Plan {
+        Plan {
+            read_limit: 100,
+            call_batch: 100,
+            poll_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+impl NativeRun {
+    pub fn start(
+        source: Arc<dyn StreamSource>,
+        stream: &str,
+        handler: Arc<dyn HandlerFactory>,
+        plan: Plan,
+    ) -> NativeRun {
+        let settled: Settlements = Arc::default();
+        let tap_into = settled.clone();
+        let status = StatusBoard::new();
+        let store = Arc::new(MemoryLeaseStore::new());
+        let coordinator = Coordinator {
+            plan: Arc::new(SubscriptionPlan {
+                name: Arc::from("sub"),
+                stream: Arc::from(stream),
+                read_limit: plan.read_limit,
+                call_batch: plan.call_batch,
+                checkpoint_every: Duration::ZERO,
+                poll_interval: plan.poll_interval,
+                start_at: StartAt::TrimHorizon,
+                handler: Arc::new(HandlerSlot::new(handler)),
+                metrics: Arc::new(shardhost::Metrics::new()),
+                lanes: 1,
+                in_flight: Default::default(),
+                retry: None,
+                publisher: None,
+                envelopes: Arc::new(shardhost::testing::envelope::EnvelopeKey::from_bytes(
+                    [0; 32],
+                )),
+                tap: Some(Arc::new(move |s| {
+                    tap_into.lock().unwrap().push((
+                        s.shard_id.to_owned(),
+                        s.record.sequence_number.clone(),
+                        s.outcome,
+                    ))
+                })),
+            }),
+            source,
+            store: store.clone() as Arc<dyn LeaseStore>,
+            owner: Arc::from("native"),
+            timings: LeaseSettings {
+                ttl: Duration::from_secs(10),
+                renew_every: Duration::from_secs(3),
+                list_every: Duration::from_secs(10),
+                balance: false,
+            },
+            status: status.clone(),
+        };
+        let stop = CancellationToken::new();
+        let task = tokio::spawn({
+            let stop = stop.clone();
+            async move { coordinator.run(stop).await.expect("the subscription ran") }
+        });
+        NativeRun {
+            status,
+            settled,
+            store,
+            stop,
+            task,
+        }
+    }
+
+    /// The shard's checkpoint as the status board shows it.
+    pub fn checkpoint(&self, shard: &str) -> Option<String> {
+        self.status
+            .shards_of("sub")
+            .into_iter()
+            .find(|r| r.shard_id == shard)
+            .and_then(|r| r.status.checkpoint)
+    }
+
+    /// Waits (in virtual time, a tick at a time) until `cond` holds, at most `within`.
+    pub async fn wait(&self, within: Duration, mut cond: impl FnMut(&NativeRun) -> bool) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        while tokio::time::Instant::now() < deadline {
+            if cond(self) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        cond(self)
+    }
+
+    pub async fn stop(self) {
+        self.stop.cancel();
+        self.task.await.unwrap();
+    }
+}
+
+/// An embedded stream of one shard holding `records` (data: their index as text).
+pub fn one_shard(stream: &str, records: usize) -> MemoryStreams {
+    let streams = MemoryStreams::new();
+    streams.create(stream, 1);
+    for i in 0..records {
+        streams
+            .put_now(stream, "k", i.to_string().into_bytes())
+            .unwrap();
+    }
+    streams
+}

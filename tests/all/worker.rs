@@ -1,0 +1,201 @@
+//! The shard worker on tokio's paused clock with a native handler: how it paces reads against
+//! the stream's limits, and which seeks it follows. Minutes of virtual time run in milliseconds
+//! and every figure is exact, so these tests can assert rates without timing anything real.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use shardhost::record::{Outcome, Record};
+use shardhost::source::{
+    Call, ReadBatch, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource,
+};
+use shardhost::testing::MemoryStreams;
+use tokio::time::Instant;
+
+use crate::support::native::{Answer, Native, NativeRun, Plan, one_shard};
+
+const MIB: u64 = 1 << 20;
+
+/// Kinesis' read limit of one shard: a read is refused (throttled) while the bytes of earlier
+/// reads exceed 2 MiB per second since they were read; one read returns at most 10 MiB.
+struct ByteLimited {
+    inner: MemoryStreams,
+    /// Bytes read beyond the limit, draining at 2 MiB/s, as of `at`.
+    debt: Arc<std::sync::Mutex<(f64, Instant)>>,
+    read_bytes: Arc<AtomicU64>,
+    throttles: Arc<AtomicUsize>,
+    /// Whether the source tells the host its byte rate (Kinesis does); when it does not, only
+    /// throttles tell the worker when to read (as when another consumer shares the shard).
+    declares_limit: bool,
+}
+
+struct ByteLimitedReader {
+    inner: Box<dyn ShardReader>,
+    debt: Arc<std::sync::Mutex<(f64, Instant)>>,
+    read_bytes: Arc<AtomicU64>,
+    throttles: Arc<AtomicUsize>,
+}
+
+#[async_trait::async_trait]
+impl ShardReader for ByteLimitedReader {
+    async fn read(&mut self, limit: usize) -> Result<ReadBatch, SourceError> {
+        let now = Instant::now();
+        {
+            let mut debt = self.debt.lock().unwrap();
+            let drained = now.duration_since(debt.1).as_secs_f64() * (2 * MIB) as f64;
+            *debt = ((debt.0 - drained).max(0.0), now);
+            if debt.0 > 0.0 {
+                self.throttles.fetch_add(1, Ordering::Relaxed);
+                return Err(SourceError::Throttled(Call::ReadShard {
+                    stream: "big".into(),
+                    shard: "shard".into(),
+                }));
+            }
+        }
+        let batch = self.inner.read(limit.min(10)).await?;
+        let bytes: u64 = batch.records.iter().map(|r| r.data.len() as u64).sum();
+        self.read_bytes.fetch_add(bytes, Ordering::Relaxed);
+        let mut debt = self.debt.lock().unwrap();
+        // Kinesis: "if a call returns 10 MB, calls within the next 5 seconds are throttled".
+        debt.0 += bytes as f64;
+        Ok(batch)
+    }
+}
+
+#[async_trait::async_trait]
+impl StreamSource for ByteLimited {
+    fn read_bytes_per_second(&self) -> Option<u64> {
+        self.declares_limit.then_some(2 * MIB)
+    }
+    async fn ensure_stream(&self, stream: &str, create: Option<u32>) -> Result<(), SourceError> {
+        self.inner.ensure_stream(stream, create).await
+    }
+    async fn list_shards(&self, stream: &str) -> Result<Vec<ShardInfo>, SourceError> {
+        self.inner.list_shards(stream).await
+    }
+    async fn open(
+        &self,
+        stream: &str,
+        shard_id: &str,
+        start: &StartPosition,
+    ) -> Result<Box<dyn ShardReader>, SourceError> {
+        Ok(Box::new(ByteLimitedReader {
+            inner: self.inner.open(stream, shard_id, start).await?,
+            debt: self.debt.clone(),
+            read_bytes: self.read_bytes.clone(),
+            throttles: self.throttles.clone(),
+        }))
+    }
+    async fn put(&self, stream: &str, key: &str, data: Vec<u8>) -> Result<String, SourceError> {
+        self.inner.put(stream, key, data).await
+    }
+}
+
+/// Reads a minute of a shard far behind, 1 MiB records, at its byte limit: MiB/s and throttles.
+async fn read_a_minute_at_the_byte_limit(declares_limit: bool) -> (f64, usize) {
+    let streams = MemoryStreams::new();
+    streams.create("big", 1);
+    for i in 0..200 {
+        streams
+            .put_now("big", "k", vec![i as u8; MIB as usize])
+            .unwrap();
+    }
+    let source = Arc::new(ByteLimited {
+        inner: streams,
+        debt: Arc::new(std::sync::Mutex::new((0.0, Instant::now()))),
+        read_bytes: Arc::default(),
+        throttles: Arc::default(),
+        declares_limit,
+    });
+    let (read_bytes, throttles) = (source.read_bytes.clone(), source.throttles.clone());
+    let handler = Native::new(|records: &[Record]| Answer::each(vec![Outcome::Ack; records.len()]));
+    let run = NativeRun::start(source, "big", handler, Plan::default());
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let rate =
+        read_bytes.load(Ordering::Relaxed) as f64 / MIB as f64 / started.elapsed().as_secs_f64();
+    run.stop().await;
+    (rate, throttles.load(Ordering::Relaxed))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shard_behind_at_its_byte_limit_reads_ten_mib_every_five_seconds() {
+    // The limit allows 2 MiB/s: 10 MiB read at once, then 10 MiB every 5 s. Waiting out a
+    // throttle with doubling waits (1, 2, 4 s) reads 10 MiB per ~7 s (1.3 MiB/s).
+    let (rate, throttles) = read_a_minute_at_the_byte_limit(true).await;
+    assert!(
+        rate >= 1.9,
+        "{rate:.2} MiB/s read in a minute of virtual time; the shard allows 2 MiB/s"
+    );
+    assert_eq!(
+        throttles, 0,
+        "a read waits until the last one's bytes are paid for"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn throttled_reads_are_tried_again_each_poll_interval_without_doubling() {
+    // A source that does not say its byte rate: only throttles pace the reads.
+    let (rate, _) = read_a_minute_at_the_byte_limit(false).await;
+    assert!(
+        rate >= 1.8,
+        "{rate:.2} MiB/s read in a minute of virtual time; the shard allows 2 MiB/s"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_seek_forward_after_a_seek_back_cannot_pass_records_nobody_answered() {
+    // Records 0..300 on one shard, read 100 at a time. The handler acks everything, but on the
+    // second batch (100..200) seeks back to record 50, and when it sees record 150 again,
+    // seeks forward to record 180: records 150..180 were delivered before the seek back, but
+    // never answered since, so that seek must be refused and the checkpoint must not pass them.
+    let streams = one_shard("s", 300);
+    let seqs: Vec<String> = streams
+        .records("s", "shardId-000000000000")
+        .unwrap()
+        .into_iter()
+        .map(|r| r.sequence_number)
+        .collect();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (back, forward) = (seqs[50].clone(), seqs[180].clone());
+    let script = {
+        let calls = calls.clone();
+        move |records: &[Record]| {
+            let call = calls.fetch_add(1, Ordering::SeqCst);
+            let first: usize = String::from_utf8_lossy(&records[0].data).parse().unwrap();
+            let seek = match (call, first) {
+                (1, 100) => Some(back.clone()),
+                (2, 50) => Some(forward.clone()),
+                _ => None,
+            };
+            Answer {
+                outcomes: vec![Outcome::Ack; records.len()],
+                seek,
+            }
+        }
+    };
+    let run = NativeRun::start(Arc::new(streams), "s", Native::new(script), Plan::default());
+    let last = seqs[299].clone();
+    let done = run
+        .wait(Duration::from_secs(60), |r| {
+            r.checkpoint("shardId-000000000000")
+                .is_some_and(|c| c.starts_with(&last))
+        })
+        .await;
+    let acked: std::collections::BTreeSet<String> = run
+        .settled
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, _, o)| *o == Outcome::Ack)
+        .map(|(_, seq, _)| seq.clone())
+        .collect();
+    run.stop().await;
+    assert!(done, "the shard was read to its last record");
+    let unanswered: Vec<usize> = (0..300).filter(|i| !acked.contains(&seqs[*i])).collect();
+    assert!(
+        unanswered.is_empty(),
+        "the checkpoint passed records without an outcome: {unanswered:?}"
+    );
+}
