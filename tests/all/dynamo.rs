@@ -578,3 +578,62 @@ async fn a_desired_version_written_over_a_row_read_earlier_is_refused() {
     // Another service's rows are its own.
     assert_eq!(store.desired("other", "sub", max).await.unwrap().row, None);
 }
+
+#[tokio::test]
+async fn a_lease_write_applied_whose_answer_was_lost_is_not_taken_for_a_lost_lease() {
+    let Some(ep) = dynamodb_endpoint() else {
+        return;
+    };
+    let (raw, table) = table(&ep, "late").await;
+    // The answer of the checkpoint write comes back after the SDK's 3 s attempt timeout: the
+    // row is written, the SDK sends the write again, and that one fails its condition (the
+    // counter moved).
+    let proxy = tokio::task::spawn_blocking({
+        let ep = ep.clone();
+        move || {
+            support::proxy::LateAnswerProxy::start(
+                &ep,
+                "UpdateItem",
+                ":checkpoint",
+                Duration::from_secs(4),
+            )
+        }
+    })
+    .await
+    .unwrap();
+    let store = store(&proxy.url(), &table, None).await;
+    let key = LeaseKey::new("orders", SHARD);
+    let lease = store.acquire(&key, "a", TTL).await.unwrap().unwrap();
+    proxy.arm();
+    let written = store
+        .checkpoint(
+            &lease,
+            &at(
+                "49590338271490256608559692538361571095921575989136588898",
+                0,
+            ),
+        )
+        .await;
+    assert_eq!(
+        proxy.late_answers(),
+        1,
+        "the checkpoint's answer was held back"
+    );
+    let written = written.expect("the holder's own write, applied once, is not a lost lease");
+    assert_eq!(written.owner.as_deref(), Some("a"));
+    assert_eq!(written.counter, lease.counter + 1, "written once");
+    let row = raw.row(&table, &key.to_string()).await.expect("the row");
+    assert_eq!(
+        attr(&row, "checkpoint"),
+        "49590338271490256608559692538361571095921575989136588898"
+    );
+    // The holder goes on writing with what it was answered.
+    let renewed = store
+        .renew(&written, TTL)
+        .await
+        .expect("the lease is still held");
+    assert_eq!(renewed.counter, written.counter + 1);
+    tokio::task::spawn_blocking(move || drop(proxy))
+        .await
+        .unwrap();
+}

@@ -170,3 +170,107 @@ fn endpoint_and_runtime(target: &str) -> (SocketAddr, tokio::runtime::Runtime) {
         .unwrap();
     (target, rt)
 }
+
+/// An HTTP proxy on 127.0.0.1 in front of an AWS-protocol emulator that, once armed, passes the
+/// next request of one operation whose body holds `needle` on at once but holds back its answer
+/// for `delay`: a write the service applied whose answer the client gave up on (an attempt
+/// timeout), after which the SDK sends it again. Every other request passes untouched. Stops
+/// when dropped.
+pub struct LateAnswerProxy {
+    pub addr: SocketAddr,
+    armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    late: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl LateAnswerProxy {
+    pub fn start(
+        target: &str,
+        operation: &'static str,
+        needle: &'static str,
+        delay: Duration,
+    ) -> LateAnswerProxy {
+        use http_body_util::{BodyExt, Full};
+        use hyper_util::rt::TokioIo;
+        use std::sync::atomic::Ordering;
+        let (target, rt) = endpoint_and_runtime(target);
+        let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let armed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let late = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (armed_in, late_in) = (armed.clone(), late.clone());
+        rt.spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let (armed, late) = (armed_in.clone(), late_in.clone());
+                let service = hyper::service::service_fn(
+                    move |request: hyper::Request<hyper::body::Incoming>| {
+                        let (armed, late) = (armed.clone(), late.clone());
+                        async move {
+                            let ours = request
+                                .headers()
+                                .get("x-amz-target")
+                                .and_then(|v| v.to_str().ok())
+                                .is_some_and(|t| t.ends_with(&format!(".{operation}")));
+                            let (parts, body) = request.into_parts();
+                            let body = body
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes())
+                                .unwrap_or_default();
+                            let hold = ours
+                                && String::from_utf8_lossy(&body).contains(needle)
+                                && armed.swap(false, Ordering::SeqCst);
+                            let upstream = TcpStream::connect(target).await.unwrap();
+                            let (mut sender, conn) =
+                                hyper::client::conn::http1::handshake(TokioIo::new(upstream))
+                                    .await
+                                    .unwrap();
+                            tokio::spawn(conn);
+                            let forwarded = hyper::Request::from_parts(parts, Full::new(body));
+                            let answer = sender.send_request(forwarded).await.unwrap();
+                            let (parts, body) = answer.into_parts();
+                            let body = body
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes())
+                                .unwrap_or_default();
+                            if hold {
+                                late.fetch_add(1, Ordering::SeqCst);
+                                tokio::time::sleep(delay).await;
+                            }
+                            Ok::<_, hyper::http::Error>(hyper::Response::from_parts(
+                                parts,
+                                Full::new(body),
+                            ))
+                        }
+                    },
+                );
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(client), service)
+                        .await;
+                });
+            }
+        });
+        LateAnswerProxy {
+            addr,
+            armed,
+            late,
+            _rt: rt,
+        }
+    }
+
+    /// Holds back the answer of the next matching request.
+    pub fn arm(&self) {
+        self.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// How many answers were held back so far.
+    pub fn late_answers(&self) -> usize {
+        self.late.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}

@@ -230,7 +230,9 @@ impl LeaseStore for DynamoLeaseStore {
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LeaseError> {
         let expiry = expiry(now_ms(), ttl);
         let set = format!("SET {EXPIRY} = :expiry");
-        self.guarded(lease, "renew", &set, vec![(":expiry", n(expiry))])
+        let owner = lease.owner.clone();
+        let shows = move |r: &Lease| r.owner == owner && r.expiry_ms == expiry;
+        self.guarded(lease, "renew", &set, vec![(":expiry", n(expiry))], &shows)
             .await
     }
 
@@ -241,7 +243,9 @@ impl LeaseStore for DynamoLeaseStore {
     ) -> Result<Lease, LeaseError> {
         let set = format!("SET {CHECKPOINT} = :checkpoint");
         let values = vec![(":checkpoint", s(checkpoint.to_stored()))];
-        self.guarded(lease, "checkpoint", &set, values).await
+        let shows = |r: &Lease| r.owner == lease.owner && r.checkpoint.as_ref() == Some(checkpoint);
+        self.guarded(lease, "checkpoint", &set, values, &shows)
+            .await
     }
 
     async fn read(&self, key: &LeaseKey) -> Result<Option<Lease>, LeaseError> {
@@ -262,15 +266,22 @@ impl LeaseStore for DynamoLeaseStore {
 
     async fn mark_opened(&self, lease: &Lease, at_ms: u64) -> Result<Lease, LeaseError> {
         let set = format!("SET {OPENED} = if_not_exists({OPENED}, :opened)");
-        self.guarded(lease, "mark opened", &set, vec![(":opened", n(at_ms))])
-            .await
+        let shows = |r: &Lease| r.owner == lease.owner && r.opened_ms.is_some();
+        self.guarded(
+            lease,
+            "mark opened",
+            &set,
+            vec![(":opened", n(at_ms))],
+            &shows,
+        )
+        .await
     }
 
     async fn request_handoff(&self, lease: &Lease, requester: &str) -> Result<bool, LeaseError> {
         let update = format!("SET {HANDOFF_TO} = :to");
         let values = vec![(":to", s(requester))];
         match self
-            .conditional(lease, "request handoff", update, UNASKED, values)
+            .conditional(lease, "request handoff", update, UNASKED, values, None)
             .await
         {
             Ok(_) => Ok(true),
@@ -284,12 +295,13 @@ impl LeaseStore for DynamoLeaseStore {
             // Reserved for the requester until the expiry the holder had.
             let set = format!("SET {COUNTER} = {COUNTER} + :one REMOVE {OWNER}");
             return self
-                .conditional(lease, "release", set, HELD, Vec::new())
+                .conditional(lease, "release", set, HELD, Vec::new(), None)
                 .await
                 .map(drop);
         }
         let set = format!("REMOVE {OWNER}, {HANDOFF_TO} SET {EXPIRY} = :zero");
-        self.guarded(lease, "release", &set, vec![(":zero", n(0))])
+        // A release whose answer was lost is not looked into: the row is free either way.
+        self.guarded(lease, "release", &set, vec![(":zero", n(0))], &|_| false)
             .await
             .map(drop)
     }

@@ -134,18 +134,22 @@ impl DynamoLeaseStore {
     }
 
     /// A write on a held lease, conditional on its owner and counter as the caller saw them.
+    /// `shows` tells whether a row shows this write applied (see [`Self::applied_before`]).
     pub(super) async fn guarded(
         &self,
         lease: &Lease,
         what: &'static str,
         set: &str,
         values: Vec<(&'static str, AttributeValue)>,
+        shows: Shows<'_>,
     ) -> Result<Lease, LeaseError> {
         let update = format!("{set}, {COUNTER} = {COUNTER} + :one");
-        self.conditional(lease, what, update, HELD, values).await
+        self.conditional(lease, what, update, HELD, values, Some(shows))
+            .await
     }
 
-    /// A write on a row as the caller last saw it (owner and counter in `condition`).
+    /// A write on a row as the caller last saw it (owner and counter in `condition`). With
+    /// `shows`, the write bumps the counter, and a failed condition is looked into.
     pub(super) async fn conditional(
         &self,
         lease: &Lease,
@@ -153,6 +157,7 @@ impl DynamoLeaseStore {
         update: String,
         condition: &str,
         mut values: Vec<(&'static str, AttributeValue)>,
+        shows: Option<Shows<'_>>,
     ) -> Result<Lease, LeaseError> {
         let lost = || LeaseError::Lost {
             key: lease.key.clone(),
@@ -170,6 +175,36 @@ impl DynamoLeaseStore {
             values,
             key: &lease.key,
         };
-        self.write(write).await?.ok_or_else(lost)
+        match (self.write(write).await?, shows) {
+            (Some(written), _) => Ok(written),
+            (None, Some(shows)) => self
+                .applied_before(lease, what, shows)
+                .await?
+                .ok_or_else(lost),
+            (None, None) => Err(lost()),
+        }
+    }
+
+    /// A write whose condition failed may have failed on itself: the SDK sends a write again
+    /// when an attempt's answer does not come in time, and when the first attempt was applied
+    /// the second finds the counter moved. The row then shows exactly that write: the counter
+    /// one past what the caller saw, and what the write set (`shows`; an expiry is the
+    /// millisecond the writer computed, a checkpoint its own). Answers that row.
+    async fn applied_before(
+        &self,
+        lease: &Lease,
+        what: &'static str,
+        shows: Shows<'_>,
+    ) -> Result<Option<Lease>, LeaseError> {
+        let row = self.get(&lease.key).await?;
+        let ours = row.filter(|r| r.counter == lease.counter.saturating_add(1) && shows(r));
+        if ours.is_some() {
+            tracing::info!(lease = %lease.key, "{what}: an earlier attempt was applied although its answer was lost; going on with it");
+            self.note(ours.as_ref());
+        }
+        Ok(ours)
     }
 }
+
+/// Whether a row shows a write applied (its owner and what it set).
+pub(super) type Shows<'a> = &'a (dyn Fn(&Lease) -> bool + Send + Sync);
