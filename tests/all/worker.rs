@@ -199,3 +199,166 @@ async fn a_seek_forward_after_a_seek_back_cannot_pass_records_nobody_answered() 
         "the checkpoint passed records without an outcome: {unanswered:?}"
     );
 }
+
+/// The embedded stream, with puts that fail while `failing` is above zero (counting down) or
+/// never answer while `hanging` is set: a retry stream that is down, or a dead network path.
+struct FlakyPuts {
+    inner: MemoryStreams,
+    failing: Arc<AtomicUsize>,
+    hanging: Arc<std::sync::atomic::AtomicBool>,
+    puts: Arc<AtomicUsize>,
+}
+
+#[async_trait::async_trait]
+impl StreamSource for FlakyPuts {
+    fn read_interval(&self) -> Duration {
+        Duration::ZERO
+    }
+    async fn ensure_stream(&self, stream: &str, create: Option<u32>) -> Result<(), SourceError> {
+        self.inner.ensure_stream(stream, create).await
+    }
+    async fn list_shards(&self, stream: &str) -> Result<Vec<ShardInfo>, SourceError> {
+        self.inner.list_shards(stream).await
+    }
+    async fn open(
+        &self,
+        stream: &str,
+        shard_id: &str,
+        start: &StartPosition,
+    ) -> Result<Box<dyn ShardReader>, SourceError> {
+        self.inner.open(stream, shard_id, start).await
+    }
+    async fn put(&self, stream: &str, key: &str, data: Vec<u8>) -> Result<String, SourceError> {
+        self.puts.fetch_add(1, Ordering::SeqCst);
+        if self.hanging.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        let fail = self
+            .failing
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if fail {
+            return Err(SourceError::Throttled(Call::Put {
+                stream: stream.into(),
+            }));
+        }
+        self.inner.put(stream, key, data).await
+    }
+}
+
+fn capped(stream: &str) -> Plan {
+    Plan {
+        retry: Some(shardhost::config::RetryPolicy {
+            max_attempts: 3,
+            retry_stream: stream.into(),
+            dead_letter: "dead".into(),
+            own_retry_stream: false,
+        }),
+        ..Plan::default()
+    }
+}
+
+fn flaky(records: usize) -> (Arc<FlakyPuts>, Vec<String>) {
+    let inner = one_shard("s", records);
+    inner.create("dead", 1);
+    let seqs = inner
+        .records("s", "shardId-000000000000")
+        .unwrap()
+        .into_iter()
+        .map(|r| r.sequence_number)
+        .collect();
+    let source = Arc::new(FlakyPuts {
+        inner,
+        failing: Arc::default(),
+        hanging: Arc::default(),
+        puts: Arc::default(),
+    });
+    (source, seqs)
+}
+
+/// Answers retry for the record whose data is `3` (its copies too, until it is dead-lettered),
+/// ack for everything else.
+fn retry_record_three_once() -> Arc<Native> {
+    Native::new(|records: &[Record]| {
+        Answer::each(
+            records
+                .iter()
+                .map(|r| {
+                    if r.data == b"3" {
+                        Outcome::Retry
+                    } else {
+                        Outcome::Ack
+                    }
+                })
+                .collect(),
+        )
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_copy_whose_publish_failed_is_published_again_and_the_checkpoint_moves_on() {
+    let (source, seqs) = flaky(10);
+    // The retry stream refuses the first three puts: the copy of record 3 waits, then goes out.
+    source.failing.store(3, Ordering::SeqCst);
+    let run = NativeRun::start(source.clone(), "s", retry_record_three_once(), capped("s"));
+    let last = seqs[9].clone();
+    let passed = run
+        .wait(Duration::from_secs(120), |r| {
+            // Sequence numbers of one shard have one length: their text orders them.
+            r.checkpoint("shardId-000000000000")
+                .is_some_and(|c| c.as_str() >= last.as_str())
+        })
+        .await;
+    let lettered = run
+        .wait(Duration::from_secs(120), |_| {
+            source
+                .inner
+                .records("dead", "shardId-000000000000")
+                .is_ok_and(|r| r.len() == 1)
+        })
+        .await;
+    let puts = source.puts.load(Ordering::SeqCst);
+    let checkpoint = run.checkpoint("shardId-000000000000");
+    run.stop().await;
+    assert!(
+        passed,
+        "the checkpoint stopped at {checkpoint:?} in front of record 3 after {puts} puts: \
+         a failed publish of its retry copy was never tried again"
+    );
+    assert!(
+        lettered,
+        "record 3 was dead-lettered after its last attempt"
+    );
+    // Record 3 is retried at every attempt: three failed puts, then its copies for attempts 2
+    // and 3 and its dead letter, each once.
+    assert_eq!(puts, 6, "three failed puts, then each publish once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_does_not_wait_for_retry_copies_that_cannot_be_published() {
+    let (source, seqs) = flaky(10);
+    // Every record is retried, and no put ever answers (a dead path to the retry stream).
+    source.hanging.store(true, Ordering::SeqCst);
+    let handler =
+        Native::new(|records: &[Record]| Answer::each(vec![Outcome::Retry; records.len()]));
+    let run = NativeRun::start(source.clone(), "s", handler, capped("s"));
+    let puts = source.puts.clone();
+    assert!(
+        run.wait(Duration::from_secs(60), |_| puts.load(Ordering::SeqCst) > 0)
+            .await,
+        "a copy is being published"
+    );
+    let checkpoint = run.checkpoint("shardId-000000000000");
+    let stopping = Instant::now();
+    let stopped = tokio::time::timeout(Duration::from_secs(5), run.stop()).await;
+    assert!(
+        stopped.is_ok(),
+        "a stop waited more than 5 s of virtual time on a put that never answers"
+    );
+    assert!(stopping.elapsed() < Duration::from_secs(1));
+    // Nothing unpublished was passed: every record comes again to the next reader.
+    assert!(
+        checkpoint.as_ref().is_none_or(|c| !c.starts_with(&seqs[0])),
+        "the checkpoint passed a record whose copy was never published: {checkpoint:?}"
+    );
+}

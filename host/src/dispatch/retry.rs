@@ -24,14 +24,36 @@ pub(super) struct Delivery {
     pub origin: Option<Origin>,
 }
 
-/// A `retry-after` under a cap: the copy is published once the delay is over; until then the
-/// record stays unsettled (a stop before that delivers it again).
+/// A publish that waits: a `retry-after` under a cap (the copy is published once the delay is
+/// over), or a copy or dead letter whose publish failed (tried again after a back-off). Until it
+/// is out the record stays unsettled: the checkpoint waits in front of it, and a stop or a lost
+/// lease before then delivers it again.
 pub(super) struct Delayed {
     pub due: Instant,
     ticket: Ticket,
     record: Record,
     attempt: u32,
     origin: Origin,
+    /// A dead letter (why the record's attempts ended), or a retry copy (`None`).
+    letter: Option<String>,
+    /// Publishes of it that failed so far.
+    failures: u32,
+}
+
+/// How a publish ended.
+enum Published {
+    /// Out, under this sequence number; the record is settled.
+    Done(String),
+    /// It failed; the record is unsettled and waits for another try.
+    Failed,
+    /// A stop or a lost lease came first; the record is left for the shard's next reader.
+    Interrupted,
+}
+
+/// The wait before the next try of a publish that failed `failures` times: 1 s, doubling, at
+/// most 30 s.
+fn publish_backoff(failures: u32) -> Duration {
+    Duration::from_secs(1 << failures.saturating_sub(1).min(5)).min(Duration::from_secs(30))
 }
 
 impl Delayed {
@@ -124,7 +146,8 @@ impl Run<'_> {
                 (None, Outcome::RetryAfter(ms)) => format!("handler answered retry-after({ms} ms)"),
                 _ => "handler answered retry".to_owned(),
             };
-            self.dead_letter(policy, record, meta.ticket, meta.attempt, origin, reason)
+            let attempt = meta.attempt;
+            self.dead_letter(policy, record, meta.ticket, attempt, origin, (reason, 0))
                 .await;
         } else if let (None, Outcome::RetryAfter(ms)) = (&error, outcome)
             && ms > 0
@@ -135,15 +158,17 @@ impl Run<'_> {
                 record,
                 attempt: meta.attempt,
                 origin,
+                letter: None,
+                failures: 0,
             });
         } else {
-            self.publish_copy(policy, record, meta.ticket, meta.attempt, origin)
+            self.publish_copy(policy, record, meta.ticket, meta.attempt, origin, 0)
                 .await;
         }
     }
 
     /// Publishes the next attempt of a record and settles this one; if the copy cannot be
-    /// published, the record is held instead (nothing is lost). A record too large to carry an
+    /// published, it is tried again after a back-off (nothing is lost). A record too large to carry an
     /// envelope within Kinesis' record limit cannot be retried by a copy: its attempts end here
     /// and it is dead-lettered (as a reference), so a cap always ends a record.
     async fn publish_copy(
@@ -153,6 +178,7 @@ impl Run<'_> {
         ticket: Ticket,
         attempt: u32,
         origin: Origin,
+        failures: u32,
     ) {
         let w = self.worker;
         let header = Header {
@@ -174,14 +200,16 @@ impl Run<'_> {
                 policy.max_attempts
             );
             w.plan.metrics.contained(&w.plan.name, "oversized-copy");
-            self.dead_letter(policy, record, ticket, attempt, header.origin, reason)
+            self.dead_letter(policy, record, ticket, attempt, header.origin, (reason, 0))
                 .await;
             return;
         }
-        if let Some(seq) = self
-            .publish(&policy.retry_stream, data, &record, ticket)
-            .await
-        {
+        let published = self
+            .publish(&policy.retry_stream, data, &record, ticket, failures)
+            .await;
+        if let Published::Failed = published {
+            self.try_again(record, ticket, attempt, header.origin, None, failures);
+        } else if let Published::Done(seq) = published {
             w.plan.metrics.retry_copy(&w.plan.name);
             tracing::info!(
                 sequence_number = %record.position(), partition_key = %record.partition_key,
@@ -192,7 +220,7 @@ impl Run<'_> {
     }
 
     /// Publishes a record that used up its attempts to the dead-letter stream, with why, and
-    /// settles it; if that fails, the record is held. When the record and its envelope do not
+    /// settles it; if that fails, it is tried again after a back-off. When the record and its envelope do not
     /// fit into one Kinesis record, the letter is a reference: the envelope alone, naming where
     /// the record is and how large it is.
     async fn dead_letter(
@@ -202,7 +230,7 @@ impl Run<'_> {
         ticket: Ticket,
         attempt: u32,
         origin: Origin,
-        reason: String,
+        (reason, failures): (String, u32),
     ) {
         let w = self.worker;
         let mut header = Header {
@@ -223,10 +251,13 @@ impl Run<'_> {
                 .contained(&w.plan.name, "dead-letter-reference");
         }
         let reference = header.data_omitted.is_some();
-        if let Some(seq) = self
-            .publish(&policy.dead_letter, data, &record, ticket)
-            .await
-        {
+        let published = self
+            .publish(&policy.dead_letter, data, &record, ticket, failures)
+            .await;
+        if let Published::Failed = published {
+            let origin = header.origin;
+            self.try_again(record, ticket, attempt, origin, Some(reason), failures);
+        } else if let Published::Done(seq) = published {
             w.plan.metrics.dead_letter(&w.plan.name);
             tracing::warn!(
                 sequence_number = %record.position(), partition_key = %record.partition_key,
@@ -237,33 +268,72 @@ impl Run<'_> {
         }
     }
 
-    /// Puts enveloped `data` into `stream` under the record's key and settles the record; when
-    /// the put fails (after the SDK's retries) the record is held instead. Answers the new
-    /// sequence number.
+    /// Puts enveloped `data` into `stream` under the record's key and settles the record. A put
+    /// that fails leaves the record unsettled (the caller tries again later); a stop or a lost
+    /// lease ends the wait at once and leaves it to the shard's next reader (a put already on
+    /// its way may land too: a duplicate copy, the documented cost of a stop).
     async fn publish(
         &mut self,
         stream: &str,
         data: Vec<u8>,
         record: &Record,
         ticket: Ticket,
-    ) -> Option<String> {
-        match self.source.put(stream, &record.partition_key, data).await {
+        failures: u32,
+    ) -> Published {
+        let interrupts = self.interrupts.clone();
+        let put = self.source.put(stream, &record.partition_key, data);
+        let answer = tokio::select! {
+            biased;
+            _ = interrupts.wait() => return Published::Interrupted,
+            answer = put => answer,
+        };
+        match answer {
             Ok(seq) => {
                 self.tracker.settle(ticket, Outcome::Drop);
-                Some(seq)
+                Published::Done(seq)
             }
             Err(e) => {
-                self.tracker.settle(ticket, Outcome::Retry);
-                tracing::error!(
-                    sequence_number = %record.position(),
-                    "cannot publish to `{stream}`: {e}; the record is held"
-                );
-                None
+                let w = self.worker;
+                w.plan.metrics.contained(&w.plan.name, "publish-failed");
+                // The first failure and then one in ten: an outage does not flood the log.
+                if failures.is_multiple_of(10) {
+                    tracing::error!(
+                        sequence_number = %record.position(), failures = failures + 1,
+                        "cannot publish to `{stream}`: {e}; the record waits (the checkpoint \
+                         stays in front of it) and is published again in {:?}",
+                        publish_backoff(failures + 1)
+                    );
+                }
+                Published::Failed
             }
         }
     }
 
-    /// Publishes the copies whose retry-after delay is over.
+    /// Puts a record whose publish failed back among the delayed ones, due after a back-off.
+    fn try_again(
+        &mut self,
+        record: Record,
+        ticket: Ticket,
+        attempt: u32,
+        origin: Origin,
+        letter: Option<String>,
+        failures: u32,
+    ) {
+        let failures = failures + 1;
+        self.delayed.push(Delayed {
+            due: Instant::now() + publish_backoff(failures),
+            ticket,
+            record,
+            attempt,
+            origin,
+            letter,
+            failures,
+        });
+    }
+
+    /// Publishes the copies and dead letters that are due (a retry-after delay is over, or a
+    /// failed publish is to be tried again), one at a time in read order, until a stop or a
+    /// lost lease: what is left then is delivered again by the shard's next reader.
     pub(super) async fn flush_delayed(&mut self) {
         let now = Instant::now();
         // Copies wait only under a cap.
@@ -278,8 +348,21 @@ impl Run<'_> {
             .partition(|d| d.due <= now);
         self.delayed = waiting;
         for d in due {
-            self.publish_copy(policy, d.record, d.ticket, d.attempt, d.origin)
-                .await;
+            if self.interrupts.now().is_some() {
+                return;
+            }
+            match d.letter {
+                Some(reason) => {
+                    let (record, ticket, origin) = (d.record, d.ticket, d.origin);
+                    let letter = (reason, d.failures);
+                    self.dead_letter(policy, record, ticket, d.attempt, origin, letter)
+                        .await;
+                }
+                None => {
+                    self.publish_copy(policy, d.record, d.ticket, d.attempt, d.origin, d.failures)
+                        .await;
+                }
+            }
         }
     }
 

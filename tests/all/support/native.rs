@@ -97,6 +97,8 @@ pub struct Plan {
     pub read_limit: usize,
     pub call_batch: usize,
     pub poll_interval: Duration,
+    /// A retry cap (none: retry holds the record).
+    pub retry: Option<shardhost::config::RetryPolicy>,
 }
 
 impl Default for Plan {
@@ -105,6 +107,7 @@ impl Default for Plan {
             read_limit: 100,
             call_batch: 100,
             poll_interval: Duration::from_secs(1),
+            retry: None,
         }
     }
 }
@@ -133,7 +136,7 @@ impl NativeRun {
                 metrics: Arc::new(shardhost::Metrics::new()),
                 lanes: 1,
                 in_flight: Default::default(),
-                retry: None,
+                retry: plan.retry,
                 publisher: None,
                 envelopes: Arc::new(shardhost::testing::envelope::EnvelopeKey::from_bytes(
                     [0; 32],

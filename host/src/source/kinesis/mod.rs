@@ -71,6 +71,9 @@ impl KinesisStreams {
             TimeoutConfig::builder()
                 .connect_timeout(Duration::from_secs(3))
                 .operation_attempt_timeout(Duration::from_secs(15))
+                // Every attempt of a call together: a put or read never waits longer than this,
+                // whatever the retries (8 attempts of 15 s would be two minutes).
+                .operation_timeout(Duration::from_secs(30))
                 .build(),
         )
         .await;
