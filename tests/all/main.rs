@@ -15,6 +15,7 @@ mod dynamo;
 mod faults;
 mod fleet;
 mod fleet_trust;
+mod guest_logs;
 mod hotswap;
 mod http;
 mod imports;

@@ -191,6 +191,7 @@ async fn call_in_batches(
         publisher: None,
         delivered: None,
         metrics: None,
+        log_budget: Default::default(),
     };
     let info = BatchInfo {
         stream: STREAM.into(),

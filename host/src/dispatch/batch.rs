@@ -39,6 +39,11 @@ impl Run<'_> {
         self.take_current_version();
         let (lanes, metas) = self.split_into_lanes(records);
         let lanes = self.run_lanes(lanes).await;
+        // Guest log lines the batch lost to the shard's budget are said once, here.
+        self.worker
+            .ctx
+            .log_budget
+            .report(short_version(&self.version));
         let (lanes, seek) = self.collect_seek(lanes);
         let mut error = None;
         let mut answers = Vec::with_capacity(lanes.len());

@@ -173,6 +173,7 @@ impl ShardWorker {
             publisher: plan.publisher.clone(),
             delivered: Some(Arc::default()),
             metrics: Some(plan.metrics.clone()),
+            log_budget: crate::wasm::LogBudget::default(),
         };
         ShardWorker {
             status: status.shard(&plan.name, shard_id),
