@@ -24,6 +24,7 @@ mod kinesis;
 mod lanes;
 mod outcomes;
 mod retries;
+mod retry_keys;
 mod roster;
 mod sandbox;
 mod sdks;
