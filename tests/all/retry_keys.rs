@@ -7,8 +7,12 @@ use std::time::Duration;
 
 use base64::Engine;
 
+use crate::support::dynamo::Dynamo;
 use crate::support::fleet::Instance;
-use crate::support::{HostToml, Outcomes, Running, Scratch, Subscription, guest, metric};
+use crate::support::{
+    HostToml, Outcomes, Running, Scratch, Subscription, dynamodb_endpoint, guest, metric, unique,
+};
+use shardhost::lease::{DynamoLeaseStore, DynamoOptions};
 use shardhost::record::Outcome;
 use shardhost::testing::envelope::{self, EnvelopeKey, Header, Kind, Origin};
 
@@ -18,7 +22,13 @@ const STRANGER: &str = "a key no host of this fleet has";
 
 /// A retry copy (attempt 2) of `data` for `subscription`, made under `secret`.
 fn copy_under(secret: &str, subscription: &str, data: &str) -> Vec<u8> {
-    let header = Header {
+    let header = copy_header(subscription);
+    envelope::wrap(&EnvelopeKey::from_secret(secret), &header, data.as_bytes())
+}
+
+/// The header of a retry copy (attempt 2) for `subscription`.
+fn copy_header(subscription: &str) -> Header {
+    Header {
         kind: Kind::Retry,
         subscription: subscription.to_owned(),
         attempt: 2,
@@ -32,8 +42,7 @@ fn copy_under(secret: &str, subscription: &str, data: &str) -> Vec<u8> {
         reason: None,
         handler_version: None,
         data_omitted: None,
-    };
-    envelope::wrap(&EnvelopeKey::from_secret(secret), &header, data.as_bytes())
+    }
 }
 
 /// A feed line holding `data` as it is.
@@ -51,13 +60,15 @@ fn config() -> HostToml {
     HostToml::memory()
         .set("host", "retry_key", CURRENT)
         .set("host", "retry_keys_previous", vec![PREVIOUS])
-        .subscription(
-            Subscription::new("capped", "s", guest("scripted"))
-                .feed("feed.ndjson")
-                .poll_interval("20ms")
-                .max_attempts(3)
-                .dead_letter("dead"),
-        )
+        .subscription(capped())
+}
+
+fn capped() -> Subscription {
+    Subscription::new("capped", "s", guest("scripted"))
+        .feed("feed.ndjson")
+        .poll_interval("20ms")
+        .max_attempts(3)
+        .dead_letter("dead")
 }
 
 #[test]
@@ -162,4 +173,45 @@ fn a_copy_naming_a_subscription_this_host_does_not_run_is_logged_and_counted() {
         })
         .collect();
     assert_eq!(warned.len(), 1, "log:\n{}", host.text());
+}
+
+#[test]
+fn copies_made_under_the_lease_tables_key_still_open_while_it_is_named_a_previous_key() {
+    let Some(endpoint) = dynamodb_endpoint() else {
+        return;
+    };
+    let table = unique("retry-keys-table");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let table_key = rt.block_on(async {
+        Dynamo::new(&endpoint).create_lease_table(&table).await;
+        let store = DynamoLeaseStore::connect(DynamoOptions::local(&table, &endpoint)).await;
+        store.envelope_key().await.unwrap()
+    });
+    let dir = Scratch::new("retry-keys-table");
+    let header = copy_header("capped");
+    let copy = envelope::wrap(
+        &EnvelopeKey::from_bytes(table_key),
+        &header,
+        b"retry-until:2",
+    );
+    dir.write("feed.ndjson", raw_line("k", &copy));
+    let config = HostToml::memory()
+        .dynamodb_leases(&table, &endpoint)
+        .set("host", "retry_key", CURRENT)
+        .set("host", "retry_keys_previous", vec!["lease-table"])
+        .subscription(capped());
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, config, |h| h.on_outcome(seen.tap()));
+    host.wait_for("the copy handled", |_| seen.len() == 1);
+    host.stop();
+    let got: Vec<_> = seen
+        .all()
+        .into_iter()
+        .map(|s| (s.data, s.outcome))
+        .collect();
+    assert_eq!(
+        got,
+        [("retry-until:2".to_owned(), Outcome::Ack)],
+        "attempt 2"
+    );
 }

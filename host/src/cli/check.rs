@@ -45,10 +45,11 @@ pub fn check(path: &Path) -> Result<(), CliError> {
 /// when the key is the one kept in the lease table; refuses a previous key from the environment
 /// that is too short.
 fn retry_keys(config: &Config) -> Result<(String, Option<String>), KeyError> {
-    let previous: Vec<String> = EnvelopeKey::configured_previous(&config.host.retry_keys_previous)?
-        .iter()
-        .map(EnvelopeKey::id)
-        .collect();
+    let configured = EnvelopeKey::configured_previous(&config.host.retry_keys_previous)?;
+    let mut previous: Vec<String> = configured.keys.iter().map(EnvelopeKey::id).collect();
+    if configured.lease_table {
+        previous.push("(the lease table's key)".to_owned());
+    }
     let previous = if previous.is_empty() {
         String::new()
     } else {

@@ -23,6 +23,9 @@ pub const ENV: &str = "SHARDHOST_RETRY_KEY";
 pub const ENV_PREVIOUS: &str = "SHARDHOST_RETRY_KEY_PREVIOUS";
 /// The shortest secret taken for a key.
 pub const MIN_SECRET_CHARS: usize = 16;
+/// A previous key that is not a secret but the key kept in the lease table (shorter than any
+/// secret, so never one): for moving a fleet from that key to a configured one.
+pub const LEASE_TABLE: &str = "lease-table";
 
 /// 32 secret bytes. `Debug` shows none of them.
 #[derive(Clone, PartialEq, Eq)]
@@ -84,18 +87,30 @@ impl EnvelopeKey {
         hex::encode(&h.finalize()[..4])
     }
 
-    /// The configured previous keys, else the one in `SHARDHOST_RETRY_KEY_PREVIOUS`.
-    pub fn configured_previous(secrets: &[String]) -> Result<Vec<EnvelopeKey>, KeyError> {
-        if !secrets.is_empty() {
-            return Ok(secrets.iter().map(|s| Self::from_secret(s)).collect());
-        }
-        match std::env::var(ENV_PREVIOUS).ok().filter(|s| !s.is_empty()) {
-            Some(s) if s.chars().count() < MIN_SECRET_CHARS => {
-                Err(KeyError::ShortSecret(ENV_PREVIOUS))
+    /// The configured previous keys, else the one in `SHARDHOST_RETRY_KEY_PREVIOUS`; and
+    /// whether the lease table's key is one of them ([`LEASE_TABLE`]).
+    pub fn configured_previous(secrets: &[String]) -> Result<Previous, KeyError> {
+        let from_env;
+        let secrets = if secrets.is_empty() {
+            from_env = std::env::var(ENV_PREVIOUS).ok().filter(|s| !s.is_empty());
+            if from_env
+                .as_deref()
+                .is_some_and(|s| s != LEASE_TABLE && s.chars().count() < MIN_SECRET_CHARS)
+            {
+                return Err(KeyError::ShortSecret(ENV_PREVIOUS));
             }
-            Some(s) => Ok(vec![Self::from_secret(&s)]),
-            None => Ok(Vec::new()),
-        }
+            from_env.as_slice()
+        } else {
+            secrets
+        };
+        Ok(Previous {
+            keys: secrets
+                .iter()
+                .filter(|s| *s != LEASE_TABLE)
+                .map(|s| Self::from_secret(s))
+                .collect(),
+            lease_table: secrets.iter().any(|s| s == LEASE_TABLE),
+        })
     }
 
     /// The configured secret, else `SHARDHOST_RETRY_KEY`.
@@ -155,6 +170,15 @@ impl EnvelopeKey {
             }),
         }
     }
+}
+
+/// The previous keys a host is configured with.
+#[derive(Debug, Default)]
+pub struct Previous {
+    /// Of the secrets.
+    pub keys: Vec<EnvelopeKey>,
+    /// The lease table's key is one too.
+    pub lease_table: bool,
 }
 
 impl AsRef<[EnvelopeKey]> for EnvelopeKey {

@@ -101,14 +101,45 @@ async fn envelope_keys(
 ) -> Result<EnvelopeKeys, StartError> {
     let previous = EnvelopeKey::configured_previous(&config.host.retry_keys_previous)
         .map_err(StartError::EnvelopeKey)?;
+    let mut keys = previous.keys;
+    if previous.lease_table {
+        keys.extend(lease_table_key(table).await?);
+    }
     let current = current_key(config, cache, table).await?;
-    let keys = EnvelopeKeys::new(current, previous);
+    let keys = EnvelopeKeys::new(current, keys);
     let previous: Vec<String> = keys.previous().iter().map(EnvelopeKey::id).collect();
     tracing::info!(
         key_id = keys.current().id(), previous = ?previous,
         "retry copies and dead letters are made under key {}", keys.current().id()
     );
     Ok(keys)
+}
+
+/// The key kept in the lease table, named as a previous key: for a fleet moving from it to a
+/// configured key (copies made under it are opened meanwhile; whoever reads the table can forge
+/// them meanwhile too, hence the warning).
+async fn lease_table_key(
+    table: Option<&DynamoLeaseStore>,
+) -> Result<Option<EnvelopeKey>, StartError> {
+    let Some(store) = table else {
+        tracing::warn!(
+            "retry_keys_previous names \"lease-table\", but the leases are not in a DynamoDB table: ignored"
+        );
+        return Ok(None);
+    };
+    let key = store
+        .stored_envelope_key()
+        .await
+        .map_err(StartError::Leases)?
+        .map(EnvelopeKey::from_bytes);
+    if key.is_some() {
+        tracing::warn!(
+            table = store.table_name(),
+            "copies made under the key kept in the lease table are still opened (retry_keys_previous): \
+             whoever can read the table can forge them until \"lease-table\" is taken out"
+        );
+    }
+    Ok(key)
 }
 
 async fn current_key(
