@@ -97,11 +97,13 @@ impl Run<'_> {
             .any(|s| **s == *claimed.subscription)
         {
             plan.metrics.envelope_rejected(&plan.name);
+            // Anyone may have written it: escaped, so it cannot forge log lines.
+            let copy_subscription = claimed.subscription.escape_debug().to_string();
             tracing::warn!(
                 sequence_number = %record.position(), key_id = why.key_id().unwrap_or("none"),
-                copy_subscription = %claimed.subscription,
-                "a retry copy for subscription `{}`, which this host does not run, is skipped: {why}",
-                claimed.subscription
+                copy_subscription,
+                "a retry copy for subscription `{copy_subscription}`, which this host does not \
+                 run, is skipped: {why}"
             );
         }
         Copy::Foreign

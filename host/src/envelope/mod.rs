@@ -206,7 +206,11 @@ pub fn unwrap<'a, K: AsRef<[EnvelopeKey]> + ?Sized>(
         .ok_or(Rejected::Layout)?;
     let (len, json, rest) = split(rest, MAC_LEN)?;
     let (tag, original) = rest.split_at(MAC_LEN);
-    let wire: WireIn = serde_json::from_slice(json).map_err(|_| Rejected::Header)?;
+    let mut wire: WireIn = serde_json::from_slice(json).map_err(|_| Rejected::Header)?;
+    // Believed in nothing yet, and written into logs: only the shape of a key id is kept.
+    wire.key_id = wire
+        .key_id
+        .filter(|id| id.len() <= 16 && id.bytes().all(|b| b.is_ascii_hexdigit()));
     let keys = keys.as_ref();
     let named = |k: &&EnvelopeKey| wire.key_id.as_ref().is_none_or(|id| k.id() == *id);
     let mut tried = false;
@@ -337,6 +341,16 @@ mod tests {
             Err(Rejected::Truncated)
         );
         assert_eq!(unwrap(&k, b"\0shardhost/9...."), Err(Rejected::Layout));
+        let json = br#"{"kind":"retry","subscription":"ship","attempt":3,"origin":{"stream":"s","shard_id":"x","sequence_number":"1","partition_key":"k"},"key_id":"zz\nforged log line"}"#;
+        let mut forged = MAGIC.to_vec();
+        forged.extend_from_slice(&(json.len() as u32).to_be_bytes());
+        forged.extend_from_slice(json);
+        forged.extend_from_slice(&[0; MAC_LEN]);
+        assert_eq!(
+            why(unwrap(&k, &forged)).0,
+            Some(Unauthenticated::MacNoKeyId),
+            "a key id that is not one is not repeated"
+        );
     }
 
     #[test]
