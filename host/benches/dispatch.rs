@@ -134,9 +134,10 @@ fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize, call_batch: u
             in_flight: Default::default(),
             retry: None,
             publisher: None,
-            envelopes: Arc::new(shardhost::testing::envelope::EnvelopeKey::from_bytes(
-                [0; 32],
-            )),
+            envelopes: Arc::new(
+                shardhost::testing::envelope::EnvelopeKey::from_bytes([0; 32]).into(),
+            ),
+            subscriptions: Arc::new([Arc::from("bench")]),
             tap: None,
         }),
         source: Arc::new(streams),

@@ -134,6 +134,7 @@ fn main() {
         publisher: None,
         delivered: None,
         metrics: None,
+        log_budget: Default::default(),
     };
     let get = |i| record(i, "http", format!("{{\"url\":\"{origin}/status/200\"}}"));
     let one = vec![get(0)];

@@ -134,6 +134,7 @@ async fn run(runtime: &Runtime, endpoint: &str, table: &str, mode: &str) -> (f64
         publisher: None,
         delivered: None,
         metrics: Some(metrics.clone()),
+        log_budget: Default::default(),
     };
     let info = BatchInfo {
         stream: "bench".into(),

@@ -22,6 +22,9 @@ pub struct CallContext {
     pub delivered: Option<Arc<Delivered>>,
     /// Where containment events are counted (none: not counted).
     pub metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// What the guest may still write to the log: one budget per shard worker, shared by every
+    /// instance it makes, so a fresh instance (bisecting, a replaced one) never resets it.
+    pub log_budget: crate::wasm::LogBudget,
 }
 
 impl CallContext {

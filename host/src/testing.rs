@@ -11,5 +11,5 @@ pub use crate::wasm::{Runtime, version_of};
 
 /// Retry copies and dead letters as they are written.
 pub mod envelope {
-    pub use crate::envelope::{EnvelopeKey, Header, Kind, Origin, unwrap, wrap};
+    pub use crate::envelope::{EnvelopeKey, EnvelopeKeys, Header, Kind, Origin, unwrap, wrap};
 }

@@ -344,6 +344,7 @@ async fn call(
         publisher: None,
         delivered: None,
         metrics: None,
+        log_budget: Default::default(),
     };
     let info = BatchInfo {
         stream: "conformance".into(),

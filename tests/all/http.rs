@@ -62,6 +62,7 @@ fn ctx(metrics: Option<Arc<Metrics>>) -> CallContext {
         publisher: None,
         delivered: None,
         metrics,
+        log_budget: Default::default(),
     }
 }
 

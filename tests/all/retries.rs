@@ -317,7 +317,7 @@ fn unauthenticated(header: &envelope::Header, data: &[u8]) -> Vec<u8> {
 }
 
 #[test]
-fn a_forged_retry_copy_is_an_ordinary_record_never_dropped_nor_dead_lettered() {
+fn a_forged_retry_copy_never_reaches_the_handler_nor_is_believed() {
     let Some(ep) = kinesis_endpoint() else { return };
     let k = Kinesis::new(&ep);
     let stream = unique("forged");
@@ -328,9 +328,10 @@ fn a_forged_retry_copy_is_an_ordinary_record_never_dropped_nor_dead_lettered() {
     let ours = forged_header(Kind::Retry, "capped", &stream);
     let theirs = forged_header(Kind::Retry, "audit", &stream);
     let forged = [
-        // A last attempt with no MAC: straight to the dead letters, if it were believed.
+        // A last attempt with no MAC: straight to the dead letters as attempt 3, if it were
+        // believed.
         ("f1", unauthenticated(&ours, b"retry")),
-        // Another subscription's copy: skipped unseen, if it were believed.
+        // Another subscription's copy (one this host does not run): skipped either way.
         ("f2", unauthenticated(&theirs, b"ack")),
         // The current layout under another key.
         ("f3", envelope::wrap(&other_fleet, &ours, b"retry")),
@@ -339,25 +340,47 @@ fn a_forged_retry_copy_is_an_ordinary_record_never_dropped_nor_dead_lettered() {
     for (key, data) in &forged {
         k.put(&stream, key, data.clone());
     }
-    host.wait_for("every forged record handled", |_| {
-        forged
-            .iter()
-            .all(|(key, _)| seen.all().iter().any(|s| s.partition_key == *key))
+    k.put(&stream, "after", "ack");
+    let dead_stream = format!("{stream}-dead");
+    host.wait_for("the record after them handled", |_| {
+        seen.all().iter().any(|s| s.partition_key == "after")
     });
+    host.wait_for("two dead letters", |_| k.read_all(&dead_stream).len() >= 2);
+    let metrics = host.metrics();
     host.stop();
-    for (key, data) in &forged {
-        let s = seen
-            .all()
-            .into_iter()
-            .find(|s| s.partition_key == *key)
-            .unwrap();
-        assert_eq!(&s.bytes, data, "{key} reached the handler as it was put");
-        assert_eq!(s.outcome, Outcome::Ack, "{key}");
-    }
     assert!(
-        k.read_all(&format!("{stream}-dead")).is_empty(),
-        "nothing was dead-lettered"
+        seen.all().iter().all(|s| s.partition_key == "after"),
+        "a forged copy reached the handler: {:?}",
+        seen.all()
     );
+    // The copies claiming `capped` are kept as they were put, believed in nothing.
+    let mut letters: Vec<(String, u32)> = k
+        .read_all(&dead_stream)
+        .into_iter()
+        .map(|(key, _, data)| {
+            let (h, original) = envelope::unwrap(&fleet_key(), &data).unwrap().unwrap();
+            let put = &forged.iter().find(|(k, _)| *k == key).unwrap().1;
+            assert_eq!(
+                original,
+                &put[..],
+                "{key}: the letter holds the record as put"
+            );
+            assert!(
+                h.reason
+                    .unwrap()
+                    .contains("no key of this host authenticates")
+            );
+            (key, h.attempt)
+        })
+        .collect();
+    letters.sort();
+    assert_eq!(letters, [("f1".to_owned(), 0), ("f3".to_owned(), 0)]);
+    let rejected = support::metric(
+        &metrics,
+        "shardhost_envelopes_rejected_total",
+        &["subscription=\"capped\""],
+    );
+    assert_eq!(rejected, 4.0, "every forgery is counted: {metrics}");
 }
 
 #[test]

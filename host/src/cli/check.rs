@@ -2,7 +2,9 @@
 
 use std::path::Path;
 
-use crate::config::{Config, StateStoreKind, WasiGrants};
+use crate::config::{Config, LeaseStoreKind, StateStoreKind, WasiGrants};
+use crate::envelope::EnvelopeKey;
+use crate::envelope::key::KeyError;
 use crate::feed;
 use crate::wasm::{Runtime, short_version};
 
@@ -17,6 +19,14 @@ pub fn check(path: &Path) -> Result<(), CliError> {
     for line in loaded {
         println!("{line}");
     }
+    let (keys, warning) = retry_keys(&config).map_err(|e| CliError::Check {
+        path: path.to_owned(),
+        problems: vec![CheckProblem::RetryKey(e)],
+    })?;
+    println!("{keys}");
+    if let Some(warning) = warning {
+        eprintln!("warning: {warning}");
+    }
     if matches!(
         config.leases.store,
         crate::config::LeaseStoreKind::Dynamo { .. }
@@ -29,6 +39,45 @@ pub fn check(path: &Path) -> Result<(), CliError> {
     }
     println!("{}: ok", path.display());
     Ok(())
+}
+
+/// Which keys retry copies are made and opened under, by id (never a secret), and a warning
+/// when the key is the one kept in the lease table; refuses a previous key from the environment
+/// that is too short.
+fn retry_keys(config: &Config) -> Result<(String, Option<String>), KeyError> {
+    let configured = EnvelopeKey::configured_previous(&config.host.retry_keys_previous)?;
+    let mut previous: Vec<String> = configured.keys.iter().map(EnvelopeKey::id).collect();
+    if configured.lease_table {
+        previous.push("(the lease table's key)".to_owned());
+    }
+    let previous = if previous.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; copies made under key {} are still opened",
+            previous.join(", ")
+        )
+    };
+    let Some(current) = EnvelopeKey::configured(config.host.retry_key.as_deref()) else {
+        let dynamo = matches!(config.leases.store, LeaseStoreKind::Dynamo { .. });
+        let (from, warning) = if dynamo {
+            let warning = "retry copies are authenticated with a key kept in the lease table: \
+                           whoever can read the table can forge them; set [host] retry_key or \
+                           SHARDHOST_RETRY_KEY (README: \"Retries and dead letters\")";
+            ("the lease table", Some(warning.to_owned()))
+        } else {
+            ("the cache directory", None)
+        };
+        return Ok((
+            format!("retry copies: made under a key kept in {from}{previous}"),
+            warning,
+        ));
+    };
+    let line = format!(
+        "retry copies: made under key {} ([host] retry_key or SHARDHOST_RETRY_KEY){previous}",
+        current.id()
+    );
+    Ok((line, None))
 }
 
 /// Loads every handler and feed of the config (at `path`); answers a line per handler, or every

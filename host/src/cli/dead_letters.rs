@@ -8,7 +8,7 @@ use clap::Args;
 
 use super::CliError;
 use crate::config::{Config, KinesisEndpoint};
-use crate::envelope::{self, EnvelopeKey, Header, Kind};
+use crate::envelope::{self, EnvelopeKeys, Header, Kind};
 use crate::source::kinesis::KinesisStreams;
 use crate::source::{SourceError, StartPosition, StreamSource};
 
@@ -45,7 +45,7 @@ pub fn dead_letters(args: &DeadLettersArgs) -> Result<(), CliError> {
         return Err(CliError::EmbeddedDeadLetters(args.config.clone()));
     }
     super::block_on(async {
-        let key = crate::supervisor::fleet_envelope_key(&config)
+        let key = crate::supervisor::fleet_envelope_keys(&config)
             .await
             .map_err(|source| CliError::Start {
                 path: args.config.clone(),
@@ -73,7 +73,7 @@ pub fn dead_letters(args: &DeadLettersArgs) -> Result<(), CliError> {
 /// Every dead letter in the stream, shard by shard from the oldest.
 async fn read(
     source: &KinesisStreams,
-    key: &EnvelopeKey,
+    key: &EnvelopeKeys,
     stream: &str,
 ) -> Result<Vec<Letter>, SourceError> {
     let mut letters = Vec::new();

@@ -175,6 +175,8 @@ pub enum CheckProblem {
         subscription: String,
         source: FeedError,
     },
+    #[error("[host] retry_keys_previous: {0}")]
+    RetryKey(#[source] crate::envelope::key::KeyError),
 }
 
 fn problem_list(path: &std::path::Path, problems: &[CheckProblem]) -> String {

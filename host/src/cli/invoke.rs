@@ -191,6 +191,7 @@ async fn call_in_batches(
         publisher: None,
         delivered: None,
         metrics: None,
+        log_budget: Default::default(),
     };
     let info = BatchInfo {
         stream: STREAM.into(),
@@ -225,6 +226,10 @@ async fn call_in_batches(
             }
         };
         print_outcomes(&mut out, args.json, batch, outcomes, error.as_deref())?;
+        // Guest log lines the call lost to the budget are said once per call, as a host does
+        // once per batch.
+        ctx.log_budget
+            .report(crate::wasm::short_version(&component.version()));
     }
     Ok(failed_calls)
 }

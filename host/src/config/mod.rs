@@ -35,7 +35,7 @@ pub struct Config {
     pub subscriptions: Vec<SubscriptionConfig>,
 }
 
-/// `[host]` (its `Debug` hides `retry_key`)
+/// `[host]` (its `Debug` hides `retry_key` and `retry_keys_previous`)
 #[derive(Clone)]
 pub struct HostConfig {
     /// Default "shardhost".
@@ -50,6 +50,9 @@ pub struct HostConfig {
     /// The secret retry copies and dead letters are authenticated with (16 characters or more);
     /// see `envelope::key` for where the key comes from without it.
     pub retry_key: Option<String>,
+    /// Earlier secrets (`retry_keys_previous`): copies made under them are still opened, none is
+    /// made under them. Empty: `SHARDHOST_RETRY_KEY_PREVIOUS`, when set.
+    pub retry_keys_previous: Vec<String>,
 }
 
 impl Default for HostConfig {
@@ -60,6 +63,7 @@ impl Default for HostConfig {
             cache_dir: None,
             cache_max: defaults::CACHE_MAX,
             retry_key: None,
+            retry_keys_previous: Vec::new(),
         }
     }
 }

@@ -32,7 +32,14 @@ const ROOT_KEYS: &[&str] = &[
     "admin",
     "subscription",
 ];
-const HOST_KEYS: &[&str] = &["name", "owner_id", "cache_dir", "cache_max", "retry_key"];
+const HOST_KEYS: &[&str] = &[
+    "name",
+    "owner_id",
+    "cache_dir",
+    "cache_max",
+    "retry_key",
+    "retry_keys_previous",
+];
 const KINESIS_KEYS: &[&str] = &["endpoint", "region", "test_credentials"];
 const LEASES_KEYS: &[&str] = &[
     "store",
@@ -162,7 +169,29 @@ fn host(w: &mut Walker<'_>, root: &Section<'_, '_>) -> HostConfig {
             host.retry_key = Some(key);
         }
     }
+    host.retry_keys_previous = retry_keys_previous(w, &sec);
     host
+}
+
+/// `retry_keys_previous`: earlier `retry_key` secrets, each 16 characters or more.
+fn retry_keys_previous(w: &mut Walker<'_>, sec: &Section<'_, '_>) -> Vec<String> {
+    let mut keys = Vec::new();
+    for item in sec
+        .get("retry_keys_previous")
+        .and_then(|f| w.array(&f))
+        .unwrap_or_default()
+    {
+        match w.text(&item) {
+            Some(key) if key != crate::envelope::key::LEASE_TABLE && key.chars().count() < 16 => w.report_at(
+                &item,
+                "each of `retry_keys_previous` must be at least 16 characters (or \"lease-table\": \
+                 the key kept in the lease table)",
+            ),
+            Some(key) => keys.push(key),
+            None => {}
+        }
+    }
+    keys
 }
 
 /// `[kinesis]`, and whether its endpoint was valid.

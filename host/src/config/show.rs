@@ -1,5 +1,5 @@
 //! How the config shows itself in `Debug` (a test's failure, a log line): never a secret.
-//! `[host] retry_key` and `[admin] token` are always hidden, `[subscription.wasi] env` shows
+//! `[host] retry_key`, `retry_keys_previous` and `[admin] token` are always hidden, `[subscription.wasi] env` shows
 //! its names only, and a `[subscription.config]` value that came from the environment is
 //! hidden by `ConfigValue`'s own `Debug`. Each impl destructures its struct, so a new field
 //! must be decided on here.
@@ -37,6 +37,7 @@ impl fmt::Debug for HostConfig {
             cache_dir,
             cache_max,
             retry_key,
+            retry_keys_previous,
         } = self;
         f.debug_struct("HostConfig")
             .field("name", name)
@@ -44,6 +45,13 @@ impl fmt::Debug for HostConfig {
             .field("cache_dir", cache_dir)
             .field("cache_max", cache_max)
             .field("retry_key", &retry_key.as_ref().map(|_| Hidden))
+            .field(
+                "retry_keys_previous",
+                &retry_keys_previous
+                    .iter()
+                    .map(|_| Hidden)
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -92,6 +100,7 @@ mod tests {
     fn debug_never_shows_secrets_or_values_from_the_environment() {
         let host = HostConfig {
             retry_key: Some("retry-key-0123456789".into()),
+            retry_keys_previous: vec!["previous-key-0123456789".into()],
             ..HostConfig::default()
         };
         let admin = AdminConfig {
@@ -115,6 +124,7 @@ mod tests {
         let shown = format!("{host:?} {admin:?} {grants:#?}");
         for secret in [
             "retry-key-0123456789",
+            "previous-key-0123456789",
             "admin-token-secret",
             "env-secret",
             "token-secret",
@@ -123,6 +133,7 @@ mod tests {
         }
         for seen in [
             "retry_key: Some(<hidden>)",
+            "retry_keys_previous: [<hidden>]",
             "token: Some(<hidden>)",
             "\"API_KEY=…\"",
             "\"HOME\"",

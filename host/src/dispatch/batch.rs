@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
+use super::copies::{Copy, Unbelieved};
 use super::lane::{Answer, Lane, LaneEnv};
-use super::retry::{Copy, Delivery};
+use super::retry::Delivery;
 use super::{Run, Settled};
 use crate::record::{Outcome, Position, Record};
 use crate::wasm::short_version;
@@ -37,10 +38,18 @@ impl Run<'_> {
     /// version current when it starts; a swap takes effect at the next one.
     pub(super) async fn dispatch(&mut self, records: Vec<Record>) {
         self.take_current_version();
-        let (lanes, metas) = self.split_into_lanes(records);
+        let (lanes, metas, unbelieved) = self.split_into_lanes(records);
         let lanes = self.run_lanes(lanes).await;
+        // Guest log lines the batch lost to the shard's budget are said once, here.
+        self.worker
+            .ctx
+            .log_budget
+            .report(short_version(&self.version));
         let (lanes, seek) = self.collect_seek(lanes);
         let mut error = None;
+        for u in unbelieved {
+            error = Some(self.not_a_copy(u).await);
+        }
         let mut answers = Vec::with_capacity(lanes.len());
         for lane in lanes {
             answers.push(lane.records.into_iter().zip(lane.answers));
@@ -85,8 +94,12 @@ impl Run<'_> {
     }
 
     /// Registers every record with the tracker, unwraps retry copies (another subscription's
-    /// copy is not ours: settled at once), and puts each record into the lane of its key.
-    fn split_into_lanes(&mut self, records: Vec<Record>) -> (Vec<Lane>, Vec<Meta>) {
+    /// copy is not ours: settled at once; one claiming to be ours that does not authenticate is
+    /// set aside), and puts each record into the lane of its key.
+    fn split_into_lanes(
+        &mut self,
+        records: Vec<Record>,
+    ) -> (Vec<Lane>, Vec<Meta>, Vec<Unbelieved>) {
         let w = self.worker;
         let n_lanes = self.handlers.len();
         let per_lane = records.len().div_ceil(n_lanes);
@@ -101,6 +114,7 @@ impl Run<'_> {
             delivered.extend(first, last);
         }
         let mut metas = Vec::with_capacity(records.len());
+        let mut unbelieved = Vec::new();
         for mut record in records {
             let ticket = self.tracker.deliver(record.position());
             let (attempt, origin) = match self.copy_of(&record) {
@@ -114,6 +128,14 @@ impl Run<'_> {
                     (h.attempt.max(1), Some(h.origin))
                 }
                 Copy::No => (1, None),
+                Copy::Unauthenticated(why) => {
+                    unbelieved.push(Unbelieved {
+                        record,
+                        ticket,
+                        why,
+                    });
+                    continue;
+                }
             };
             let lane = lane_of(&record.partition_key, n_lanes);
             lanes[lane].records.push(record);
@@ -125,7 +147,7 @@ impl Run<'_> {
             };
             metas.push(Meta { delivery, lane });
         }
-        (lanes, metas)
+        (lanes, metas, unbelieved)
     }
 
     /// Runs the lanes: the first on this task, the others side by side on tasks of their own

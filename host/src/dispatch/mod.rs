@@ -14,6 +14,7 @@
 //! answered records, is [`crate::settle`].
 
 mod batch;
+mod copies;
 mod in_flight;
 mod interrupt;
 mod lane;
@@ -81,8 +82,12 @@ pub struct SubscriptionPlan {
     pub retry: Option<RetryPolicy>,
     /// What the handler's `publish` may reach.
     pub publisher: Option<Arc<Publisher>>,
-    /// Authenticates retry copies and dead letters (the fleet's key).
-    pub envelopes: Arc<crate::envelope::EnvelopeKey>,
+    /// Authenticates retry copies and dead letters (the fleet's current key, and the previous
+    /// ones that still open copies).
+    pub envelopes: Arc<crate::envelope::EnvelopeKeys>,
+    /// The name of every subscription of the host's config: a retry copy that names none of
+    /// them (a subscription renamed or removed) is logged and counted.
+    pub subscriptions: Arc<[Arc<str>]>,
     pub metrics: Arc<Metrics>,
     pub tap: Option<OutcomeTap>,
 }
@@ -174,6 +179,7 @@ impl ShardWorker {
             publisher: plan.publisher.clone(),
             delivered: Some(Arc::default()),
             metrics: Some(plan.metrics.clone()),
+            log_budget: crate::wasm::LogBudget::default(),
         };
         ShardWorker {
             status: status.shard(&plan.name, shard_id),

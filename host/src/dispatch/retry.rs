@@ -68,50 +68,10 @@ impl Delayed {
     }
 }
 
-/// What a read record is to this subscription.
-pub(super) enum Copy {
-    /// An ordinary record (or one that only looks like a copy: handled as it is).
-    No,
-    /// A retry copy this fleet made for another subscription reading the same stream.
-    Foreign,
-    /// A retry copy of ours: its header, and where the original data starts.
-    Ours(Box<Header>, usize),
-}
-
 /// The longest retry-after delay honoured under a cap (one hour); longer ones wait this long.
 const MAX_RETRY_AFTER_MS: u64 = 3_600_000;
 
 impl Run<'_> {
-    /// Whether `record` is a retry copy to unwrap: made under the fleet's key, for this
-    /// subscription, on its retry stream. A record that looks like one but is not is an ordinary
-    /// record (logged and counted); a dead letter read by a subscription is an ordinary record.
-    pub(super) fn copy_of(&self, record: &Record) -> Copy {
-        let w = self.worker;
-        let reject = |why: &dyn std::fmt::Display| {
-            w.plan.metrics.envelope_rejected(&w.plan.name);
-            tracing::warn!(
-                sequence_number = %record.position(),
-                "a record that looks like a retry copy is handled as an ordinary record: {why}"
-            );
-            Copy::No
-        };
-        let (header, original) = match envelope::unwrap(&w.plan.envelopes, &record.data) {
-            Ok(Some((h, original))) if h.kind == Kind::Retry => (h, original),
-            Ok(_) => return Copy::No,
-            Err(why) => return reject(&why),
-        };
-        if *header.subscription != *w.plan.name {
-            return Copy::Foreign;
-        }
-        match &w.plan.retry {
-            Some(policy) if policy.retry_stream == *w.plan.stream => {
-                let at = record.data.len() - original.len();
-                Copy::Ours(Box::new(header), at)
-            }
-            _ => reject(&"it is not on this subscription's retry stream"),
-        }
-    }
-
     /// A record the handler could not handle (it answered retry, or its call failed on it).
     /// Without a cap it is held; under a cap a copy is published for another attempt, or after
     /// the last attempt the record goes to the dead-letter stream.
@@ -190,7 +150,7 @@ impl Run<'_> {
             handler_version: None,
             data_omitted: None,
         };
-        let data = envelope::wrap(&w.plan.envelopes, &header, &record.data);
+        let data = envelope::wrap(w.plan.envelopes.current(), &header, &record.data);
         if !envelope::fits(&data, &record.partition_key) {
             let reason = format!(
                 "a record of {} bytes is too large for a retry copy (with its envelope it passes \
@@ -223,7 +183,7 @@ impl Run<'_> {
     /// settles it; if that fails, it is tried again after a back-off. When the record and its envelope do not
     /// fit into one Kinesis record, the letter is a reference: the envelope alone, naming where
     /// the record is and how large it is.
-    async fn dead_letter(
+    pub(super) async fn dead_letter(
         &mut self,
         policy: &RetryPolicy,
         record: Record,
@@ -242,10 +202,10 @@ impl Run<'_> {
             handler_version: Some(self.version.to_string()),
             data_omitted: None,
         };
-        let mut data = envelope::wrap(&w.plan.envelopes, &header, &record.data);
+        let mut data = envelope::wrap(w.plan.envelopes.current(), &header, &record.data);
         if !envelope::fits(&data, &record.partition_key) {
             header.data_omitted = Some(record.data.len() as u64);
-            data = envelope::wrap(&w.plan.envelopes, &header, &[]);
+            data = envelope::wrap(w.plan.envelopes.current(), &header, &[]);
             w.plan
                 .metrics
                 .contained(&w.plan.name, "dead-letter-reference");

@@ -91,6 +91,7 @@ pub struct Metrics {
     handler_version: Family<VersionLabels, Gauge>,
     swaps: Family<SwapLabels, Counter>,
     retry_copies: Family<SubscriptionLabels, Counter>,
+    retry_copies_unclaimed: Family<SubscriptionLabels, Counter>,
     dead_letters: Family<SubscriptionLabels, Counter>,
     envelopes_rejected: Family<SubscriptionLabels, Counter>,
     contained: Family<ContainedLabels, Counter>,
@@ -122,6 +123,7 @@ impl Metrics {
             handler_version: Family::default(),
             swaps: Family::default(),
             retry_copies: Family::default(),
+            retry_copies_unclaimed: Family::default(),
             dead_letters: Family::default(),
             envelopes_rejected: Family::default(),
             contained: Family::default(),
@@ -219,13 +221,18 @@ impl Metrics {
             self.retry_copies.clone(),
         );
         registry.register(
+            "retry_copies_unclaimed",
+            "Retry copies read that name a subscription this host does not run (renamed or removed): skipped",
+            self.retry_copies_unclaimed.clone(),
+        );
+        registry.register(
             "dead_letters",
             "Records sent to the dead-letter stream after their last attempt",
             self.dead_letters.clone(),
         );
         registry.register(
             "envelopes_rejected",
-            "Records that looked like retry copies but were not made by this fleet for this subscription and stream (handled as ordinary records)",
+            "Records that looked like retry copies but were not made by this fleet for this subscription and stream: one claiming this subscription that no key of the host authenticates is dead-lettered (held without a cap), any other is handled as an ordinary record or skipped",
             self.envelopes_rejected.clone(),
         );
         registry.register(
@@ -328,6 +335,15 @@ impl Metrics {
 
     pub fn retry_copy(&self, subscription: &str) {
         self.retry_copies
+            .get_or_create(&SubscriptionLabels {
+                subscription: subscription.to_owned(),
+            })
+            .inc();
+    }
+
+    /// A retry copy read by `subscription` that names a subscription this host does not run.
+    pub fn retry_copy_unclaimed(&self, subscription: &str) {
+        self.retry_copies_unclaimed
             .get_or_create(&SubscriptionLabels {
                 subscription: subscription.to_owned(),
             })

@@ -25,7 +25,7 @@ use crate::source::{SourceError, StreamSource};
 use crate::status::{Failure, StatusBoard};
 use crate::wasm::LoadError;
 use prepare::Prepared;
-pub use stores::{dynamo_table, fleet_envelope_key};
+pub use stores::{dynamo_table, fleet_envelope_keys};
 
 /// Why a host could not start. Nothing has been started when this is returned.
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,7 @@ use crate::admin::{AdminServer, AdminState};
 use crate::config::{Config, KinesisEndpoint, LeaseStoreKind, SubscriptionConfig};
 use crate::deploy::{Applied, Deployer};
 use crate::dispatch::SubscriptionPlan;
-use crate::envelope::EnvelopeKey;
+use crate::envelope::EnvelopeKeys;
 use crate::feed::{self, FeedRecord};
 use crate::fleet::last_ran::{Kept, LastRan};
 use crate::fleet::{Fleet, FleetError, FleetPolicy};
@@ -58,7 +58,9 @@ struct Parts {
     runtime: Arc<Runtime>,
     deployer: Deployer,
     source: Arc<dyn StreamSource>,
-    envelopes: Arc<EnvelopeKey>,
+    envelopes: Arc<EnvelopeKeys>,
+    /// Every subscription of the config: a retry copy naming none of them is logged.
+    names: Arc<[Arc<str>]>,
     metrics: Arc<Metrics>,
     checkpoint_every: std::time::Duration,
     fleet: Option<Arc<Fleet>>,
@@ -105,6 +107,7 @@ impl Parts {
             retry: s.retry.clone(),
             publisher,
             envelopes: self.envelopes.clone(),
+            subscriptions: self.names.clone(),
             metrics: self.metrics.clone(),
             tap: None,
         };
@@ -377,6 +380,11 @@ impl Host {
             runtime,
             source,
             envelopes: Arc::new(stores.envelopes),
+            names: config
+                .subscriptions
+                .iter()
+                .map(|s| Arc::from(s.name.as_str()))
+                .collect(),
             metrics,
             checkpoint_every: config.leases.checkpoint_every,
             fleet,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::StartError;
 use crate::config::{Config, LeaseStoreKind};
-use crate::envelope::EnvelopeKey;
+use crate::envelope::{EnvelopeKey, EnvelopeKeys};
 use crate::lease::{DynamoLeaseStore, DynamoOptions, LeaseStore, MemoryLeaseStore};
 use crate::wasm::Runtime;
 
@@ -32,7 +32,7 @@ pub(super) struct Stores {
     pub leases: Arc<dyn LeaseStore>,
     /// The same store when it is a DynamoDB table: the fleet's desired versions live there.
     pub table: Option<Arc<DynamoLeaseStore>>,
-    pub envelopes: EnvelopeKey,
+    pub envelopes: EnvelopeKeys,
 }
 
 /// The configured lease store, checked (a DynamoDB table must exist with the right key), and the
@@ -45,10 +45,10 @@ pub(super) async fn lease_store(
         None => Ok(Stores {
             leases: Arc::new(MemoryLeaseStore::new()),
             table: None,
-            envelopes: envelope_key(config, cache, None).await?,
+            envelopes: envelope_keys(config, cache, None).await?,
         }),
         Some(store) => {
-            let envelopes = envelope_key(config, cache, Some(&store)).await?;
+            let envelopes = envelope_keys(config, cache, Some(&store)).await?;
             let store = Arc::new(store);
             Ok(Stores {
                 leases: store.clone(),
@@ -82,18 +82,67 @@ pub async fn dynamo_table(config: &Config) -> Result<Option<DynamoLeaseStore>, S
     Ok(Some(store))
 }
 
-/// The key that authenticates this fleet's retry copies and dead letters, found as a host of
-/// `config` finds it (for tools such as `shardhost dead-letters`).
-pub async fn fleet_envelope_key(config: &Config) -> Result<EnvelopeKey, StartError> {
+/// The keys that authenticate this fleet's retry copies and dead letters, found as a host of
+/// `config` finds them (for tools such as `shardhost dead-letters`).
+pub async fn fleet_envelope_keys(config: &Config) -> Result<EnvelopeKeys, StartError> {
     let cache = Runtime::cache_dir_of(&config.host);
     lease_store(config, cache.as_deref())
         .await
         .map(|s| s.envelopes)
 }
 
-/// See [`crate::envelope::key`]: the configured secret; else the lease table's key; else the
-/// cache directory's key file.
-async fn envelope_key(
+/// See [`crate::envelope::key`]: the configured secret; else the lease table's key (said loudly:
+/// whoever reads the table can forge copies); else the cache directory's key file. Then the
+/// previous keys.
+async fn envelope_keys(
+    config: &Config,
+    cache: Option<&Path>,
+    table: Option<&DynamoLeaseStore>,
+) -> Result<EnvelopeKeys, StartError> {
+    let previous = EnvelopeKey::configured_previous(&config.host.retry_keys_previous)
+        .map_err(StartError::EnvelopeKey)?;
+    let mut keys = previous.keys;
+    if previous.lease_table {
+        keys.extend(lease_table_key(table).await?);
+    }
+    let current = current_key(config, cache, table).await?;
+    let keys = EnvelopeKeys::new(current, keys);
+    let previous: Vec<String> = keys.previous().iter().map(EnvelopeKey::id).collect();
+    tracing::info!(
+        key_id = keys.current().id(), previous = ?previous,
+        "retry copies and dead letters are made under key {}", keys.current().id()
+    );
+    Ok(keys)
+}
+
+/// The key kept in the lease table, named as a previous key: for a fleet moving from it to a
+/// configured key (copies made under it are opened meanwhile; whoever reads the table can forge
+/// them meanwhile too, hence the warning).
+async fn lease_table_key(
+    table: Option<&DynamoLeaseStore>,
+) -> Result<Option<EnvelopeKey>, StartError> {
+    let Some(store) = table else {
+        tracing::warn!(
+            "retry_keys_previous names \"lease-table\", but the leases are not in a DynamoDB table: ignored"
+        );
+        return Ok(None);
+    };
+    let key = store
+        .stored_envelope_key()
+        .await
+        .map_err(StartError::Leases)?
+        .map(EnvelopeKey::from_bytes);
+    if key.is_some() {
+        tracing::warn!(
+            table = store.table_name(),
+            "copies made under the key kept in the lease table are still opened (retry_keys_previous): \
+             whoever can read the table can forge them until \"lease-table\" is taken out"
+        );
+    }
+    Ok(key)
+}
+
+async fn current_key(
     config: &Config,
     cache: Option<&Path>,
     table: Option<&DynamoLeaseStore>,
@@ -103,6 +152,12 @@ async fn envelope_key(
     }
     if let Some(store) = table {
         let bytes = store.envelope_key().await.map_err(StartError::Leases)?;
+        tracing::warn!(
+            table = store.table_name(),
+            "retry copies and dead letters are authenticated with a key kept in the lease table: \
+             whoever can read the table can forge retry copies (set [host] retry_key or \
+             SHARDHOST_RETRY_KEY on every instance; README: Retries and dead letters)"
+        );
         return Ok(EnvelopeKey::from_bytes(bytes));
     }
     match cache {

@@ -1,8 +1,9 @@
 //! Everything a guest writes to the host's log: `host.log` lines and its stdout and stderr
 //! (Python's `print` and tracebacks, `console.log`, a Rust panic message), one line at a time,
 //! tagged with the handler version (the subscription and shard are the spans the call runs in),
-//! cut at [`MAX_LOG_LINE`] bytes and held to [`LOG_LINES_PER_SECOND`] per instance. The last
-//! lines of stderr and the last error-level line are kept for the report of a trap.
+//! cut at [`MAX_LOG_LINE`] bytes and held to the shard's [`LogBudget`] (not the instance's: a
+//! fresh instance does not start it over). The last lines of stderr and the last error-level
+//! line are kept for the report of a trap.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -15,15 +16,12 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
 use super::bindings::Level;
+use super::log_budget::{LogBudget, Take, report_dropped};
 use super::short_version;
 use crate::handler::CallContext;
 
 /// The longest guest log line kept, in bytes; longer ones are cut (and say so).
 pub const MAX_LOG_LINE: usize = 4096;
-/// Guest log lines one instance may write per second (on average; bursts of
-/// [`LOG_BURST`] lines are let through).
-pub const LOG_LINES_PER_SECOND: u32 = 1000;
-const LOG_BURST: u32 = 2000;
 /// Lines of stderr kept for a trap report (the end of a Python traceback, say).
 const STDERR_TAIL_LINES: usize = 3;
 
@@ -34,6 +32,7 @@ pub struct GuestLog(Arc<Mutex<Inner>>);
 struct Inner {
     ctx: CallContext,
     version: Arc<str>,
+    /// The shard's, shared with every other instance it makes.
     budget: LogBudget,
     /// Bytes of a line not ended yet, per stream (stdout, stderr).
     partial: [Vec<u8>; 2],
@@ -63,7 +62,7 @@ impl GuestLog {
         GuestLog(Arc::new(Mutex::new(Inner {
             ctx: ctx.clone(),
             version: Arc::from(version),
-            budget: LogBudget::new(),
+            budget: ctx.log_budget.clone(),
             partial: [Vec::new(), Vec::new()],
             last_error: None,
             stderr_tail: VecDeque::new(),
@@ -169,21 +168,15 @@ impl Inner {
         if cut {
             self.ctx.contained("guest-log-truncated");
         }
-        let dropped = match self.budget.take(Instant::now()) {
-            Ok(dropped) => dropped,
-            Err(first_drop) => {
-                if first_drop {
+        let handler = short_version(&self.version);
+        match self.budget.take(message.len(), Instant::now()) {
+            Take::Write(dropped) => report_dropped(dropped, handler),
+            Take::Drop { first } => {
+                if first {
                     self.ctx.contained("guest-log-rate");
                 }
                 return message;
             }
-        };
-        let handler = short_version(&self.version);
-        if dropped > 0 {
-            tracing::warn!(
-                target: "shardhost::guest", handler, dropped,
-                "{dropped} log lines of this handler instance were dropped: more than {LOG_LINES_PER_SECOND} a second"
-            );
         }
         macro_rules! emit {
             ($lvl:ident) => {
@@ -265,38 +258,6 @@ impl tokio::io::AsyncWrite for GuestOutput {
     }
 }
 
-/// A token bucket for one instance's log lines.
-#[derive(Debug)]
-struct LogBudget {
-    tokens: f64,
-    at: Instant,
-    dropped: u64,
-}
-
-impl LogBudget {
-    fn new() -> Self {
-        LogBudget {
-            tokens: f64::from(LOG_BURST),
-            at: Instant::now(),
-            dropped: 0,
-        }
-    }
-
-    /// `Ok(lines dropped since the last line let through)`, or `Err(first drop of a run)`.
-    fn take(&mut self, now: Instant) -> Result<u64, bool> {
-        let refill = now.duration_since(self.at).as_secs_f64() * f64::from(LOG_LINES_PER_SECOND);
-        self.tokens = (self.tokens + refill).min(f64::from(LOG_BURST));
-        self.at = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            Ok(std::mem::take(&mut self.dropped))
-        } else {
-            self.dropped += 1;
-            Err(self.dropped == 1)
-        }
-    }
-}
-
 /// A guest's log line as the host writes it: control characters (CR and LF among them, which
 /// would forge host log lines) escaped, and cut at [`MAX_LOG_LINE`] bytes. Answers whether it
 /// was cut.
@@ -332,6 +293,7 @@ mod tests {
             publisher: None,
             delivered: None,
             metrics: None,
+            log_budget: LogBudget::default(),
         };
         GuestLog::new(&ctx, "abc")
     }
@@ -346,17 +308,6 @@ mod tests {
         assert!(cut);
         assert!(line.len() < MAX_LOG_LINE + 64, "{}", line.len());
         assert!(line.ends_with("[cut: 100000 bytes in all]"));
-    }
-
-    #[test]
-    fn log_lines_past_the_rate_are_dropped_and_counted() {
-        let mut budget = LogBudget::new();
-        let t = budget.at;
-        let let_through = (0..5000).filter(|_| budget.take(t).is_ok()).count();
-        assert_eq!(let_through, LOG_BURST as usize);
-        // A second later, a second's worth more; the first says how many were dropped.
-        let later = t + std::time::Duration::from_secs(1);
-        assert_eq!(budget.take(later), Ok(5000 - u64::from(LOG_BURST)));
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod http;
 mod imports;
 mod instance;
 mod limits;
+mod log_budget;
 mod state;
 mod ticker;
 
@@ -34,6 +35,7 @@ pub use compile::Urgency;
 pub use imports::HostState;
 use instance::InstanceSpec;
 pub use instance::{InstantiateError, WasmInstance};
+pub use log_budget::LogBudget;
 use ticker::Ticker;
 
 /// The world every handler component implements.
@@ -275,6 +277,7 @@ impl Runtime {
             publisher: None,
             delivered: None,
             metrics: None,
+            log_budget: LogBudget::default(),
         };
         spec.probe(&pre, &probe)
             .await

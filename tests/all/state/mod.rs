@@ -102,6 +102,7 @@ async fn call_counted(
         publisher: None,
         delivered: None,
         metrics,
+        log_budget: Default::default(),
     };
     let info = BatchInfo {
         stream: "state".into(),

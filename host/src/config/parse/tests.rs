@@ -85,6 +85,7 @@ const ONE_PROBLEM: &[(&str, usize, &str, &str)] = &[
     ("[host]\nname = 5", 2, "host.name", "expected a string, found the integer 5"),
     ("[host]\nowner_id = \"\"", 2, "host.owner_id", "`owner_id` must not be empty"),
     ("[host]\nretry_key = \"short\"", 2, "host.retry_key", "`retry_key` must be at least 16 characters"),
+    ("[host]\nretry_keys_previous = [\"long enough secret\", \"short\"]", 2, "host.retry_keys_previous[1]", "each of `retry_keys_previous` must be at least 16 characters"),
     ("[kinesis]\ntest_credentials = \"yes\"", 2, "kinesis.test_credentials", "expected a boolean (true or false), found the string \"yes\""),
     ("[kinesis]\nendpoint = \"localhost:4567\"", 2, "kinesis.endpoint", "unknown endpoint \"localhost:4567\"; expected \"memory\" or an http:// or https:// URL (omit it for AWS)"),
     ("[kinesis]\nendpoint = \"http://\"", 2, "kinesis.endpoint", "unknown endpoint \"http://\""),

@@ -134,6 +134,11 @@ impl DynamoLeaseStore {
     /// Checks at start that the table exists and is keyed by one string partition key
     /// `lease_key`; answers [`LeaseError::Refused`] saying what is wrong (with the AWS CLI command
     /// that creates the table when it is missing). Waits while the table is still being created.
+    /// The table's name.
+    pub fn table_name(&self) -> &str {
+        &self.table
+    }
+
     pub async fn check_table(&self) -> Result<(), LeaseError> {
         table::check(&self.client, &self.table, self.endpoint.as_deref()).await
     }

@@ -52,7 +52,8 @@ impl DynamoLeaseStore {
         }
     }
 
-    async fn stored_envelope_key(&self) -> Result<Option<[u8; 32]>, LeaseError> {
+    /// The fleet's envelope key when one was made (never makes one).
+    pub async fn stored_envelope_key(&self) -> Result<Option<[u8; 32]>, LeaseError> {
         let out = self
             .client
             .get_item()
