@@ -143,7 +143,7 @@ impl Run<'_> {
             partition_key: u.record.partition_key.to_string(),
         };
         let reason = format!("{error}; the letter holds the copy as it was read");
-        self.dead_letter(policy, u.record, u.ticket, 0, origin, reason)
+        self.dead_letter(policy, u.record, u.ticket, 0, origin, (reason, 0))
             .await;
         error
     }

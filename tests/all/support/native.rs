@@ -138,9 +138,10 @@ impl NativeRun {
                 in_flight: Default::default(),
                 retry: plan.retry,
                 publisher: None,
-                envelopes: Arc::new(shardhost::testing::envelope::EnvelopeKey::from_bytes(
-                    [0; 32],
-                )),
+                envelopes: Arc::new(
+                    shardhost::testing::envelope::EnvelopeKey::from_bytes([0; 32]).into(),
+                ),
+                subscriptions: Arc::new([Arc::from("sub")]),
                 tap: Some(Arc::new(move |s| {
                     tap_into.lock().unwrap().push((
                         s.shard_id.to_owned(),
