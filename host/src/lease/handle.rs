@@ -30,6 +30,16 @@ pub struct LeaseHandle {
     /// Fired by [`LeaseHandle::release`] (which fires `lost` too).
     released: CancellationToken,
     handoff: CancellationToken,
+    /// The last write, when it failed with a store error: the table may have applied it all
+    /// the same (its answer was lost), and then the row shows it, one write past ours.
+    uncertain: std::sync::Mutex<Option<Unanswered>>,
+}
+
+/// A write that failed with a store error, and what the row shows if it was applied.
+enum Unanswered {
+    Checkpoint(Checkpoint),
+    Renew,
+    Opened,
 }
 
 /// How a [`LeaseHandle::keep_alive`] ended.
@@ -54,6 +64,7 @@ impl LeaseHandle {
             lost: CancellationToken::new(),
             released: CancellationToken::new(),
             handoff: CancellationToken::new(),
+            uncertain: std::sync::Mutex::new(None),
         };
         handle.renewed(sent);
         handle
@@ -109,10 +120,18 @@ impl LeaseHandle {
             return Err(lost(&lease));
         }
         let sent = Instant::now();
-        let result = match op {
-            Write::Checkpoint(cp) => self.store.checkpoint(&lease, cp).await,
-            Write::Renew(ttl) => self.store.renew(&lease, ttl).await,
-            Write::Opened(at) => self.store.mark_opened(&lease, at).await,
+        let mut result = self.send(&lease, &op).await;
+        if matches!(result, Err(LeaseError::Lost { .. })) && self.adopt_unanswered(&mut lease).await
+        {
+            result = self.send(&lease, &op).await;
+        }
+        *self.uncertain.lock().unwrap_or_else(|e| e.into_inner()) = match (&result, &op) {
+            (Err(LeaseError::Store(_)), Write::Checkpoint(cp)) => {
+                Some(Unanswered::Checkpoint((*cp).clone()))
+            }
+            (Err(LeaseError::Store(_)), Write::Renew(_)) => Some(Unanswered::Renew),
+            (Err(LeaseError::Store(_)), Write::Opened(_)) => Some(Unanswered::Opened),
+            _ => None,
         };
         match result {
             Ok(written) => {
@@ -137,6 +156,48 @@ impl LeaseHandle {
         }
     }
 
+    async fn send(&self, lease: &Lease, op: &Write<'_>) -> Result<Lease, LeaseError> {
+        match op {
+            Write::Checkpoint(cp) => self.store.checkpoint(lease, cp).await,
+            Write::Renew(ttl) => self.store.renew(lease, *ttl).await,
+            Write::Opened(at) => self.store.mark_opened(lease, *at).await,
+        }
+    }
+
+    /// After a write that failed with a store error, the next one found the row changed: when
+    /// the change is that write itself (applied, its answer lost: still ours, the counter one
+    /// past ours), goes on from the row as it is. Answers whether it did.
+    async fn adopt_unanswered(&self, lease: &mut Lease) -> bool {
+        let Some(unanswered) = self
+            .uncertain
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        else {
+            return false;
+        };
+        let Ok(Some(row)) = self.store.read(&lease.key).await else {
+            return false;
+        };
+        let shows = match &unanswered {
+            Unanswered::Checkpoint(cp) => row.checkpoint.as_ref() == Some(cp),
+            Unanswered::Renew => {
+                row.checkpoint == lease.checkpoint && row.expiry_ms > lease.expiry_ms
+            }
+            Unanswered::Opened => row.opened_ms.is_some(),
+        };
+        let ours = shows
+            && row.owner.is_some()
+            && row.owner == lease.owner
+            && row.counter == lease.counter.saturating_add(1)
+            && row.handoff_to.is_none();
+        if ours {
+            tracing::info!(lease = %row.key, "the last lease write was applied although its answer was lost; going on from it");
+            *lease = row;
+        }
+        ours
+    }
+
     /// Writes a checkpoint; refused once the lease is lost.
     pub async fn checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), LeaseError> {
         self.write(Write::Checkpoint(checkpoint)).await
@@ -154,8 +215,10 @@ impl LeaseHandle {
     }
 
     /// Renews the lease every `every` until it is released or lost. Nothing but the store's
-    /// answer can delay a renewal; when none answers before the lease could expire, or one
-    /// fails, the lease is fenced at once (the reader stops and writes nothing more).
+    /// answer can delay a renewal. A renewal the store fails (it could not be reached, it
+    /// throttled) is tried again, a fifth of `every` later, while the lease is still valid;
+    /// when none succeeds before the lease could expire, or the lease is found lost, it is
+    /// fenced at once (the reader stops and writes nothing more).
     pub async fn keep_alive(&self, every: Duration) -> KeepAlive {
         loop {
             tokio::select! {
@@ -163,7 +226,7 @@ impl LeaseHandle {
                 _ = tokio::time::sleep(every) => {}
             }
             let deadline = self.valid_until();
-            match tokio::time::timeout_at(deadline, self.renew()).await {
+            match tokio::time::timeout_at(deadline, self.renew_until_answered(every / 5)).await {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) if self.released.is_cancelled() => return KeepAlive::Ended,
                 Ok(Err(e)) => {
@@ -174,6 +237,19 @@ impl LeaseHandle {
                     self.fence();
                     return KeepAlive::TimedOut;
                 }
+            }
+        }
+    }
+
+    /// Renews, trying again `pause` after each store error; a lost lease ends it.
+    async fn renew_until_answered(&self, pause: Duration) -> Result<(), LeaseError> {
+        loop {
+            match self.renew().await {
+                Err(LeaseError::Store(e)) if !self.lost.is_cancelled() => {
+                    tracing::warn!(error = %e, "lease renewal failed; trying again while the lease is valid");
+                    tokio::time::sleep(pause.max(Duration::from_millis(50))).await;
+                }
+                other => return other,
             }
         }
     }
@@ -189,5 +265,127 @@ impl LeaseHandle {
         let result = self.store.release(&lease).await;
         self.lost.cancel();
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::{LeaseKey, MemoryLeaseStore};
+    use async_trait::async_trait;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// The memory store, with renewals that fail: `refused` of them before being applied, and
+    /// `unanswered` of them after (the row is written, the caller gets an error).
+    #[derive(Default)]
+    struct Faulty {
+        inner: MemoryLeaseStore,
+        refused: AtomicU32,
+        unanswered: AtomicU32,
+    }
+
+    fn take(n: &AtomicU32) -> bool {
+        n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    #[async_trait]
+    impl LeaseStore for Faulty {
+        async fn acquire(
+            &self,
+            key: &LeaseKey,
+            owner: &str,
+            ttl: Duration,
+        ) -> Result<Option<Lease>, LeaseError> {
+            self.inner.acquire(key, owner, ttl).await
+        }
+        async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LeaseError> {
+            if take(&self.refused) {
+                return Err(LeaseError::Store("refused".into()));
+            }
+            let written = self.inner.renew(lease, ttl).await?;
+            if take(&self.unanswered) {
+                return Err(LeaseError::Store("the answer was lost".into()));
+            }
+            Ok(written)
+        }
+        async fn checkpoint(&self, lease: &Lease, cp: &Checkpoint) -> Result<Lease, LeaseError> {
+            self.inner.checkpoint(lease, cp).await
+        }
+        async fn mark_opened(&self, lease: &Lease, at_ms: u64) -> Result<Lease, LeaseError> {
+            self.inner.mark_opened(lease, at_ms).await
+        }
+        async fn read(&self, key: &LeaseKey) -> Result<Option<Lease>, LeaseError> {
+            self.inner.read(key).await
+        }
+        async fn release(&self, lease: &Lease) -> Result<(), LeaseError> {
+            self.inner.release(lease).await
+        }
+    }
+
+    const TTL: Duration = Duration::from_secs(10);
+    const EVERY: Duration = Duration::from_secs(3);
+
+    async fn held(store: Arc<Faulty>) -> Arc<LeaseHandle> {
+        let key = LeaseKey::new("s", "shard-1");
+        let lease = store.acquire(&key, "a", TTL).await.unwrap().unwrap();
+        Arc::new(LeaseHandle::new(store, lease, TTL, Instant::now()))
+    }
+
+    /// Runs the keep-alive for a minute of virtual time: how it ended, if it did.
+    async fn keep_alive_for_a_minute(handle: &Arc<LeaseHandle>) -> Option<KeepAlive> {
+        let h = handle.clone();
+        let task = tokio::spawn(async move { h.keep_alive(EVERY).await });
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        if task.is_finished() {
+            return Some(task.await.unwrap());
+        }
+        task.abort();
+        None
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_the_store_fails_is_tried_again_while_the_lease_is_valid() {
+        let _clock = crate::lease::simulated_clock(1_000_000);
+        let store = Arc::new(Faulty::default());
+        store.refused.store(3, Ordering::SeqCst);
+        let handle = held(store.clone()).await;
+        let ended = keep_alive_for_a_minute(&handle).await;
+        assert!(ended.is_none(), "the keep-alive ended: {ended:?}");
+        assert!(!handle.lost().is_cancelled(), "the lease was kept");
+        assert_eq!(store.refused.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_applied_whose_answer_was_lost_is_not_taken_for_a_lost_lease() {
+        let _clock = crate::lease::simulated_clock(1_000_000);
+        let store = Arc::new(Faulty::default());
+        store.unanswered.store(1, Ordering::SeqCst);
+        let handle = held(store.clone()).await;
+        let ended = keep_alive_for_a_minute(&handle).await;
+        assert!(ended.is_none(), "the keep-alive ended: {ended:?}");
+        handle
+            .checkpoint(&Checkpoint::ShardEnd)
+            .await
+            .expect("the holder still writes");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_taken_by_another_owner_is_still_lost() {
+        let _clock = crate::lease::simulated_clock(1_000_000);
+        let store = Arc::new(Faulty::default());
+        store.unanswered.store(1, Ordering::SeqCst);
+        let handle = held(store.clone()).await;
+        // The row moves on without this holder: released behind its back and taken by b.
+        let key = LeaseKey::new("s", "shard-1");
+        let row = store.read(&key).await.unwrap().unwrap();
+        store.inner.release(&row).await.unwrap();
+        store.acquire(&key, "b", TTL).await.unwrap().unwrap();
+        let ended = keep_alive_for_a_minute(&handle).await;
+        assert!(
+            matches!(ended, Some(KeepAlive::Failed(LeaseError::Lost { .. }))),
+            "{ended:?}"
+        );
+        assert!(handle.lost().is_cancelled());
     }
 }
