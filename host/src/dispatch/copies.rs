@@ -88,7 +88,21 @@ impl Run<'_> {
             return Copy::No;
         }
         if *claimed.subscription == *self.worker.plan.name {
-            return Copy::Unauthenticated(why);
+            // Only where this subscription's copies are read (under a cap, on its retry stream)
+            // is it kept from the handler; elsewhere it is an ordinary record, as an
+            // authenticated copy would be there (anyone who can put records must not be able
+            // to hold a shard with one).
+            let ours = self
+                .worker
+                .plan
+                .retry
+                .as_ref()
+                .is_some_and(|p| p.retry_stream == *self.worker.plan.stream);
+            return if ours {
+                Copy::Unauthenticated(why)
+            } else {
+                Copy::No
+            };
         }
         let plan = &self.worker.plan;
         if !plan

@@ -56,6 +56,18 @@ fn publish_backoff(failures: u32) -> Duration {
     Duration::from_secs(1 << failures.saturating_sub(1).min(5)).min(Duration::from_secs(30))
 }
 
+/// When a publish that did not go out is tried again, and its failures by then: after a
+/// back-off when it failed; as soon as anything calls for it when a stop, a lost lease or a
+/// handoff came first (the worker ends then, and the record stays unsettled for the next
+/// reader; kept among the delayed ones so nothing waits for it as if it were out).
+fn not_out(published: &Published, failures: u32) -> Option<(Instant, u32)> {
+    match published {
+        Published::Done(_) => None,
+        Published::Failed => Some((Instant::now() + publish_backoff(failures + 1), failures + 1)),
+        Published::Interrupted => Some((Instant::now(), failures)),
+    }
+}
+
 impl Delayed {
     /// What it holds in memory (its data and key).
     pub fn bytes(&self) -> u64 {
@@ -167,9 +179,18 @@ impl Run<'_> {
         let published = self
             .publish(&policy.retry_stream, data, &record, ticket, failures)
             .await;
-        if let Published::Failed = published {
-            self.try_again(record, ticket, attempt, header.origin, None, failures);
-        } else if let Published::Done(seq) = published {
+        if let Some((due, failures)) = not_out(&published, failures) {
+            let origin = header.origin;
+            self.delayed.push(Delayed {
+                due,
+                ticket,
+                record,
+                attempt,
+                origin,
+                letter: None,
+                failures,
+            });
+        } else if let Published::Done(seq) = &published {
             w.plan.metrics.retry_copy(&w.plan.name);
             tracing::info!(
                 sequence_number = %record.position(), partition_key = %record.partition_key,
@@ -214,10 +235,18 @@ impl Run<'_> {
         let published = self
             .publish(&policy.dead_letter, data, &record, ticket, failures)
             .await;
-        if let Published::Failed = published {
+        if let Some((due, failures)) = not_out(&published, failures) {
             let origin = header.origin;
-            self.try_again(record, ticket, attempt, origin, Some(reason), failures);
-        } else if let Published::Done(seq) = published {
+            self.delayed.push(Delayed {
+                due,
+                ticket,
+                record,
+                attempt,
+                origin,
+                letter: Some(reason),
+                failures,
+            });
+        } else if let Published::Done(seq) = &published {
             w.plan.metrics.dead_letter(&w.plan.name);
             tracing::warn!(
                 sequence_number = %record.position(), partition_key = %record.partition_key,
@@ -269,31 +298,10 @@ impl Run<'_> {
         }
     }
 
-    /// Puts a record whose publish failed back among the delayed ones, due after a back-off.
-    fn try_again(
-        &mut self,
-        record: Record,
-        ticket: Ticket,
-        attempt: u32,
-        origin: Origin,
-        letter: Option<String>,
-        failures: u32,
-    ) {
-        let failures = failures + 1;
-        self.delayed.push(Delayed {
-            due: Instant::now() + publish_backoff(failures),
-            ticket,
-            record,
-            attempt,
-            origin,
-            letter,
-            failures,
-        });
-    }
-
     /// Publishes the copies and dead letters that are due (a retry-after delay is over, or a
-    /// failed publish is to be tried again), one at a time in read order, until a stop or a
-    /// lost lease: what is left then is delivered again by the shard's next reader.
+    /// failed publish is to be tried again), one at a time in read order. After one fails, the
+    /// rest of this turn wait with it (the stream is down: no point trying each for 30 s); after
+    /// a stop or a lost lease, they stay unsettled and are delivered again by the next reader.
     pub(super) async fn flush_delayed(&mut self) {
         let now = Instant::now();
         // Copies wait only under a cap.
@@ -307,8 +315,12 @@ impl Run<'_> {
             .into_iter()
             .partition(|d| d.due <= now);
         self.delayed = waiting;
-        for d in due {
+        let mut due = due.into_iter();
+        while let Some(d) = due.next() {
+            let waiting = self.delayed.len();
             if self.interrupts.now().is_some() {
+                self.delayed.push(d);
+                self.delayed.extend(due);
                 return;
             }
             match d.letter {
@@ -322,6 +334,14 @@ impl Run<'_> {
                     self.publish_copy(policy, d.record, d.ticket, d.attempt, d.origin, d.failures)
                         .await;
                 }
+            }
+            // Put back after a failure (not an interruption, which is due at once): the rest
+            // wait as long.
+            if let Some(failed) = self.delayed.get(waiting).filter(|f| f.due > now) {
+                let until = failed.due;
+                self.delayed
+                    .extend(due.map(|d| Delayed { due: until, ..d }));
+                return;
             }
         }
     }

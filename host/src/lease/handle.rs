@@ -38,7 +38,9 @@ pub struct LeaseHandle {
 /// A write that failed with a store error, and what the row shows if it was applied.
 enum Unanswered {
     Checkpoint(Checkpoint),
-    Renew,
+    /// The expiry the store wrote lies in this range (ms since the Unix epoch): the store
+    /// computes it from this process's clock while the write is on its way.
+    Renew(std::ops::RangeInclusive<u64>),
     Opened,
 }
 
@@ -120,16 +122,22 @@ impl LeaseHandle {
             return Err(lost(&lease));
         }
         let sent = Instant::now();
+        let sent_ms = crate::lease::now_ms();
         let mut result = self.send(&lease, &op).await;
-        if matches!(result, Err(LeaseError::Lost { .. })) && self.adopt_unanswered(&mut lease).await
+        if matches!(result, Err(LeaseError::Lost { .. }))
+            && self.adopt_unanswered(&mut lease).await
+            && Instant::now() < self.valid_until()
         {
             result = self.send(&lease, &op).await;
         }
+        let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
+        let expiries =
+            sent_ms.saturating_add(ttl_ms)..=crate::lease::now_ms().saturating_add(ttl_ms);
         *self.uncertain.lock().unwrap_or_else(|e| e.into_inner()) = match (&result, &op) {
             (Err(LeaseError::Store(_)), Write::Checkpoint(cp)) => {
                 Some(Unanswered::Checkpoint((*cp).clone()))
             }
-            (Err(LeaseError::Store(_)), Write::Renew(_)) => Some(Unanswered::Renew),
+            (Err(LeaseError::Store(_)), Write::Renew(_)) => Some(Unanswered::Renew(expiries)),
             (Err(LeaseError::Store(_)), Write::Opened(_)) => Some(Unanswered::Opened),
             _ => None,
         };
@@ -181,16 +189,15 @@ impl LeaseHandle {
         };
         let shows = match &unanswered {
             Unanswered::Checkpoint(cp) => row.checkpoint.as_ref() == Some(cp),
-            Unanswered::Renew => {
-                row.checkpoint == lease.checkpoint && row.expiry_ms > lease.expiry_ms
+            Unanswered::Renew(expiries) => {
+                row.checkpoint == lease.checkpoint && expiries.contains(&row.expiry_ms)
             }
             Unanswered::Opened => row.opened_ms.is_some(),
         };
         let ours = shows
             && row.owner.is_some()
             && row.owner == lease.owner
-            && row.counter == lease.counter.saturating_add(1)
-            && row.handoff_to.is_none();
+            && row.counter == lease.counter.saturating_add(1);
         if ours {
             tracing::info!(lease = %row.key, "the last lease write was applied although its answer was lost; going on from it");
             *lease = row;
@@ -368,6 +375,26 @@ mod tests {
             .checkpoint(&Checkpoint::ShardEnd)
             .await
             .expect("the holder still writes");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_regained_under_the_same_owner_id_elsewhere_is_not_adopted() {
+        let _clock = crate::lease::simulated_clock(1_000_000);
+        let store = Arc::new(Faulty::default());
+        // The first renewal fails without being applied; meanwhile another process under the
+        // same owner id (a restart that should not have run beside this one) takes the row.
+        store.refused.store(1, Ordering::SeqCst);
+        let handle = held(store.clone()).await;
+        let h = handle.clone();
+        let task = tokio::spawn(async move { h.keep_alive(EVERY).await });
+        tokio::time::sleep(EVERY + Duration::from_millis(100)).await;
+        let key = LeaseKey::new("s", "shard-1");
+        store.inner.acquire(&key, "a", TTL).await.unwrap().unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(60), task).await;
+        assert!(
+            matches!(ended, Ok(Ok(KeepAlive::Failed(LeaseError::Lost { .. })))),
+            "{ended:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -169,6 +169,18 @@ impl Inner {
             self.ctx.contained("guest-log-truncated");
         }
         let handler = short_version(&self.version);
+        // A line the host's log level leaves out costs the shard's budget nothing: a lane
+        // chattering at debug must not silence another lane's errors.
+        let written = match level {
+            Level::Trace => tracing::enabled!(target: "shardhost::guest", tracing::Level::TRACE),
+            Level::Debug => tracing::enabled!(target: "shardhost::guest", tracing::Level::DEBUG),
+            Level::Info => tracing::enabled!(target: "shardhost::guest", tracing::Level::INFO),
+            Level::Warn => tracing::enabled!(target: "shardhost::guest", tracing::Level::WARN),
+            Level::Error => tracing::enabled!(target: "shardhost::guest", tracing::Level::ERROR),
+        };
+        if !written {
+            return message;
+        }
         match self.budget.take(message.len(), Instant::now()) {
             Take::Write(dropped) => report_dropped(dropped, handler),
             Take::Drop { first } => {
