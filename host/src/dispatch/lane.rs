@@ -211,6 +211,11 @@ impl Lane {
         info: &BatchInfo,
         range: Range<usize>,
     ) -> Option<(Result<Vec<Outcome>, CallError>, Option<String>)> {
+        // A lease found lost while this lane waited (say, on a checkpoint write that stalled
+        // past the fence and then answered) ends the lane before the handler sees anything.
+        if env.interrupts.lost.is_cancelled() {
+            return None;
+        }
         let records = &self.records[range];
         let mut handler = match self.handler.take() {
             Some(h) => h,

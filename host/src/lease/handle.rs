@@ -228,9 +228,15 @@ impl LeaseHandle {
     /// fenced at once (the reader stops and writes nothing more).
     pub async fn keep_alive(&self, every: Duration) -> KeepAlive {
         loop {
+            // The next renewal goes out `every` after the last one answered, but early enough
+            // to be answered before the fence (half a period before it): a renewal that
+            // answered late must not leave the lease acting past its fence unrenewed.
+            let fence = self.valid_until();
+            let latest = fence.checked_sub(every / 2).unwrap_or(fence);
+            let next = (Instant::now() + every).min(latest);
             tokio::select! {
                 _ = self.lost.cancelled() => return KeepAlive::Ended,
-                _ = tokio::time::sleep(every) => {}
+                _ = tokio::time::sleep_until(next) => {}
             }
             let deadline = self.valid_until();
             match tokio::time::timeout_at(deadline, self.renew_until_answered(every / 5)).await {
