@@ -121,7 +121,7 @@ fn deliveries(log: &mut Log) {
             ts.iter()
                 .rev()
                 .copied()
-                .find(|&t| log.takes[t].at <= c.start)
+                .find(|&t| log.takes[t].order < c.order)
         });
         let Some(take) = take else {
             found.push((

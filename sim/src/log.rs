@@ -65,6 +65,8 @@ pub struct Rec {
 /// One handler call.
 #[derive(Clone, Debug)]
 pub struct Call {
+    /// Its place among the log's events (finer than the ms clock).
+    pub order: u64,
     pub inc: u32,
     pub shard: String,
     pub seqs: Vec<u64>,
@@ -78,6 +80,8 @@ pub struct Call {
 /// A lease taken (an acquire applied to the table).
 #[derive(Clone, Debug)]
 pub struct Take {
+    /// Its place among the log's events.
+    pub order: u64,
     pub inc: u32,
     pub shard: String,
     pub at: u64,
@@ -105,6 +109,8 @@ pub struct Log {
     pub faults: u64,
     /// Checkpoints applied (progress, for the healing phase).
     pub checkpoint_writes: u64,
+    /// Events so far (takes and calls), to order events of one ms.
+    events: u64,
     trace: Option<Vec<String>>,
 }
 
@@ -124,6 +130,7 @@ impl Log {
             violations: Vec::new(),
             faults: 0,
             checkpoint_writes: 0,
+            events: 0,
             trace: verbose.then(Vec::new),
         }
     }
@@ -209,7 +216,9 @@ impl Log {
     pub fn took(&mut self, inc: u32, shard: &str, cp: Option<Cp>) {
         let at = self.now();
         self.note(|| format!("#{inc} took {shard} (checkpoint {cp:?})"));
+        self.events += 1;
         self.takes.push(Take {
+            order: self.events,
             inc,
             shard: shard.to_owned(),
             at,
@@ -262,7 +271,9 @@ impl Log {
     pub fn call_started(&mut self, inc: u32, shard: &str, seqs: Vec<u64>) -> usize {
         let start = self.now();
         self.note(|| format!("#{inc} calls {shard} {seqs:?}"));
+        self.events += 1;
         self.calls.push(Call {
+            order: self.events,
             inc,
             shard: shard.to_owned(),
             seqs,

@@ -100,8 +100,11 @@ impl Table {
                 .unwrap()
                 .checkpointed(inc, &lease.key.shard_id, old, new);
         }
-        if row.lease.owner.is_none() {
-            row.holder = None;
+        if row.lease.owner.is_none() && row.holder.take().is_some() {
+            let reserved = row.lease.handoff_to.clone();
+            self.log.lock().unwrap().note(|| {
+                format!("#{inc} released {} (reserved for {reserved:?})", lease.key.shard_id)
+            });
         }
         Ok(row.lease.clone())
     }
@@ -190,6 +193,13 @@ impl LeaseStore for TableView {
             if !row.lease.takeable_by(owner, now) {
                 return Ok(None);
             }
+            let (was, until) = (row.lease.owner.clone(), row.lease.expiry_ms);
+            t.log.lock().unwrap().note(|| {
+                format!(
+                    "#{inc} acquires {} by its clock {now}: was {was:?} until {until}",
+                    key.shard_id
+                )
+            });
             row.lease.owner = Some(owner.to_owned());
             row.lease.expiry_ms = now.saturating_add(ms(ttl));
             row.lease.handoff_to = None;
