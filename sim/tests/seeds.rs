@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use shardhost_sim::{KNOWN_FAILURES, REGRESSIONS, replay_command, run};
 
 /// Seeds `0..FIXED` run in CI.
-const FIXED: u64 = 2_000;
+const FIXED: u64 = 4_000;
 
 fn run_all(seeds: &[u64]) -> Vec<String> {
     let next = AtomicUsize::new(0);
