@@ -99,7 +99,7 @@ impl Params {
         Params {
             seed,
             shards: r.range(1, 4) as u32,
-            records: r.range(10, 160) as usize,
+            records: r.range(10, 400) as usize,
             instances,
             ttl: ms(ttl_ms),
             renew_every: ms(renew_ms),
@@ -111,7 +111,7 @@ impl Params {
             call_batch: r.range(1, 10) as usize,
             lanes: r.range(1, 2) as usize,
             skew_ms,
-            fault_phase: ms(r.range(20, 120) * 1000),
+            fault_phase: ms(r.range(20, 240) * 1000),
             reshards: if r.chance(0.4) { r.range(1, 3) as u32 } else { 0 },
             rates,
         }
