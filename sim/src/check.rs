@@ -6,6 +6,9 @@
 //!   (a holder acts only until four fifths of the ttl after its last renewal was sent; another
 //!   takes the row only once it expired by its own clock, and clocks differ by less than a fifth
 //!   of the ttl).
+//! - `acting-past-fence`: a holder calls the handler only until four fifths of the ttl after
+//!   it sent the last take or renewal that succeeded (`lease/handle.rs`): a call starts before
+//!   that fence and ends by it, unless a renewal answered meanwhile moved it.
 //! - `handled-without-lease`: a call for a shard comes only from an incarnation that took it.
 //! - `duplicate`: a record is handled again only by the documented re-delivery: by a new holder
 //!   whose checkpoint, when it took the lease, had not passed the record, or after a `retry`.
@@ -40,9 +43,10 @@ pub fn complete(log: &Log, checkpoints: &HashMap<String, Option<Cp>>) -> Result<
 }
 
 /// Every check over the whole log.
-pub fn after(log: &mut Log, _checkpoints: &HashMap<String, Option<Cp>>) {
+pub fn after(log: &mut Log, ttl_ms: u64) {
     lost(log);
     overlaps(log);
+    fences(log, ttl_ms);
     deliveries(log);
     parents_first(log);
 }
@@ -193,5 +197,54 @@ fn parents_first(log: &mut Log) {
     }
     for msg in found.into_iter().take(3) {
         log.violate("parents-before-children", msg);
+    }
+}
+
+/// Every call within its holder's fence.
+fn fences(log: &mut Log, ttl_ms: u64) {
+    let end_of_time = log.now();
+    let reach = ttl_ms * 4 / 5;
+    let mut found = Vec::new();
+    for c in &log.calls {
+        let grants = log.grants.get(&(c.inc, c.shard.clone()));
+        // The fence at `x`: from the grants answered by then.
+        let fence_at = |x: u64| {
+            grants
+                .into_iter()
+                .flatten()
+                .filter(|(answered, _)| *answered <= x)
+                .map(|(_, sent)| sent + reach)
+                .max()
+        };
+        let end = c.end.unwrap_or(end_of_time);
+        let Some(mut fence) = fence_at(c.start).filter(|&f| f > c.start) else {
+            found.push(format!(
+                "shard {}: {} called the handler with {:?} at {} ms, past its lease's fence ({:?} ms)",
+                c.shard,
+                log.who(c.inc),
+                c.seqs,
+                c.start,
+                fence_at(c.start)
+            ));
+            continue;
+        };
+        while fence < end {
+            match fence_at(fence) {
+                Some(next) if next > fence => fence = next,
+                _ => {
+                    found.push(format!(
+                        "shard {}: {}'s call with {:?} from {} ms ran on to {end} ms, past its lease's fence at {fence} ms",
+                        c.shard,
+                        log.who(c.inc),
+                        c.seqs,
+                        c.start
+                    ));
+                    break;
+                }
+            }
+        }
+    }
+    for msg in found.into_iter().take(5) {
+        log.violate("acting-past-fence", msg);
     }
 }

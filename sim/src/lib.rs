@@ -33,9 +33,7 @@ pub use schedule::{Report, run};
 /// Two holders after a stalled acquire: the coordinator acted on a take whose answer came after
 /// the lease's fence (four fifths of the ttl after it was sent), while another instance took
 /// the row by its own clock (fixed in `coordinator/take.rs`).
-pub const REGRESSIONS: &[u64] = &[
-    2021, 2133, 2290, 2328, 2390, 2457, 2556, 2602, 2658, 2660, 2867,
-];
+pub const REGRESSIONS: &[u64] = &[16, 82, 165, 205, 225, 274, 281, 346, 359, 405, 534, 535];
 
 /// Seeds that fail on host defects in files being fixed elsewhere (issue 28): the CI test
 /// skips them until they pass; `scripts/simulate 1 --seed S -v` replays one with its trace.
@@ -45,10 +43,14 @@ pub const KNOWN_FAILURES: &[(u64, &str)] = &[
     // came later than `0.8 ttl - renew_every` after it was sent, the holder goes on acting (its
     // worker reads, a call in flight runs on) past `sent + 0.8 ttl`, and another instance takes
     // the row meanwhile: two holders.
-    (840, "keep-alive fences late"),
-    (2456, "keep-alive fences late"),
-    (101_260, "keep-alive fences late"),
-    (109_845, "keep-alive fences late"),
+    (262, LATE_FENCE),
+    (1085, LATE_FENCE),
+    (1333, LATE_FENCE),
+    (2037, LATE_FENCE),
+    (2456, LATE_FENCE),
+    (3095, LATE_FENCE),
+    (3500, LATE_FENCE),
+    (3677, LATE_FENCE),
     // A handler call starts after the lease was lost (`dispatch/run.rs` `handle`,
     // `dispatch/lane.rs` `run` and `call`): a checkpoint write between two parts of a read that
     // stalls past the fence answers (the write had been applied while the row was still the
@@ -56,10 +58,25 @@ pub const KNOWN_FAILURES: &[(u64, &str)] = &[
     // lane's first call is not guarded either, and `poll_once` polls the handler before `lost`
     // is looked at, so a fenced holder enters the handler (a whole short wasm call runs in that
     // one poll) while the new holder handles the same records.
-    (288, "handler called after the lease was lost"),
-    (102_401, "handler called after the lease was lost"),
-    (109_226, "handler called after the lease was lost"),
+    (163, CALL_AFTER_LOST),
+    (526, CALL_AFTER_LOST),
+    (552, CALL_AFTER_LOST),
+    (647, CALL_AFTER_LOST),
+    (674, CALL_AFTER_LOST),
+    (690, CALL_AFTER_LOST),
+    (831, CALL_AFTER_LOST),
+    (860, CALL_AFTER_LOST),
+    (1259, CALL_AFTER_LOST),
+    (1604, CALL_AFTER_LOST),
+    (2032, CALL_AFTER_LOST),
+    (2721, CALL_AFTER_LOST),
+    (3303, CALL_AFTER_LOST),
+    (3509, CALL_AFTER_LOST),
+    (3820, CALL_AFTER_LOST),
 ];
+
+const LATE_FENCE: &str = "the keep-alive fences late (lease/handle.rs)";
+const CALL_AFTER_LOST: &str = "a handler call starts after the lease was lost (dispatch/)";
 
 /// The command that replays one schedule.
 pub fn replay_command(seed: u64) -> String {

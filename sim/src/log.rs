@@ -101,6 +101,9 @@ pub struct Log {
     pub records: HashMap<(String, u64), Rec>,
     pub calls: Vec<Call>,
     pub takes: Vec<Take>,
+    /// The takes and renewals each incarnation saw succeed, per shard: (answered, sent), in
+    /// virtual ms. A holder may act until `sent + 4/5 ttl` of the latest one answered.
+    pub grants: HashMap<(u32, String), Vec<(u64, u64)>>,
     /// When SHARD_END was first written, per shard.
     pub shard_ends: HashMap<String, u64>,
     /// The owner id of each incarnation (an instance's run between a start and its end).
@@ -125,6 +128,7 @@ impl Log {
             records: HashMap::new(),
             calls: Vec::new(),
             takes: Vec::new(),
+            grants: HashMap::new(),
             shard_ends: HashMap::new(),
             owners: Vec::new(),
             violations: Vec::new(),
@@ -216,6 +220,15 @@ impl Log {
             rec.settled = Some((outcome, now));
         }
         outcome
+    }
+
+    /// A take or renewal whose success reached its caller.
+    pub fn granted(&mut self, inc: u32, shard: &str, sent: u64) {
+        let answered = self.now();
+        self.grants
+            .entry((inc, shard.to_owned()))
+            .or_default()
+            .push((answered, sent));
     }
 
     pub fn took(&mut self, inc: u32, shard: &str, cp: Option<Cp>) {

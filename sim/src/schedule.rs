@@ -102,8 +102,7 @@ impl Sim {
         self.heal().await;
         self.stop_all(Duration::from_secs(120)).await;
         let mut log = self.shared.log.lock().unwrap();
-        let checkpoints = self.shared.table.checkpoints();
-        check::after(&mut log, &checkpoints);
+        check::after(&mut log, self.shared.params.ttl.as_millis() as u64);
         Report {
             seed: log.seed,
             faults: log.faults,

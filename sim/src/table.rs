@@ -184,7 +184,8 @@ impl LeaseStore for TableView {
         ttl: Duration,
     ) -> Result<Option<Lease>, LeaseError> {
         let inc = self.inc;
-        self.call("acquire", true, |t, now| {
+        let sent = self.table.log.lock().unwrap().now();
+        let taken = self.call("acquire", true, |t, now| {
             let mut rows = t.rows.lock().unwrap();
             let row = rows.entry(key.clone()).or_insert_with(|| Row {
                 lease: Lease::new(key.clone()),
@@ -209,16 +210,27 @@ impl LeaseStore for TableView {
             t.log.lock().unwrap().took(inc, &key.shard_id, cp);
             Ok(Some(row.lease.clone()))
         })
-        .await
+        .await;
+        if let Ok(Some(_)) = &taken {
+            self.table.log.lock().unwrap().granted(inc, &key.shard_id, sent);
+        }
+        taken
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LeaseError> {
-        self.call("renew", true, |t, now| {
-            t.held_write(self.inc, lease, true, |row| {
-                row.expiry_ms = now.saturating_add(ms(ttl));
+        let sent = self.table.log.lock().unwrap().now();
+        let renewed = self
+            .call("renew", true, |t, now| {
+                t.held_write(self.inc, lease, true, |row| {
+                    row.expiry_ms = now.saturating_add(ms(ttl));
+                })
             })
-        })
-        .await
+            .await;
+        if renewed.is_ok() {
+            let shard = &lease.key.shard_id;
+            self.table.log.lock().unwrap().granted(self.inc, shard, sent);
+        }
+        renewed
     }
 
     async fn checkpoint(
