@@ -86,7 +86,10 @@ fn overlaps(log: &mut Log) {
                     break;
                 }
                 let b_end = b.end.unwrap_or(end_of_time);
-                if a.inc != b.inc && b.start < a_end.max(a.start + 1) && a.start < b_end.max(b.start + 1) {
+                if a.inc != b.inc
+                    && b.start < a_end.max(a.start + 1)
+                    && a.start < b_end.max(b.start + 1)
+                {
                     found.push((shard.to_owned(), i, j));
                 }
             }

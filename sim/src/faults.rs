@@ -104,7 +104,11 @@ impl Faults {
         let mut f = StoreFault::default();
         if g.chance(r.store_delay) {
             // Mostly short, sometimes a good part of the ttl.
-            let max = if g.chance(0.2) { ttl_ms * 7 / 10 } else { ttl_ms / 10 };
+            let max = if g.chance(0.2) {
+                ttl_ms * 7 / 10
+            } else {
+                ttl_ms / 10
+            };
             f.before = Duration::from_millis(g.below(max + 1));
             f.after = Duration::from_millis(g.below(max + 1));
         }

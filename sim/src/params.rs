@@ -112,7 +112,11 @@ impl Params {
             lanes: r.range(1, 2) as usize,
             skew_ms,
             fault_phase: ms(r.range(20, 240) * 1000),
-            reshards: if r.chance(0.4) { r.range(1, 3) as u32 } else { 0 },
+            reshards: if r.chance(0.4) {
+                r.range(1, 3) as u32
+            } else {
+                0
+            },
             rates,
         }
     }

@@ -183,8 +183,11 @@ impl Sim {
         loop {
             sleep(Duration::from_secs(1)).await;
             self.reap().await;
-            if check::complete(&self.shared.log.lock().unwrap(), &self.shared.table.checkpoints())
-                .is_ok()
+            if check::complete(
+                &self.shared.log.lock().unwrap(),
+                &self.shared.table.checkpoints(),
+            )
+            .is_ok()
             {
                 return;
             }

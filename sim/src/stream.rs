@@ -55,7 +55,11 @@ impl Stream {
                 parents: Vec::new(),
                 closed: false,
                 lo: width * i,
-                hi: if i + 1 == n { u64::MAX } else { width * (i + 1) - 1 },
+                hi: if i + 1 == n {
+                    u64::MAX
+                } else {
+                    width * (i + 1) - 1
+                },
                 records: Vec::new(),
             })
             .collect();

@@ -103,7 +103,10 @@ impl Table {
         if row.lease.owner.is_none() && row.holder.take().is_some() {
             let reserved = row.lease.handoff_to.clone();
             self.log.lock().unwrap().note(|| {
-                format!("#{inc} released {} (reserved for {reserved:?})", lease.key.shard_id)
+                format!(
+                    "#{inc} released {} (reserved for {reserved:?})",
+                    lease.key.shard_id
+                )
             });
         }
         Ok(row.lease.clone())
@@ -185,34 +188,39 @@ impl LeaseStore for TableView {
     ) -> Result<Option<Lease>, LeaseError> {
         let inc = self.inc;
         let sent = self.table.log.lock().unwrap().now();
-        let taken = self.call("acquire", true, |t, now| {
-            let mut rows = t.rows.lock().unwrap();
-            let row = rows.entry(key.clone()).or_insert_with(|| Row {
-                lease: Lease::new(key.clone()),
-                holder: None,
-            });
-            if !row.lease.takeable_by(owner, now) {
-                return Ok(None);
-            }
-            let (was, until) = (row.lease.owner.clone(), row.lease.expiry_ms);
-            t.log.lock().unwrap().note(|| {
-                format!(
-                    "#{inc} acquires {} by its clock {now}: was {was:?} until {until}",
-                    key.shard_id
-                )
-            });
-            row.lease.owner = Some(owner.to_owned());
-            row.lease.expiry_ms = now.saturating_add(ms(ttl));
-            row.lease.handoff_to = None;
-            row.lease.counter += 1;
-            row.holder = Some(inc);
-            let cp = row.lease.checkpoint.as_ref().map(cp_of);
-            t.log.lock().unwrap().took(inc, &key.shard_id, cp);
-            Ok(Some(row.lease.clone()))
-        })
-        .await;
+        let taken = self
+            .call("acquire", true, |t, now| {
+                let mut rows = t.rows.lock().unwrap();
+                let row = rows.entry(key.clone()).or_insert_with(|| Row {
+                    lease: Lease::new(key.clone()),
+                    holder: None,
+                });
+                if !row.lease.takeable_by(owner, now) {
+                    return Ok(None);
+                }
+                let (was, until) = (row.lease.owner.clone(), row.lease.expiry_ms);
+                t.log.lock().unwrap().note(|| {
+                    format!(
+                        "#{inc} acquires {} by its clock {now}: was {was:?} until {until}",
+                        key.shard_id
+                    )
+                });
+                row.lease.owner = Some(owner.to_owned());
+                row.lease.expiry_ms = now.saturating_add(ms(ttl));
+                row.lease.handoff_to = None;
+                row.lease.counter += 1;
+                row.holder = Some(inc);
+                let cp = row.lease.checkpoint.as_ref().map(cp_of);
+                t.log.lock().unwrap().took(inc, &key.shard_id, cp);
+                Ok(Some(row.lease.clone()))
+            })
+            .await;
         if let Ok(Some(_)) = &taken {
-            self.table.log.lock().unwrap().granted(inc, &key.shard_id, sent);
+            self.table
+                .log
+                .lock()
+                .unwrap()
+                .granted(inc, &key.shard_id, sent);
         }
         taken
     }
@@ -228,7 +236,11 @@ impl LeaseStore for TableView {
             .await;
         if renewed.is_ok() {
             let shard = &lease.key.shard_id;
-            self.table.log.lock().unwrap().granted(self.inc, shard, sent);
+            self.table
+                .log
+                .lock()
+                .unwrap()
+                .granted(self.inc, shard, sent);
         }
         renewed
     }
