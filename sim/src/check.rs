@@ -113,6 +113,9 @@ fn overlaps(log: &mut Log) {
     }
 }
 
+/// Each record's deliveries so far: the take it was delivered under, and its answer.
+type Deliveries<'a> = HashMap<(&'a str, u64), Vec<(usize, Option<Outcome>)>>;
+
 /// Every delivery of a record is its first, a retry's, or a new holder's from before its
 /// checkpoint at the take.
 fn deliveries(log: &mut Log) {
@@ -120,8 +123,7 @@ fn deliveries(log: &mut Log) {
     for (i, t) in log.takes.iter().enumerate() {
         takes.entry((t.inc, &t.shard)).or_default().push(i);
     }
-    // Each record's deliveries so far: (the take it was delivered under, its answer).
-    let mut seen: HashMap<(&str, u64), Vec<(usize, Option<Outcome>)>> = HashMap::new();
+    let mut seen: Deliveries<'_> = HashMap::new();
     let mut found = Vec::new();
     for c in &log.calls {
         let take = takes.get(&(c.inc, c.shard.as_str())).and_then(|ts| {

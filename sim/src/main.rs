@@ -62,66 +62,7 @@ fn main() -> ExitCode {
         println!("start seed {s}");
         s
     });
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(args.count.max(1) as usize);
-    let next = AtomicU64::new(0);
-    let (tx, rx) = mpsc::channel::<Report>();
-    let (mut faults, mut records, mut violations) = (0u64, 0u64, 0u64);
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            let (tx, next) = (tx.clone(), &next);
-            s.spawn(move || {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= args.count {
-                        break;
-                    }
-                    let seed = start.wrapping_add(i);
-                    let report = match std::panic::catch_unwind(|| run(seed, args.verbose)) {
-                        Ok(r) => r,
-                        Err(_) => Report {
-                            seed,
-                            faults: 0,
-                            records: 0,
-                            violations: vec![shardhost_sim::Violation {
-                                check: "sim-panicked",
-                                seed,
-                                message: "the simulation panicked (see above)".into(),
-                            }],
-                            trace: Vec::new(),
-                            virtual_time: Default::default(),
-                        },
-                    };
-                    if tx.send(report).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(tx);
-        for report in rx {
-            for line in &report.trace {
-                println!("{line}");
-            }
-            if args.verbose {
-                println!(
-                    "seed {}: {:?} of virtual time, {} faults, {} records",
-                    report.seed, report.virtual_time, report.faults, report.records
-                );
-            }
-            faults += report.faults;
-            records += report.records;
-            violations += report.violations.len() as u64;
-            for v in &report.violations {
-                println!("VIOLATION {v}");
-            }
-            if !report.violations.is_empty() {
-                println!("  replay: {}", replay_command(report.seed));
-            }
-        }
-    });
+    let (faults, records, violations) = run_all(start, args.count, args.verbose);
     println!(
         "{} schedules, {faults} faults, {records} records, {violations} violations",
         args.count
@@ -130,5 +71,77 @@ fn main() -> ExitCode {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// Runs seeds `start..start + count` on every core, one thread (and one current-thread runtime)
+/// per schedule at a time; prints each report as it comes; answers the totals (faults,
+/// records, violations).
+fn run_all(start: u64, count: u64, verbose: bool) -> (u64, u64, u64) {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(count.max(1) as usize);
+    let next = AtomicU64::new(0);
+    let (tx, rx) = mpsc::channel::<Report>();
+    let mut totals = (0, 0, 0);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            let (tx, next) = (tx.clone(), &next);
+            s.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= count {
+                        break;
+                    }
+                    let seed = start.wrapping_add(i);
+                    if tx.send(run_one(seed, verbose)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        for report in rx {
+            print_report(&report, verbose);
+            totals.0 += report.faults;
+            totals.1 += report.records;
+            totals.2 += report.violations.len() as u64;
+        }
+    });
+    totals
+}
+
+/// One schedule; a panic of the simulation itself is a violation too.
+fn run_one(seed: u64, verbose: bool) -> Report {
+    std::panic::catch_unwind(|| run(seed, verbose)).unwrap_or_else(|_| Report {
+        seed,
+        faults: 0,
+        records: 0,
+        violations: vec![shardhost_sim::Violation {
+            check: "sim-panicked",
+            seed,
+            message: "the simulation panicked (see above)".into(),
+        }],
+        trace: Vec::new(),
+        virtual_time: Default::default(),
+    })
+}
+
+fn print_report(report: &Report, verbose: bool) {
+    for line in &report.trace {
+        println!("{line}");
+    }
+    if verbose {
+        println!(
+            "seed {}: {:?} of virtual time, {} faults, {} records",
+            report.seed, report.virtual_time, report.faults, report.records
+        );
+    }
+    for v in &report.violations {
+        println!("VIOLATION {v}");
+    }
+    if !report.violations.is_empty() {
+        println!("  replay: {}", replay_command(report.seed));
     }
 }
