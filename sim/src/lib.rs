@@ -1,0 +1,62 @@
+//! A seeded fault simulation of shardhost's coordinator, leases and checkpoints (issue 28).
+//!
+//! One *schedule* is one seed: a stream of 1–4 shards (resharded while read, in some), 1–4
+//! instances (each a real [`shardhost::testing::Coordinator`] over its own view of one shared
+//! simulated lease table and stream), a handler plugged in through the native handler seam,
+//! and faults drawn from the seed — lease-store delays, errors, answers lost after the write was
+//! applied, stalls past the ttl, clock skew within the documented bound; stream throttles,
+//! expired iterators, errors and outages; instances killed, stopped and restarted — all in
+//! tokio's paused clock, so minutes of lease time pass in milliseconds. A healing phase without
+//! faults follows, until every shard's checkpoint reaches its end. Then the invariants are
+//! checked ([`check`]); each broken one is a [`Violation`] naming the seed, the shard, the
+//! record and the instance.
+//!
+//! `scripts/simulate N [--seed S]` runs N schedules on every core; `--seed S -v` replays one
+//! with a trace of its events.
+
+pub mod check;
+pub mod faults;
+pub mod handler;
+pub mod instance;
+pub mod log;
+pub mod params;
+pub mod rng;
+pub mod schedule;
+pub mod stream;
+pub mod table;
+
+pub use log::Violation;
+pub use schedule::{Report, run};
+
+/// Seeds that once failed on a host defect since fixed: the CI test runs every one.
+///
+/// Two holders after a stalled acquire: the coordinator acted on a take whose answer came after
+/// the lease's fence (four fifths of the ttl after it was sent), while another instance took
+/// the row by its own clock (fixed in `coordinator/take.rs`).
+pub const REGRESSIONS: &[u64] = &[16, 82, 205, 225, 274, 346, 359, 405, 534, 535, 543, 546];
+
+/// Seeds that fail on host defects in files being fixed elsewhere (issue 28), each with the
+/// defects it shows (`known-failures.txt` says what they are): the CI test skips them until
+/// they pass; `scripts/simulate 1 --seed S -v` replays one with its trace.
+pub fn known_failures() -> Vec<(u64, &'static str)> {
+    include_str!("../known-failures.txt")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let (seed, defects) = l.split_once(' ').unwrap_or((l, ""));
+            Some((seed.parse().ok()?, defects))
+        })
+        .collect()
+}
+
+/// The checks the known defects break. While any seed is listed as a known failure, a seed of
+/// the CI set that breaks only these is reported but does not fail the test: the interleaving
+/// of a schedule varies a little between runs (tokio's `select!` and the host's hash maps are
+/// randomized), so a seed near a known defect reaches it only in some runs. Every other check,
+/// and every regression seed, stays strict; once the list is empty, so do these.
+pub const KNOWN_DEFECT_CHECKS: &[&str] = &["acting-past-fence", "two-holders"];
+
+/// The command that replays one schedule.
+pub fn replay_command(seed: u64) -> String {
+    format!("scripts/simulate 1 --seed {seed}")
+}

@@ -1,0 +1,136 @@
+//! What one seed draws before the schedule starts: the stream, the instances, the lease timings
+//! (within what `shardhost check` accepts) and how often each kind of fault strikes.
+
+use std::time::Duration;
+
+use crate::rng::Rng;
+
+/// How a record is answered by the simulation's handler, drawn when it is put.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Plan {
+    Ack,
+    Drop,
+    /// `retry` this many times (the record is held and comes back with the next reader),
+    /// then `ack`.
+    RetryThenAck(u32),
+}
+
+/// How often each fault strikes (probabilities per call; 0 in a fault-free schedule).
+#[derive(Clone, Debug, Default)]
+pub struct FaultRates {
+    /// A lease-store call waits before it is applied and/or before it answers.
+    pub store_delay: f64,
+    /// A lease-store call fails before it reaches the table.
+    pub store_error: f64,
+    /// A lease-store write is applied, but its answer is lost (an error or a timeout).
+    pub store_lost_answer: f64,
+    /// A lease-store call stalls longer than the ttl.
+    pub store_stall: f64,
+    /// A read is throttled.
+    pub throttle: f64,
+    /// A read finds its iterator expired.
+    pub expired_iterator: f64,
+    /// A source call fails or answers slowly.
+    pub source_error: f64,
+    /// A handler call takes long (up to several seconds).
+    pub slow_call: f64,
+    /// The fault phase's actions: crashes, stops, restarts, outages, reshards (per step).
+    pub action: f64,
+}
+
+/// Everything a seed decides up front.
+#[derive(Clone, Debug)]
+pub struct Params {
+    pub seed: u64,
+    pub shards: u32,
+    pub records: usize,
+    pub instances: usize,
+    pub ttl: Duration,
+    pub renew_every: Duration,
+    pub list_every: Duration,
+    pub balance: bool,
+    pub checkpoint_every: Duration,
+    pub poll_interval: Duration,
+    pub read_limit: usize,
+    pub call_batch: usize,
+    pub lanes: usize,
+    /// Each instance's clock, ahead (+) or behind (-) the true time, in ms: any two differ by
+    /// less than a fifth of the ttl, the documented bound.
+    pub skew_ms: Vec<i64>,
+    /// How long the fault phase lasts.
+    pub fault_phase: Duration,
+    /// Reshards (split or merge) during the fault phase.
+    pub reshards: u32,
+    pub rates: FaultRates,
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+impl Params {
+    pub fn draw(seed: u64) -> Params {
+        let mut r = Rng::derived(seed, 1);
+        let ttl_ms = r.range(20, 200) * 100; // 2 s .. 20 s
+        // renew_every at most three fifths of ttl (config refuses more).
+        let renew_ms = r.range(ttl_ms / 10, ttl_ms * 3 / 5);
+        let instances = r.range(1, 4) as usize;
+        // Skews within ±(ttl/10 - 1 ms): any two instances differ by less than ttl/5.
+        let bound = ttl_ms / 10 - 1;
+        let skew_ms = (0..instances)
+            .map(|_| {
+                let s = r.range(0, 2 * bound) as i64 - bound as i64;
+                if r.chance(0.3) { 0 } else { s }
+            })
+            .collect();
+        let faulty = !r.chance(0.1);
+        let f = |r: &mut Rng, max: f64| if faulty { r.unit() * max } else { 0.0 };
+        let rates = FaultRates {
+            store_delay: f(&mut r, 0.3),
+            store_error: f(&mut r, 0.1),
+            store_lost_answer: f(&mut r, 0.08),
+            store_stall: f(&mut r, 0.02),
+            throttle: f(&mut r, 0.3),
+            expired_iterator: f(&mut r, 0.1),
+            source_error: f(&mut r, 0.1),
+            slow_call: f(&mut r, 0.1),
+            action: if faulty { 0.3 + r.unit() * 0.6 } else { 0.0 },
+        };
+        Params {
+            seed,
+            shards: r.range(1, 4) as u32,
+            records: r.range(10, 400) as usize,
+            instances,
+            ttl: ms(ttl_ms),
+            renew_every: ms(renew_ms),
+            list_every: ms(r.range(5, 150) * 100),
+            balance: r.chance(0.6),
+            checkpoint_every: ms(r.range(1, 30) * 100),
+            poll_interval: ms(r.range(1, 20) * 100),
+            read_limit: r.range(1, 40) as usize,
+            call_batch: r.range(1, 10) as usize,
+            lanes: r.range(1, 2) as usize,
+            skew_ms,
+            fault_phase: ms(r.range(20, 240) * 1000),
+            reshards: if r.chance(0.4) {
+                r.range(1, 3) as u32
+            } else {
+                0
+            },
+            rates,
+        }
+    }
+
+    /// How the `i`-th record put is answered.
+    pub fn record_plan(&self, i: usize) -> Plan {
+        let mut r = Rng::derived(self.seed, 1000 + i as u64);
+        let x = r.unit();
+        if x < 0.82 {
+            Plan::Ack
+        } else if x < 0.9 {
+            Plan::Drop
+        } else {
+            Plan::RetryThenAck(r.range(1, 3) as u32)
+        }
+    }
+}

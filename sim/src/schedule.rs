@@ -1,0 +1,311 @@
+//! One schedule: a seed's stream, instances and faults on a current-thread runtime with a
+//! paused clock (minutes of lease time in milliseconds). A fault phase (records put over time,
+//! reshards, crashes, stops, restarts, outages, faulty calls), then a healing phase without
+//! faults until every shard's checkpoint reaches its end, then the checks.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use shardhost::lease::simulated_clock;
+use tokio::time::{Instant, sleep};
+
+use crate::check;
+use crate::faults::Faults;
+use crate::instance::{Running, STREAM, Shared, Slot};
+use crate::log::{Cp, Log, Violation};
+use crate::params::Params;
+use crate::rng::Rng;
+use crate::stream::Stream;
+use crate::table::Table;
+
+/// What one schedule did and found.
+#[derive(Debug)]
+pub struct Report {
+    pub seed: u64,
+    pub faults: u64,
+    pub records: u64,
+    pub violations: Vec<Violation>,
+    /// The schedule's events (with `verbose`).
+    pub trace: Vec<String>,
+    /// Virtual time the schedule took.
+    pub virtual_time: Duration,
+}
+
+/// The simulated wall clock's start (2026-01-01).
+const BASE_MS: u64 = 1_767_225_600_000;
+
+/// The longest the healing phase may take before the schedule counts as stuck.
+const HEAL_DEADLINE: Duration = Duration::from_secs(1800);
+
+/// Runs the schedule of `seed` on this thread.
+pub fn run(seed: u64, verbose: bool) -> Report {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime");
+    let report = rt.block_on(async move {
+        let _clock = simulated_clock(BASE_MS);
+        Sim::new(seed, verbose).run().await
+    });
+    // Whatever a killed instance left pending is dropped with the runtime.
+    rt.shutdown_background();
+    report
+}
+
+struct Sim {
+    shared: Arc<Shared>,
+    slots: Vec<Slot>,
+    /// Runs still stopping whose slot started a new instance (under a new owner id).
+    orphans: Vec<Running>,
+    rng: Rng,
+}
+
+impl Sim {
+    fn new(seed: u64, verbose: bool) -> Sim {
+        let params = Params::draw(seed);
+        let log = Arc::new(Mutex::new(Log::new(seed, verbose)));
+        log.lock().unwrap().note(|| format!("{params:?}"));
+        let faults = Arc::new(Faults::new(
+            seed,
+            params.rates.clone(),
+            params.ttl,
+            log.clone(),
+        ));
+        let shared = Arc::new(Shared {
+            table: Table::new(log.clone()),
+            stream: Stream::new(STREAM, params.shards, log.clone()),
+            params,
+            log,
+            faults,
+        });
+        let slots = (0..shared.params.instances).map(Slot::new).collect();
+        Sim {
+            shared,
+            slots,
+            orphans: Vec::new(),
+            rng: Rng::derived(seed, 3),
+        }
+    }
+
+    async fn run(mut self) -> Report {
+        let started = Instant::now();
+        for i in 0..self.slots.len() {
+            self.slots[i].start(&self.shared, false);
+            sleep(Duration::from_millis(self.rng.below(2000))).await;
+        }
+        let producer = tokio::spawn(produce(self.shared.clone()));
+        self.fault_phase().await;
+        self.shared.faults.heal();
+        self.shared.log.lock().unwrap().note(|| "healing".into());
+        let _ = producer.await;
+        self.heal().await;
+        self.stop_all(Duration::from_secs(120)).await;
+        let mut log = self.shared.log.lock().unwrap();
+        check::after(&mut log, self.shared.params.ttl.as_millis() as u64);
+        Report {
+            seed: log.seed,
+            faults: log.faults,
+            records: log.records.len() as u64,
+            violations: log.violations.clone(),
+            trace: log.take_trace(),
+            virtual_time: started.elapsed(),
+        }
+    }
+
+    async fn reap(&mut self) {
+        for slot in &mut self.slots {
+            slot.reap(&self.shared.log).await;
+        }
+        let mut left = Vec::new();
+        for r in std::mem::take(&mut self.orphans) {
+            left.extend(r.reap(&self.shared.log).await);
+        }
+        self.orphans = left;
+    }
+
+    /// Crashes, stops, restarts and outages, until the fault phase's end.
+    async fn fault_phase(&mut self) {
+        let p = &self.shared.params;
+        let (end, ttl, rate) = (Instant::now() + p.fault_phase, p.ttl, p.rates.action);
+        while Instant::now() < end {
+            sleep(Duration::from_millis(self.rng.range(300, 6000))).await;
+            self.reap().await;
+            if !self.rng.chance(rate) {
+                continue;
+            }
+            let n = self.slots.len() as u64;
+            let slot = self.rng.below(n) as usize;
+            let log = &self.shared.log;
+            match self.rng.below(8) {
+                0 | 1 => self.slots[slot].kill(log),
+                2 => self.slots[slot].stop(log),
+                3..=5 if self.slots[slot].running.is_none() => {
+                    let new_owner = self.rng.chance(0.4);
+                    self.slots[slot].start(&self.shared, new_owner);
+                }
+                3..=5 if self.slots[slot].stopping => {
+                    // Still stopping: a restart under the same owner id must wait (two running
+                    // instances never share one); one under a new id may start beside it.
+                    self.orphans.extend(self.slots[slot].detach());
+                    self.slots[slot].start(&self.shared, true);
+                }
+                6 => {
+                    let until = Instant::now() + ttl.mul_f64(0.3 + self.rng.unit() * 2.2);
+                    let stall = self.rng.chance(0.5);
+                    self.shared.faults.table_outage(until, stall);
+                    let left = until - Instant::now();
+                    log.lock()
+                        .unwrap()
+                        .fault(|| format!("lease table outage for {left:?} (stall: {stall})"));
+                }
+                7 => {
+                    let left = Duration::from_millis(self.rng.range(1000, 30_000));
+                    self.shared.faults.source_outage(Instant::now() + left);
+                    log.lock()
+                        .unwrap()
+                        .fault(|| format!("stream outage for {left:?}"));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// No faults: every slot runs, until every shard's checkpoint reaches its end. A held
+    /// record comes back with a new reader, so when nothing moves for a while every instance is
+    /// restarted (gracefully).
+    async fn heal(&mut self) {
+        let p = &self.shared.params;
+        let stall = (p.ttl * 3).max(p.list_every * 2) + Duration::from_secs(10);
+        let deadline = Instant::now() + HEAL_DEADLINE;
+        self.start_idle().await;
+        let mut progress = (u64::MAX, Instant::now());
+        loop {
+            sleep(Duration::from_secs(1)).await;
+            self.reap().await;
+            if check::complete(
+                &self.shared.log.lock().unwrap(),
+                &self.shared.table.checkpoints(),
+            )
+            .is_ok()
+            {
+                return;
+            }
+            if Instant::now() >= deadline {
+                let why = check::complete(
+                    &self.shared.log.lock().unwrap(),
+                    &self.shared.table.checkpoints(),
+                )
+                .unwrap_err();
+                let mut log = self.shared.log.lock().unwrap();
+                log.violate(
+                    "stuck",
+                    format!("no end after {HEAL_DEADLINE:?} of healing: {why}"),
+                );
+                return;
+            }
+            let writes = self.shared.log.lock().unwrap().checkpoint_writes;
+            if writes != progress.0 {
+                progress = (writes, Instant::now());
+            } else if progress.1.elapsed() >= stall {
+                self.shared
+                    .log
+                    .lock()
+                    .unwrap()
+                    .note(|| "no progress: restarting every instance".into());
+                self.stop_all(Duration::from_secs(60)).await;
+                self.start_idle().await;
+                progress = (writes, Instant::now());
+            }
+        }
+    }
+
+    /// Starts every slot that runs nothing (waiting for one still stopping).
+    async fn start_idle(&mut self) {
+        self.wait_stopped(Duration::from_secs(60)).await;
+        for i in 0..self.slots.len() {
+            if self.slots[i].running.is_none() {
+                self.slots[i].start(&self.shared, false);
+            }
+        }
+    }
+
+    /// Stops every instance gracefully and waits for them.
+    async fn stop_all(&mut self, within: Duration) {
+        for slot in &mut self.slots {
+            slot.stop(&self.shared.log);
+        }
+        self.wait_stopped(within).await;
+    }
+
+    /// Waits for the stopping instances; one still running after `within` is a violation (a
+    /// stop without faults never takes that long) and is killed.
+    async fn wait_stopped(&mut self, within: Duration) {
+        let until = Instant::now() + within;
+        while (self.slots.iter().any(|s| s.stopping) || !self.orphans.is_empty())
+            && Instant::now() < until
+        {
+            sleep(Duration::from_millis(100)).await;
+            self.reap().await;
+        }
+        for slot in &mut self.slots {
+            if slot.stopping {
+                let mut log = self.shared.log.lock().unwrap();
+                let inc = slot.running.as_ref().map_or(0, |r| r.inc);
+                let who = log.who(inc);
+                log.violate(
+                    "stop-hangs",
+                    format!("{who} did not stop within {within:?} of a graceful stop"),
+                );
+                drop(log);
+                slot.kill(&self.shared.log);
+            }
+        }
+        for r in std::mem::take(&mut self.orphans) {
+            r.kill(&self.shared.log);
+        }
+    }
+}
+
+/// Puts the seed's records over the fault phase (the rest at once when it ends), resharding
+/// at drawn points.
+async fn produce(shared: Arc<Shared>) {
+    let p = &shared.params;
+    let mut rng = Rng::derived(p.seed, 4);
+    let gap_ms = (p.fault_phase.as_millis() as u64 * 2 / p.records.max(1) as u64).max(1);
+    let reshard_at: Vec<usize> = (0..p.reshards)
+        .map(|_| rng.below(p.records as u64) as usize)
+        .collect();
+    let end = Instant::now() + p.fault_phase;
+    for i in 0..p.records {
+        if Instant::now() < end {
+            sleep(Duration::from_millis(rng.below(gap_ms))).await;
+        }
+        for _ in reshard_at.iter().filter(|&&at| at == i) {
+            reshard(&shared.stream, &mut rng);
+        }
+        shared.stream.put(rng.next_u64(), p.record_plan(i));
+    }
+}
+
+fn reshard(stream: &Stream, rng: &mut Rng) {
+    let open = stream.open_shards();
+    let pick = open[rng.below(open.len() as u64) as usize];
+    if open.len() >= 6 || (open.len() > 1 && rng.chance(0.5) && stream.merge(pick)) {
+        if open.len() >= 6 {
+            stream.merge(pick);
+        }
+        return;
+    }
+    stream.split(pick);
+}
+
+/// The checkpoint that completes a shard: SHARD_END when closed, else past its last record.
+pub fn done(cp: Option<Cp>, closed: bool, last: Option<u64>) -> bool {
+    match (closed, cp, last) {
+        (true, cp, _) => cp == Some(Cp::End),
+        (false, _, None) => true,
+        (false, Some(cp), Some(last)) => cp.passes(last),
+        (false, None, Some(_)) => false,
+    }
+}
