@@ -101,7 +101,8 @@ impl Slot {
             in_flight: Default::default(),
             retry: None,
             publisher: None,
-            envelopes: Arc::new(EnvelopeKey::from_bytes([7; 32])),
+            envelopes: Arc::new(EnvelopeKey::from_bytes([7; 32]).into()),
+            subscriptions: Arc::new([Arc::from("sim")]),
             metrics: Arc::new(shardhost::Metrics::new()),
             tap: None,
         };

@@ -17,6 +17,10 @@ pub(super) struct Interrupts {
     pub lost: CancellationToken,
     pub stop: CancellationToken,
     pub handoff: CancellationToken,
+    /// The lease, whose fence is looked at to the instant before a handler is called (the
+    /// keep-alive fires `lost` at the fence too, but a call due at that very instant must not
+    /// slip in before it runs).
+    pub lease: std::sync::Arc<crate::lease::LeaseHandle>,
 }
 
 impl Interrupts {
@@ -30,9 +34,14 @@ impl Interrupts {
         }
     }
 
+    /// Whether the lease is lost, or past its fence this instant (which fences it).
+    pub fn lease_lost(&self) -> bool {
+        self.lease.past_fence()
+    }
+
     /// Whether the worker is interrupted now.
     pub fn now(&self) -> Option<Interrupt> {
-        if self.lost.is_cancelled() {
+        if self.lease_lost() {
             Some(Interrupt::LeaseLost)
         } else if self.stop.is_cancelled() || self.handoff.is_cancelled() {
             Some(Interrupt::Stop)

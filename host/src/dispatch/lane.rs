@@ -213,7 +213,7 @@ impl Lane {
     ) -> Option<(Result<Vec<Outcome>, CallError>, Option<String>)> {
         // A lease found lost while this lane waited (say, on a checkpoint write that stalled
         // past the fence and then answered) ends the lane before the handler sees anything.
-        if env.interrupts.lost.is_cancelled() {
+        if env.interrupts.lease_lost() {
             return None;
         }
         let records = &self.records[range];

@@ -244,6 +244,7 @@ impl ShardWorker {
                 lost: self.lease.lost().clone(),
                 stop: self.stop.clone(),
                 handoff: self.lease.handoff().clone(),
+                lease: self.lease.clone(),
             }),
             worker: &self,
         };

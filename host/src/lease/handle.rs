@@ -83,6 +83,14 @@ impl LeaseHandle {
         &self.handoff
     }
 
+    /// Whether the lease is lost, or this instant past its fence (then it is fenced now).
+    pub fn past_fence(&self) -> bool {
+        if !self.lost.is_cancelled() && Instant::now() >= self.valid_until() {
+            self.lost.cancel();
+        }
+        self.lost.is_cancelled()
+    }
+
     /// Treats the lease as lost from now on (e.g. after a failed renewal).
     pub fn fence(&self) {
         self.lost.cancel();
