@@ -510,3 +510,39 @@ fn a_kpl_aggregate_bomb_is_delivered_whole_and_peak_memory_stays_under_100_mib()
     );
     eprintln!("peak RSS {} MiB", peak_rss(pid).unwrap_or(0) >> 20);
 }
+
+#[test]
+fn an_endpoint_signed_by_a_private_ca_is_read_with_its_ca_file_and_refused_without() {
+    let (Some(ep), Some((tls, ca))) = (kinesis_endpoint(), support::kinesis_tls_endpoint()) else {
+        return;
+    };
+    let k = Kinesis::new(&ep);
+    let stream = unique("tls");
+    k.create(&stream, 1);
+    for i in 0..3 {
+        k.put(&stream, "k", format!("tls-{i}"));
+    }
+    let dir = Scratch::new("tls");
+
+    // Without the CA the certificate cannot be verified: the start fails, saying why.
+    let path = dir.write(
+        "shardhost.toml",
+        config(&tls, &stream, Subscription::trim_horizon).render(),
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cfg = shardhost::config::Config::load(&path).unwrap();
+    let err = rt
+        .block_on(shardhost::Host::prepare(cfg))
+        .err()
+        .expect("an unverifiable certificate is refused");
+    let msg = format!("{err:#}");
+    assert!(
+        msg.to_lowercase().contains("certificate"),
+        "the error names the certificate: {msg}"
+    );
+
+    // With `[kinesis] ca_file` the same endpoint is read.
+    let with_ca = config(&tls, &stream, Subscription::trim_horizon).set("kinesis", "ca_file", ca);
+    let seen = run_until(&dir, with_ca, 3, None);
+    assert_eq!(data(&seen), ["tls-0", "tls-1", "tls-2"]);
+}

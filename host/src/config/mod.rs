@@ -85,6 +85,9 @@ pub struct KinesisConfig {
     pub endpoint: KinesisEndpoint,
     pub region: Option<String>,
     pub test_credentials: bool,
+    /// A CA certificate (PEM file) trusted besides the platform's roots, for an endpoint whose
+    /// certificate a private CA signed (`[kinesis] ca_file`).
+    pub ca_file: Option<PathBuf>,
 }
 
 /// `[leases] store`

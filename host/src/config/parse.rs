@@ -1,6 +1,7 @@
 //! The TOML walk: one function per table of `shardhost.toml`, each reporting every problem it
 //! finds and filling in defaults, so that one pass lists everything wrong with a config.
 
+mod ca;
 mod grants;
 mod state;
 
@@ -40,7 +41,7 @@ const HOST_KEYS: &[&str] = &[
     "retry_key",
     "retry_keys_previous",
 ];
-const KINESIS_KEYS: &[&str] = &["endpoint", "region", "test_credentials"];
+const KINESIS_KEYS: &[&str] = &["endpoint", "region", "test_credentials", "ca_file"];
 const LEASES_KEYS: &[&str] = &[
     "store",
     "table",
@@ -200,6 +201,7 @@ fn kinesis(w: &mut Walker<'_>, root: &Section<'_, '_>) -> (KinesisConfig, bool) 
         endpoint: KinesisEndpoint::Aws,
         region: None,
         test_credentials: false,
+        ca_file: None,
     };
     let Some(sec) = w.table(root, "kinesis", KINESIS_KEYS) else {
         return (kinesis, !root.has("kinesis"));
@@ -224,6 +226,7 @@ fn kinesis(w: &mut Walker<'_>, root: &Section<'_, '_>) -> (KinesisConfig, bool) 
         }
     }
     kinesis.region = sec.get("region").and_then(|f| w.text(&f));
+    kinesis.ca_file = sec.get("ca_file").and_then(|f| ca::ca_file(w, &f));
     if let Some(f) = sec.get("test_credentials") {
         kinesis.test_credentials = w.boolean(&f).unwrap_or(false);
         if kinesis.test_credentials && !sec.has("endpoint") {

@@ -211,6 +211,15 @@ pub fn kinesis_endpoint() -> Option<String> {
     emulator("KINESIS_TEST_ENDPOINT")
 }
 
+/// The same kinesis-mock over TLS (`https://`, HTTP/2 through ALPN), and the test CA that signed
+/// its certificate (`tests/tls/ca.pem`).
+pub fn kinesis_tls_endpoint() -> Option<(String, String)> {
+    Some((
+        emulator("KINESIS_TEST_TLS_ENDPOINT")?,
+        emulator("KINESIS_TEST_CA_FILE")?,
+    ))
+}
+
 /// The kinesis-mock whose clock jumps 301 s on each SIGUSR2 (expiring every shard iterator), and
 /// the pid to signal; one test at a time may use it.
 pub fn kinesis_clock_endpoint() -> Option<(String, u32)> {

@@ -112,24 +112,7 @@ fn http(w: &mut Walker<'_>, sec: &Section<'_, '_>) -> HttpGrant {
     {
         grant.max_in_flight = n as u32;
     }
-    grant.ca_file = sec.get("ca_file").and_then(|f| {
-        let path = w.existing_file(&f, "CA")?;
-        match std::fs::read_to_string(&path) {
-            Ok(pem) if pem.contains("-----BEGIN CERTIFICATE-----") => Some(path),
-            Ok(_) => {
-                let message = format!(
-                    "{} holds no PEM certificate (a \"-----BEGIN CERTIFICATE-----\" block)",
-                    path.display()
-                );
-                w.report_at(&f, message);
-                None
-            }
-            Err(e) => {
-                w.report_at(&f, format!("cannot read {}: {e}", path.display()));
-                None
-            }
-        }
-    });
+    grant.ca_file = sec.get("ca_file").and_then(|f| super::ca::ca_file(w, &f));
     grant
 }
 

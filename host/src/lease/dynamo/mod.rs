@@ -103,6 +103,7 @@ impl DynamoLeaseStore {
     /// sent until the first call.
     pub async fn connect(options: DynamoOptions) -> DynamoLeaseStore {
         let endpoint_spec = crate::aws::Endpoint {
+            ca_pem: None,
             url: options.endpoint.as_deref(),
             region: options.region.as_deref(),
             test_credentials: options.test_credentials,

@@ -61,6 +61,8 @@ impl KinesisStreams {
             },
             region: config.region.as_deref(),
             test_credentials: config.test_credentials,
+            // Checked whole when the config was read; a file gone since is an error there too.
+            ca_pem: config.ca_file.as_ref().and_then(|f| std::fs::read(f).ok()),
         };
         let sdk = crate::aws::sdk_config(
             &endpoint,

@@ -101,6 +101,7 @@ impl DynamoStore {
         self.client
             .get_or_init(|| async {
                 let endpoint = crate::aws::Endpoint {
+                    ca_pem: None,
                     url: self.endpoint.as_deref(),
                     region: self.region.as_deref(),
                     test_credentials: self.test_credentials,
