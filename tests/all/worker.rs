@@ -368,3 +368,90 @@ async fn a_stop_does_not_wait_for_retry_copies_that_cannot_be_published() {
         seqs[0]
     );
 }
+
+/// The embedded stream with every shard closed: a read that reaches the end of what is in a
+/// shard says the shard ended. Puts go to `hanging` (they never answer while it is set).
+struct ClosedShards(FlakyPuts);
+
+struct ClosedReader(Box<dyn ShardReader>);
+
+#[async_trait::async_trait]
+impl ShardReader for ClosedReader {
+    async fn read(&mut self, limit: usize) -> Result<ReadBatch, SourceError> {
+        let mut batch = self.0.read(limit).await?;
+        batch.end_of_shard = batch.records.len() < limit;
+        Ok(batch)
+    }
+}
+
+#[async_trait::async_trait]
+impl StreamSource for ClosedShards {
+    fn read_interval(&self) -> Duration {
+        Duration::ZERO
+    }
+    async fn ensure_stream(&self, stream: &str, create: Option<u32>) -> Result<(), SourceError> {
+        self.0.ensure_stream(stream, create).await
+    }
+    async fn list_shards(&self, stream: &str) -> Result<Vec<ShardInfo>, SourceError> {
+        let mut shards = self.0.list_shards(stream).await?;
+        for s in &mut shards {
+            s.closed = true;
+        }
+        Ok(shards)
+    }
+    async fn open(
+        &self,
+        stream: &str,
+        shard_id: &str,
+        start: &StartPosition,
+    ) -> Result<Box<dyn ShardReader>, SourceError> {
+        Ok(Box::new(ClosedReader(
+            self.0.open(stream, shard_id, start).await?,
+        )))
+    }
+    async fn put(&self, stream: &str, key: &str, data: Vec<u8>) -> Result<String, SourceError> {
+        self.0.put(stream, key, data).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_during_the_last_publish_of_a_closed_shard_stops_the_shard_it_does_not_hold_it() {
+    // A closed shard's last record answers retry-after: its copy is due after the shard was
+    // read to its end, and its publish never answers. A stop then ends the publish: the shard
+    // stops (its record delivered again by the next reader), it is not "held at its end" with
+    // the record gone from every list (which kept a handed-over shard and its children waiting
+    // until a restart).
+    let (flaky, _) = flaky(3);
+    let flaky = Arc::into_inner(flaky).expect("one owner");
+    flaky.hanging.store(true, Ordering::SeqCst);
+    let puts = flaky.puts.clone();
+    let source = Arc::new(ClosedShards(flaky));
+    let handler = Native::new(|records: &[Record]| {
+        Answer::each(
+            records
+                .iter()
+                .map(|r| {
+                    if r.data == b"2" {
+                        Outcome::RetryAfter(1_000)
+                    } else {
+                        Outcome::Ack
+                    }
+                })
+                .collect(),
+        )
+    });
+    let run = NativeRun::start(source, "s", handler, capped("s"));
+    assert!(
+        run.wait(Duration::from_secs(60), |_| puts.load(Ordering::SeqCst) > 0)
+            .await,
+        "the copy's publish started"
+    );
+    let status = run.status.clone();
+    run.stop().await;
+    let state = status
+        .shards_of("sub")
+        .into_iter()
+        .find(|r| r.shard_id == "shardId-000000000000")
+        .map(|r| r.status.state);
+    assert_eq!(state, Some(shardhost::status::ShardState::Stopped));
+}
