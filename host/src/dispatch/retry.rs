@@ -56,19 +56,27 @@ fn publish_backoff(failures: u32) -> Duration {
     Duration::from_secs(1 << failures.saturating_sub(1).min(5)).min(Duration::from_secs(30))
 }
 
-/// When a publish that did not go out is tried again, and its failures by then: after a
-/// back-off when it failed; as soon as anything calls for it when a stop, a lost lease or a
-/// handoff came first (the worker ends then, and the record stays unsettled for the next
-/// reader; kept among the delayed ones so nothing waits for it as if it were out).
-fn not_out(published: &Published, failures: u32) -> Option<(Instant, u32)> {
-    match published {
-        Published::Done(_) => None,
-        Published::Failed => Some((Instant::now() + publish_backoff(failures + 1), failures + 1)),
-        Published::Interrupted => Some((Instant::now(), failures)),
-    }
-}
-
 impl Delayed {
+    /// A publish of `record` not (yet) out, after `failures` failed tries.
+    fn pending(
+        ticket: Ticket,
+        record: Record,
+        attempt: u32,
+        origin: Origin,
+        letter: Option<String>,
+        failures: u32,
+    ) -> Delayed {
+        Delayed {
+            due: Instant::now(),
+            ticket,
+            record,
+            attempt,
+            origin,
+            letter,
+            failures,
+        }
+    }
+
     /// What it holds in memory (its data and key).
     pub fn bytes(&self) -> u64 {
         Self::record_bytes(&self.record)
@@ -179,18 +187,10 @@ impl Run<'_> {
         let published = self
             .publish(&policy.retry_stream, data, &record, ticket, failures)
             .await;
-        if let Some((due, failures)) = not_out(&published, failures) {
-            let origin = header.origin;
-            self.delayed.push(Delayed {
-                due,
-                ticket,
-                record,
-                attempt,
-                origin,
-                letter: None,
-                failures,
-            });
-        } else if let Published::Done(seq) = &published {
+        let pending = Delayed::pending(ticket, record, attempt, header.origin, None, failures);
+        if let Some(record) = self.keep_unless_out(&published, pending)
+            && let Published::Done(seq) = &published
+        {
             w.plan.metrics.retry_copy(&w.plan.name);
             tracing::info!(
                 sequence_number = %record.position(), partition_key = %record.partition_key,
@@ -235,18 +235,11 @@ impl Run<'_> {
         let published = self
             .publish(&policy.dead_letter, data, &record, ticket, failures)
             .await;
-        if let Some((due, failures)) = not_out(&published, failures) {
-            let origin = header.origin;
-            self.delayed.push(Delayed {
-                due,
-                ticket,
-                record,
-                attempt,
-                origin,
-                letter: Some(reason),
-                failures,
-            });
-        } else if let Published::Done(seq) = &published {
+        let letter = Some(reason.clone());
+        let pending = Delayed::pending(ticket, record, attempt, header.origin, letter, failures);
+        if let Some(record) = self.keep_unless_out(&published, pending)
+            && let Published::Done(seq) = &published
+        {
             w.plan.metrics.dead_letter(&w.plan.name);
             tracing::warn!(
                 sequence_number = %record.position(), partition_key = %record.partition_key,
@@ -296,6 +289,23 @@ impl Run<'_> {
                 Published::Failed
             }
         }
+    }
+
+    /// After a publish: answers the record when it went out. Otherwise keeps it among the
+    /// delayed ones: after a back-off when it failed; due at once when a stop, a lost lease or
+    /// a handoff came first (the worker ends then, and the record stays unsettled for the next
+    /// reader; kept so nothing waits for it as if it were out).
+    fn keep_unless_out(&mut self, published: &Published, mut pending: Delayed) -> Option<Record> {
+        match published {
+            Published::Done(_) => return Some(pending.record),
+            Published::Failed => {
+                pending.failures += 1;
+                pending.due = Instant::now() + publish_backoff(pending.failures);
+            }
+            Published::Interrupted => {}
+        }
+        self.delayed.push(pending);
+        None
     }
 
     /// Publishes the copies and dead letters that are due (a retry-after delay is over, or a
