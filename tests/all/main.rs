@@ -12,6 +12,7 @@ mod conformance;
 mod containment;
 mod delivery;
 mod dynamo;
+mod fan_out;
 mod faults;
 mod fleet;
 mod fleet_trust;

@@ -97,13 +97,22 @@ pub struct BindError {
 /// What the routes read and act on.
 pub struct AdminState {
     pub owner: Arc<str>,
-    /// Each subscription's name and stream, in config order.
-    pub subscriptions: Vec<(String, String)>,
+    /// Each subscription, in config order.
+    pub subscriptions: Vec<SubscriptionInfo>,
     pub deployer: Arc<Deployer>,
     pub status: StatusBoard,
     pub metrics: Arc<Metrics>,
     /// With a DynamoDB lease table: `/status` shows the fleet, read from the table.
     pub fleet: Option<Arc<Fleet>>,
+}
+
+/// A subscription as `/status` names it.
+#[derive(Clone, Debug)]
+pub struct SubscriptionInfo {
+    pub name: String,
+    pub stream: String,
+    /// How it reads (`polling`, `fan-out (consumer NAME)`).
+    pub read: String,
 }
 
 /// What the routes share besides [`AdminState`].
@@ -195,7 +204,7 @@ async fn status(State(shared): State<Arc<Shared>>) -> axum::Json<Report> {
     let state = &shared.state;
     let mut report = report(state);
     if let Some(fleet) = &state.fleet {
-        let names: Vec<String> = state.subscriptions.iter().map(|(n, _)| n.clone()).collect();
+        let names: Vec<String> = state.subscriptions.iter().map(|s| s.name.clone()).collect();
         match fleet.report(&names).await {
             Ok(f) => report.fleet = Some(f),
             Err(e) => tracing::warn!("status: cannot read the fleet from the lease table: {e}"),
@@ -212,15 +221,16 @@ pub fn report(state: &AdminState) -> Report {
         subscriptions: state
             .subscriptions
             .iter()
-            .map(|(name, stream)| {
-                let handler = handlers.get(name);
+            .map(|s| {
+                let handler = handlers.get(&s.name);
                 SubscriptionReport {
-                    name: name.clone(),
-                    stream: stream.clone(),
+                    name: s.name.clone(),
+                    stream: s.stream.clone(),
+                    read: s.read.clone(),
                     handler_version: handler.map(|h| h.version.clone()).unwrap_or_default(),
                     previous_version: handler.and_then(|h| h.previous_version.clone()),
                     last_deploy_error: handler.and_then(|h| h.last_deploy_error.clone()),
-                    shards: state.status.shards_of(name),
+                    shards: state.status.shards_of(&s.name),
                 }
             })
             .collect(),

@@ -96,6 +96,7 @@ async fn load_all(path: &Path, config: &Config) -> Result<Vec<String>, CliError>
                     s.handler.display(),
                     short_version(c.version())
                 ));
+                loaded.push(format!("  read: {}", s.read.describe()));
                 loaded.extend(grants(&s.wasi));
             }
             Err(source) => problems.push(CheckProblem::Handler {

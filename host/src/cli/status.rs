@@ -66,6 +66,9 @@ fn render(report: &Report) -> String {
             "\nsubscription `{}` (stream {})\n  handler {}\n",
             s.name, s.stream, s.handler_version
         );
+        if !s.read.is_empty() {
+            out += &format!("  read {}\n", s.read);
+        }
         if let Some(p) = &s.previous_version {
             out += &format!("  previous {p} (deploy --rollback restores it)\n");
         }

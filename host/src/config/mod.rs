@@ -341,6 +341,8 @@ pub struct SubscriptionConfig {
     /// The wait after a read that found the shard caught up; an empty shard is read less often,
     /// up to 4 × this. Default [`defaults::POLL_INTERVAL`].
     pub poll_interval: Duration,
+    /// How shards are read: polling (GetRecords) or enhanced fan-out (SubscribeToShard).
+    pub read: ReadMode,
     /// Parallel lanes per shard (1..=64, default 1); one partition key stays in one lane.
     pub lanes: u32,
     /// The retry cap (`max_attempts`, `dead_letter`, `retry_stream`); `None`: retry holds the
@@ -350,6 +352,27 @@ pub struct SubscriptionConfig {
     pub publish_to: Vec<String>,
     pub limits: Limits,
     pub wasi: WasiGrants,
+}
+
+/// How a subscription reads its shards (`read`, `consumer`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadMode {
+    /// GetRecords: each shard's 5 reads and 2 MB a second are shared by every polling consumer
+    /// of the stream; records wait up to `poll_interval`.
+    Polling,
+    /// SubscribeToShard through the stream consumer of this name (registered at start when
+    /// missing): its own 2 MB a second per shard, records pushed as they arrive.
+    FanOut { consumer: String },
+}
+
+impl ReadMode {
+    /// `polling`, or `fan-out (consumer NAME)`: as `check` and the status show it.
+    pub fn describe(&self) -> String {
+        match self {
+            ReadMode::Polling => "polling".to_owned(),
+            ReadMode::FanOut { consumer } => format!("fan-out (consumer {consumer})"),
+        }
+    }
 }
 
 /// `max_attempts`, `dead_letter` and `retry_stream` of a subscription: with a cap, retry

@@ -3,6 +3,7 @@
 
 mod ca;
 mod grants;
+mod read;
 mod state;
 
 pub use state::{is_bucket_name, namespace as state_namespace};
@@ -74,6 +75,8 @@ const SUBSCRIPTION_KEYS: &[&str] = &[
     "batch",
     "read_limit",
     "poll_interval",
+    "read",
+    "consumer",
     "lanes",
     "max_attempts",
     "dead_letter",
@@ -581,6 +584,13 @@ fn subscription(
         batch: int(w, "batch", 1, max_read).map_or(defaults::BATCH, |n| n as usize),
         read_limit: int(w, "read_limit", 1, max_read).map_or(defaults::READ_LIMIT, |n| n as usize),
         poll_interval,
+        read: read::read_mode(
+            w,
+            sec,
+            cx.service,
+            name.as_deref().unwrap_or_default(),
+            memory,
+        ),
         lanes: int(w, "lanes", 1, 64).map_or(defaults::LANES, |n| n as u32),
         retry: retry_policy(w, sec, stream.as_deref()),
         publish_to: publish_to(w, sec),

@@ -113,7 +113,12 @@ impl Run<'_> {
         // A throttle is the shard's shared limit at work (another consumer read it, or the
         // bytes of a big read are not paid for yet): try again a poll interval on, without
         // doubling, which would overshoot the moment the limit allows the next read.
-        let wait = read_backoff(w.plan.poll_interval, if throttled { 1 } else { failures });
+        let wait = if self.source.pushes() {
+            // A pushing source paces its own subscriptions: the next read waits for them.
+            Duration::ZERO
+        } else {
+            read_backoff(w.plan.poll_interval, if throttled { 1 } else { failures })
+        };
         // The first failure and then one in ten: an outage does not flood the log.
         // Throttles are the shard's shared read limit at work, not a fault.
         if throttled {
@@ -148,8 +153,13 @@ impl Run<'_> {
         w.metrics.millis_behind(batch.millis_behind_latest);
         let empty = batch.records.is_empty();
         pacing.empties = if empty { pacing.empties + 1 } else { 0 };
-        pacing.next_at = tokio::time::Instant::now()
-            + read::wait_after(&batch, reads.asked(), w.plan.poll_interval, pacing.empties);
+        // A pushed read waited for its records itself; a polled one waits for the next poll.
+        let wait = if self.source.pushes() {
+            Duration::ZERO
+        } else {
+            read::wait_after(&batch, reads.asked(), w.plan.poll_interval, pacing.empties)
+        };
+        pacing.next_at = tokio::time::Instant::now() + wait;
         if !empty {
             // Read ahead while the handler works on this batch, within the in-flight bound.
             if !batch.end_of_shard {

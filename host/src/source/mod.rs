@@ -58,12 +58,39 @@ pub type ServiceError = Box<dyn std::error::Error + Send + Sync>;
 /// Which call to the stream service failed, on which stream and shard.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Call {
-    DescribeStream { stream: String },
-    CreateStream { stream: String },
-    ListShards { stream: String },
-    Put { stream: String },
-    OpenShard { stream: String, shard: String },
-    ReadShard { stream: String, shard: String },
+    DescribeStream {
+        stream: String,
+    },
+    CreateStream {
+        stream: String,
+    },
+    ListShards {
+        stream: String,
+    },
+    Put {
+        stream: String,
+    },
+    OpenShard {
+        stream: String,
+        shard: String,
+    },
+    ReadShard {
+        stream: String,
+        shard: String,
+    },
+    DescribeConsumer {
+        stream: String,
+        consumer: String,
+    },
+    RegisterConsumer {
+        stream: String,
+        consumer: String,
+    },
+    /// SubscribeToShard (the consumer names its stream).
+    Subscribe {
+        shard: String,
+        consumer: String,
+    },
 }
 
 impl fmt::Display for Call {
@@ -75,6 +102,15 @@ impl fmt::Display for Call {
             Call::Put { stream } => write!(f, "put a record into `{stream}`"),
             Call::OpenShard { stream, shard } => write!(f, "open shard `{shard}` of `{stream}`"),
             Call::ReadShard { stream, shard } => write!(f, "read shard `{shard}` of `{stream}`"),
+            Call::DescribeConsumer { stream, consumer } => {
+                write!(f, "describe consumer `{consumer}` of `{stream}`")
+            }
+            Call::RegisterConsumer { stream, consumer } => {
+                write!(f, "register consumer `{consumer}` on `{stream}`")
+            }
+            Call::Subscribe { shard, consumer } => {
+                write!(f, "subscribe consumer `{consumer}` to shard `{shard}`")
+            }
         }
     }
 }
@@ -108,6 +144,27 @@ pub enum SourceError {
         status: String,
         waited: Duration,
     },
+    /// The credentials may not make this call: the IAM policy lacks `permission`.
+    #[error(
+        "{call}: access denied; the host's credentials need the IAM permission `{permission}`: {}",
+        DisplayErrorContext(&**.source)
+    )]
+    AccessDenied {
+        call: Box<Call>,
+        permission: &'static str,
+        #[source]
+        source: ServiceError,
+    },
+    #[error("consumer `{consumer}` is still {status} after {waited:?}")]
+    ConsumerNotActive {
+        consumer: String,
+        /// As the service names it (`Creating`, `Deleting`).
+        status: String,
+        waited: Duration,
+    },
+    /// A fan-out reader's subscription task is gone (it panicked): a bug, not a read failure.
+    #[error("the subscription of shard `{shard}` ended unexpectedly")]
+    SubscriptionGone { shard: String },
     #[error("no iterator for shard `{shard}`")]
     NoIterator { stream: String, shard: String },
 }
@@ -133,6 +190,12 @@ pub trait StreamSource: Send + Sync + 'static {
     /// `n / rate` after it started, so a shard catching up reads at its limit without throttles.
     fn read_bytes_per_second(&self) -> Option<u64> {
         Some(KINESIS_READ_BYTES_PER_SECOND)
+    }
+
+    /// Whether records are pushed (enhanced fan-out): a read waits for the next push itself, so
+    /// the shard worker adds no wait between reads (no poll interval, no read interval).
+    fn pushes(&self) -> bool {
+        false
     }
 
     /// Makes sure `stream` exists; creates it with this many shards when given and missing.

@@ -199,6 +199,9 @@ pub struct Report {
 pub struct SubscriptionReport {
     pub name: String,
     pub stream: String,
+    /// How its shards are read: `polling`, or `fan-out (consumer NAME)`.
+    #[serde(default)]
+    pub read: String,
     /// The version new batches run (sha256 of the component).
     pub handler_version: String,
     /// The version `deploy --rollback` would restore.

@@ -240,7 +240,7 @@ impl Host {
         for s in &self.subscriptions {
             let coordinator = Coordinator {
                 plan: s.plan.clone(),
-                source: self.source.clone(),
+                source: s.reads.clone().unwrap_or_else(|| self.source.clone()),
                 store: self.store.clone(),
                 owner: self.owner.clone(),
                 timings,

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::stores::{lease_store, owner_id};
 use super::{Host, StartError};
-use crate::admin::{AdminServer, AdminState};
-use crate::config::{Config, KinesisEndpoint, LeaseStoreKind, SubscriptionConfig};
+use crate::admin::{AdminServer, AdminState, SubscriptionInfo};
+use crate::config::{Config, KinesisEndpoint, LeaseStoreKind, ReadMode, SubscriptionConfig};
 use crate::deploy::{Applied, Deployer};
 use crate::dispatch::SubscriptionPlan;
 use crate::envelope::EnvelopeKeys;
@@ -18,7 +18,7 @@ use crate::lease::Desired;
 use crate::metrics::Metrics;
 use crate::publish::Publisher;
 use crate::source::StreamSource;
-use crate::source::kinesis::KinesisStreams;
+use crate::source::kinesis::{FanOut, KinesisStreams};
 use crate::source::memory::MemoryStreams;
 use crate::status::StatusBoard;
 use crate::status::fleet::Refusal;
@@ -47,6 +47,9 @@ impl Start {
 /// A subscription ready to run.
 pub(super) struct Prepared {
     pub plan: Arc<SubscriptionPlan>,
+    /// Where its shards are read when not from the host's source: a fan-out consumer's
+    /// subscriptions.
+    pub reads: Option<Arc<dyn StreamSource>>,
     create: Option<u32>,
     pub feed: Vec<FeedRecord>,
     /// Streams the subscription writes to.
@@ -125,6 +128,7 @@ impl Parts {
             .collect();
         Ok(Prepared {
             plan: Arc::new(plan),
+            reads: None,
             create: s.create_if_missing,
             feed,
             outputs,
@@ -332,6 +336,30 @@ async fn ensure_streams(
     Ok(())
 }
 
+/// Gives each fan-out subscription its consumer (registered when missing, waited for until
+/// ACTIVE) to read through.
+async fn fan_out(
+    kinesis: &KinesisStreams,
+    config: &Config,
+    subscriptions: &mut [Prepared],
+) -> Result<(), StartError> {
+    for (s, c) in subscriptions.iter_mut().zip(&config.subscriptions) {
+        let ReadMode::FanOut { consumer } = &c.read else {
+            continue;
+        };
+        let arn = kinesis
+            .consumer(&c.stream, consumer)
+            .await
+            .map_err(|source| StartError::Stream {
+                subscription: c.name.clone(),
+                source,
+            })?;
+        tracing::info!(subscription = %c.name, consumer, "reading by enhanced fan-out");
+        s.reads = Some(Arc::new(FanOut::new(kinesis.clone(), consumer, &arn)));
+    }
+    Ok(())
+}
+
 impl Host {
     /// Loads every handler and feed of the config and makes sure every stream exists (creating
     /// those with `create_if_missing`). Fails on the first part that cannot load; nothing reads yet.
@@ -367,9 +395,13 @@ impl Host {
         let runtime = Arc::new(
             Runtime::for_host(&config.host, config.meters_fuel()).map_err(StartError::Runtime)?,
         );
-        let source: Arc<dyn StreamSource> = match config.kinesis.endpoint {
-            KinesisEndpoint::Memory => Arc::new(MemoryStreams::new()),
-            _ => Arc::new(KinesisStreams::connect(&config.kinesis).await),
+        let kinesis = match config.kinesis.endpoint {
+            KinesisEndpoint::Memory => None,
+            _ => Some(KinesisStreams::connect(&config.kinesis).await),
+        };
+        let source: Arc<dyn StreamSource> = match &kinesis {
+            None => Arc::new(MemoryStreams::new()),
+            Some(kinesis) => Arc::new(kinesis.clone()),
         };
         let mut deployer = Deployer::new(runtime.clone(), metrics.clone());
         if let Some(fleet) = &fleet {
@@ -395,6 +427,9 @@ impl Host {
             subscriptions.push(parts.subscription(s).await?);
         }
         ensure_streams(parts.source.as_ref(), &subscriptions).await?;
+        if let Some(kinesis) = &kinesis {
+            fan_out(kinesis, &config, &mut subscriptions).await?;
+        }
         let deployer = Arc::new(parts.deployer);
         let status = StatusBoard::new();
         let admin = match &config.admin {
@@ -404,7 +439,11 @@ impl Host {
                     subscriptions: config
                         .subscriptions
                         .iter()
-                        .map(|s| (s.name.clone(), s.stream.clone()))
+                        .map(|s| SubscriptionInfo {
+                            name: s.name.clone(),
+                            stream: s.stream.clone(),
+                            read: s.read.describe(),
+                        })
                         .collect(),
                     deployer: deployer.clone(),
                     status: status.clone(),

@@ -47,6 +47,47 @@ impl Kinesis {
         self.rt.block_on(f)
     }
 
+    /// The status of stream consumer `name` of `stream`; `None` when it is not registered.
+    pub fn consumer(
+        &self,
+        stream: &str,
+        name: &str,
+    ) -> Option<aws_sdk_kinesis::types::ConsumerStatus> {
+        self.block_on(async {
+            let summary = self
+                .client
+                .describe_stream_summary()
+                .stream_name(stream)
+                .send()
+                .await
+                .unwrap();
+            let arn = summary
+                .stream_description_summary()
+                .unwrap()
+                .stream_arn()
+                .to_owned();
+            match self
+                .client
+                .describe_stream_consumer()
+                .stream_arn(arn)
+                .consumer_name(name)
+                .send()
+                .await
+            {
+                Ok(out) => out
+                    .consumer_description()
+                    .map(|c| c.consumer_status().clone()),
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|s| s.is_resource_not_found_exception()) =>
+                {
+                    None
+                }
+                Err(e) => panic!("describe consumer {name}: {e:?}"),
+            }
+        })
+    }
+
     /// Creates a stream and waits until it is ACTIVE.
     pub fn create(&self, stream: &str, shards: i32) {
         self.block_on(

@@ -13,6 +13,8 @@ use tokio::net::{TcpListener, TcpStream};
 pub struct DelayProxy {
     pub addr: SocketAddr,
     delay_ms: Arc<AtomicU64>,
+    /// Bumped by [`DelayProxy::cut`]: every connection open then is closed.
+    cuts: tokio::sync::watch::Sender<u64>,
     rt: tokio::runtime::Runtime,
 }
 
@@ -26,22 +28,39 @@ impl DelayProxy {
         let addr = listener.local_addr().unwrap();
         let delay_ms = Arc::new(AtomicU64::new(0));
         let delay = delay_ms.clone();
+        let (cuts, watch_cuts) = tokio::sync::watch::channel(0);
         rt.spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let delay = delay.clone();
+                let mut cut = watch_cuts.clone();
+                cut.mark_unchanged();
                 tokio::spawn(async move {
                     if let Ok(server) = TcpStream::connect(target).await {
-                        pipe(client, server, delay).await;
+                        tokio::select! {
+                            _ = pipe(client, server, delay) => {}
+                            // Both sockets dropped: the client sees its connection reset.
+                            _ = cut.changed() => {}
+                        }
                     }
                 });
             }
         });
-        DelayProxy { addr, delay_ms, rt }
+        DelayProxy {
+            addr,
+            delay_ms,
+            cuts,
+            rt,
+        }
     }
 
     /// The endpoint to give a process.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Closes every connection open now, as a network failure would (new ones pass).
+    pub fn cut(&self) {
+        self.cuts.send_modify(|n| *n += 1);
     }
 
     /// From now on every chunk a client sends waits this long.
@@ -119,7 +138,7 @@ impl DenyProxy {
                             .is_some_and(|t| t.ends_with(&format!(".{operation}")));
                         if denied {
                             let body = format!(
-                                r#"{{"__type":"com.amazonaws.dynamodb.v20120810#AccessDeniedException","message":"not authorized to perform: dynamodb:{operation}"}}"#
+                                r#"{{"__type":"com.amazonaws.dynamodb.v20120810#AccessDeniedException","message":"not authorized to perform: {operation}"}}"#
                             );
                             return hyper::Response::builder()
                                 .status(400)

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 
 use super::super::Problem;
 use super::*;
+use crate::config::ReadMode;
 
 /// A scratch directory under the system temp dir, removed on drop.
 struct Scratch(PathBuf);
@@ -151,6 +152,11 @@ const ONE_PROBLEM: &[(&str, usize, &str, &str)] = &[
     ("start_at = { timestamp = \"1969-12-31T23:00:00Z\" }", 1, "sub.start_at.timestamp", "is before 1970"),
     ("start_at = {}", 1, "sub.start_at.timestamp", "missing required key `timestamp`"),
     ("start_at = { at = \"latest\", timestamp = 2026-12-01T00:00:00Z }", 1, "sub.start_at.at", "unknown key `at`"),
+    ("read = \"push\"", 1, "sub.read", "unknown read \"push\"; expected \"polling\" (GetRecords) or \"fan-out\" (SubscribeToShard through a registered consumer)"),
+    ("read = \"fan-out\"\n[kinesis]\nendpoint = \"memory\"", 1, "sub.read", "read = \"fan-out\" needs Kinesis (SubscribeToShard); the embedded stream is read by polling only"),
+    ("consumer = \"c\"", 1, "sub.consumer", "`consumer` is only used with read = \"fan-out\""),
+    ("read = \"fan-out\"\nconsumer = \"a b\"", 2, "sub.consumer", "\"a b\" is not valid as a consumer name: Kinesis takes 1 to 128 letters, digits, `_`, `.` or `-`"),
+    ("read = \"fan-out\"\n[host]\nname = \"my host\"", 1, "sub.read", "\"my host-ship\" is not valid as the default consumer name ([host] name-subscription name): Kinesis takes 1 to 128 letters, digits, `_`, `.` or `-`; set `consumer`"),
 ];
 
 #[test]
@@ -651,3 +657,19 @@ fn the_lease_table_takes_the_streams_region_and_credentials_unless_it_has_its_ow
 mod env;
 mod grants;
 mod state;
+
+#[test]
+fn a_subscription_reads_by_polling_unless_it_asks_for_fan_out_through_a_named_consumer() {
+    assert_eq!(load("").subscriptions[0].read, ReadMode::Polling);
+    assert_eq!(
+        load("read = \"polling\"").subscriptions[0].read,
+        ReadMode::Polling
+    );
+    let named = load("read = \"fan-out\"\nconsumer = \"billing.v2\"");
+    let consumer = "billing.v2".to_owned();
+    assert_eq!(named.subscriptions[0].read, ReadMode::FanOut { consumer });
+    // The default names the service and the subscription, so two services never share one.
+    let default = load("read = \"fan-out\"\n[host]\nname = \"shipping\"");
+    let consumer = "shipping-ship".to_owned();
+    assert_eq!(default.subscriptions[0].read, ReadMode::FanOut { consumer });
+}

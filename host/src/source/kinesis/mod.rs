@@ -1,4 +1,5 @@
-//! Reading real Kinesis (or an emulator) through aws-sdk-kinesis: GetRecords polling.
+//! Reading real Kinesis (or an emulator) through aws-sdk-kinesis: GetRecords polling, or
+//! enhanced fan-out ([`FanOut`]: SubscribeToShard through a registered consumer).
 //!
 //! - Throttling (`ProvisionedThroughputExceeded`, `LimitExceeded`) and transport errors are
 //!   retried by the SDK's standard retry strategy (exponential backoff with jitter), except for
@@ -21,14 +22,18 @@ use aws_sdk_kinesis::error::SdkError;
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::StreamStatus;
 
+mod consumer;
+mod fanout;
 mod reader;
+mod subscription;
 
+pub use fanout::FanOut;
 use reader::KinesisReader;
 
 use super::{Call, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource};
 use crate::config::{KinesisConfig, KinesisEndpoint};
 
-/// How long `ensure_stream` waits for a stream to become ACTIVE.
+/// How long `ensure_stream` waits for a stream (and `consumer` for a consumer) to become ACTIVE.
 const ACTIVE_WAIT: Duration = Duration::from_secs(120);
 
 /// A Kinesis service reached through the AWS SDK.

@@ -27,12 +27,32 @@ pub(super) struct KinesisReader {
     ended: bool,
 }
 
-/// What an iterator opened AT a sequence number must drop from its first reads.
-enum Skip {
+/// What a read opened AT a sequence number must drop from its first records.
+pub(super) enum Skip {
     /// Records up to and including this one.
     Through(Position),
     /// Records before this one (the sub-records of an aggregate before a seek target).
     Before(Position),
+}
+
+impl Skip {
+    /// What a read opened at `start` drops: for `After`, the checkpointed record and all
+    /// before it; for `At`, the records before it (the same aggregate's earlier sub-records).
+    pub(super) fn of(start: &StartPosition) -> Option<Skip> {
+        match start {
+            StartPosition::After(p) => Some(Skip::Through(p.clone())),
+            StartPosition::At(p) => Some(Skip::Before(p.clone())),
+            _ => None,
+        }
+    }
+
+    /// Drops from `records` what was delivered or checkpointed before the position.
+    pub(super) fn apply(&self, records: &mut Vec<Record>) {
+        match self {
+            Skip::Through(p) => records.retain(|r| r.position() > *p),
+            Skip::Before(p) => records.retain(|r| r.position() >= *p),
+        }
+    }
 }
 
 impl KinesisReader {
@@ -67,11 +87,7 @@ impl KinesisReader {
     }
 
     async fn open_iterator(&mut self) -> Result<String, SourceError> {
-        self.skip = match &self.start {
-            StartPosition::After(p) => Some(Skip::Through(p.clone())),
-            StartPosition::At(p) => Some(Skip::Before(p.clone())),
-            _ => None,
-        };
+        self.skip = Skip::of(&self.start);
         let request = self
             .client
             .get_shard_iterator()
@@ -163,7 +179,7 @@ impl KinesisReader {
 
 /// The user records of a read: KPL aggregates taken apart (a corrupt one delivered whole, and
 /// logged).
-fn user_records(records: Vec<aws_sdk_kinesis::types::Record>) -> Vec<Record> {
+pub(super) fn user_records(records: Vec<aws_sdk_kinesis::types::Record>) -> Vec<Record> {
     let raw: Vec<Record> = records
         .into_iter()
         .map(|r| Record {
@@ -200,10 +216,8 @@ impl ShardReader for KinesisReader {
         self.iterator = out.next_shard_iterator().map(str::to_owned);
         self.ended = self.iterator.is_none();
         let mut records = user_records(out.records);
-        match &self.skip {
-            Some(Skip::Through(p)) => records.retain(|r| r.position() > *p),
-            Some(Skip::Before(p)) => records.retain(|r| r.position() >= *p),
-            None => {}
+        if let Some(skip) = &self.skip {
+            skip.apply(&mut records);
         }
         if let Some(last) = records.last() {
             self.start = StartPosition::After(last.position());

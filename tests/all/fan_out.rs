@@ -1,0 +1,293 @@
+//! Enhanced fan-out (`read = "fan-out"`), against kinesis-mock: the consumer registered at
+//! start, every shard drained through SubscribeToShard (over HTTP/2 on the TLS endpoint, as on
+//! AWS), consumers that each see every record, a split while records are pushed, subscriptions
+//! cut by the network, a restart inside a KPL aggregate, and a missing permission named.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_kinesis::types::ConsumerStatus;
+use shardhost::lease::{LeaseStore, MemoryLeaseStore};
+use shardhost::record::Outcome;
+
+use crate::support::kinesis::{Kinesis, aggregate};
+use crate::support::proxy::{DelayProxy, DenyProxy};
+use crate::support::{
+    HostToml, Outcomes, Running, Scratch, Seen, Subscription, guest, kinesis_endpoint,
+    kinesis_tls_endpoint, unique,
+};
+
+/// A host on `endpoint` reading `stream` by fan-out from its beginning with the scripted guest.
+fn config(endpoint: &str, stream: &str) -> HostToml {
+    HostToml::kinesis(endpoint)
+        .leases("renew_every", "1s")
+        .leases("list_every", "300ms")
+        .subscription(fan_out(Subscription::new(
+            "test",
+            stream,
+            guest("scripted"),
+        )))
+}
+
+fn fan_out(s: Subscription) -> Subscription {
+    s.trim_horizon().batch(50).set("read", "fan-out")
+}
+
+/// Puts records `KEY:N` for each of `keys` keys and each N of `rounds`, a round of keys every
+/// `pause`.
+fn put_rounds(
+    k: &Kinesis,
+    stream: &str,
+    keys: usize,
+    rounds: std::ops::Range<usize>,
+    pause: Duration,
+) {
+    for n in rounds {
+        for key in 0..keys {
+            k.put(stream, &format!("key-{key}"), format!("key-{key}:{n}"));
+        }
+        std::thread::sleep(pause);
+    }
+}
+
+/// Asserts every `KEY:N` record of `keys` × `per_key` was handled exactly once, each key's in
+/// order.
+fn assert_each_once_in_key_order(seen: &[Seen], keys: usize, per_key: usize) {
+    assert_eq!(seen.len(), keys * per_key, "every record handled once");
+    let mut by_key: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for s in seen {
+        let (key, n) = s.data.split_once(':').unwrap();
+        by_key.entry(key).or_default().push(n.parse().unwrap());
+    }
+    assert_eq!(by_key.len(), keys);
+    for (key, ns) in by_key {
+        assert_eq!(ns, (0..per_key).collect::<Vec<_>>(), "order of {key}");
+    }
+}
+
+/// Waits until `n` outcomes are seen and a moment more (proving nothing else comes), then stops.
+fn stop_after(host: Running, seen: &Outcomes, n: usize) -> shardhost::status::StatusBoard {
+    host.wait_for(&format!("{n} outcomes"), |_| seen.len() >= n);
+    // Proving something does not happen: nothing else comes in the next 1.5 s (events come
+    // on kinesis-mock's 1 s tick).
+    std::thread::sleep(Duration::from_millis(1500));
+    host.stop()
+}
+
+#[test]
+fn a_fan_out_subscription_registers_its_consumer_and_drains_every_shard_over_http2() {
+    let (Some(ep), Some((tls, ca))) = (kinesis_endpoint(), kinesis_tls_endpoint()) else {
+        return;
+    };
+    let k = Kinesis::new(&ep);
+    let stream = unique("fanout");
+    k.create(&stream, 4);
+    let (keys, per_key) = (20, 20);
+    put_rounds(&k, &stream, keys, 0..per_key, Duration::ZERO);
+    let dir = Scratch::new("fanout");
+    let seen = Outcomes::default();
+    let config = config(&tls, &stream)
+        .set("kinesis", "ca_file", ca)
+        .set("host", "name", "billing");
+    let host = Running::start_with(&dir, config, |h| h.on_outcome(seen.tap()));
+    host.wait_for("a record from each shard", |_| {
+        seen.all()
+            .iter()
+            .map(|s| s.shard_id.clone())
+            .collect::<BTreeSet<_>>()
+            .len()
+            == 4
+    });
+    // The pushes go on: records put now arrive too.
+    put_rounds(&k, &stream, keys, per_key..per_key + 1, Duration::ZERO);
+    let board = stop_after(host, &seen, keys * (per_key + 1));
+    assert_each_once_in_key_order(&seen.all(), keys, per_key + 1);
+    assert!(
+        board
+            .snapshot()
+            .iter()
+            .all(|(_, _, s)| s.millis_behind_latest.is_some()),
+        "each shard's lag comes from its events"
+    );
+    // The default consumer name: the service's and the subscription's.
+    let consumer = k.consumer(&stream, "billing-test");
+    assert_eq!(consumer, Some(ConsumerStatus::Active));
+}
+
+#[test]
+fn two_subscriptions_with_their_own_consumers_each_see_every_record() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("twoconsumers");
+    k.create(&stream, 2);
+    let dir = Scratch::new("twoconsumers");
+    let seen = Outcomes::default();
+    let config = HostToml::kinesis(&ep)
+        .subscription(fan_out(Subscription::new(
+            "billing",
+            &stream,
+            guest("scripted"),
+        )))
+        .subscription(
+            fan_out(Subscription::new("audit", &stream, guest("scripted")))
+                .set("consumer", "audit-v2"),
+        );
+    let host = Running::start_with(&dir, config, |h| h.on_outcome(seen.tap()));
+    let (keys, per_key) = (8, 10);
+    put_rounds(&k, &stream, keys, 0..per_key, Duration::from_millis(20));
+    stop_after(host, &seen, 2 * keys * per_key);
+    for subscription in ["billing", "audit"] {
+        let theirs: Vec<Seen> = seen
+            .all()
+            .into_iter()
+            .filter(|s| s.subscription == subscription)
+            .collect();
+        assert_each_once_in_key_order(&theirs, keys, per_key);
+    }
+    assert_eq!(
+        k.consumer(&stream, "audit-v2"),
+        Some(ConsumerStatus::Active)
+    );
+}
+
+#[test]
+fn a_split_while_records_are_pushed_keeps_every_record_and_each_keys_order() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Arc::new(Kinesis::new(&ep));
+    let stream = unique("fanoutsplit");
+    k.create(&stream, 1);
+    let dir = Scratch::new("fanoutsplit");
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, config(&ep, &stream), |h| h.on_outcome(seen.tap()));
+    let (keys, per_key) = (12, 25);
+    let writer = {
+        let (k, stream) = (k.clone(), stream.clone());
+        std::thread::spawn(move || {
+            put_rounds(&k, &stream, keys, 0..per_key, Duration::from_millis(40))
+        })
+    };
+    host.wait_for("records to flow", |_| seen.len() >= keys);
+    k.split(&stream, "shardId-000000000000");
+    writer.join().unwrap();
+    stop_after(host, &seen, keys * per_key);
+    let all = seen.all();
+    // Per-key order across the split: a child's records come after its parent's.
+    assert_each_once_in_key_order(&all, keys, per_key);
+    let shards: BTreeSet<_> = all.iter().map(|s| s.shard_id.as_str()).collect();
+    assert_eq!(
+        shards.len(),
+        3,
+        "the parent and both children were read: {shards:?}"
+    );
+}
+
+#[test]
+fn subscriptions_cut_by_the_network_resume_after_their_last_event() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Arc::new(Kinesis::new(&ep));
+    let stream = unique("fanoutcut");
+    k.create(&stream, 2);
+    let proxy = DelayProxy::start(&ep);
+    let dir = Scratch::new("fanoutcut");
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, config(&proxy.url(), &stream), |h| {
+        h.on_outcome(seen.tap())
+    });
+    let (keys, per_key) = (8, 40);
+    let writer = {
+        let (k, stream) = (k.clone(), stream.clone());
+        std::thread::spawn(move || {
+            put_rounds(&k, &stream, keys, 0..per_key, Duration::from_millis(50))
+        })
+    };
+    for cut in 1..=3 {
+        host.wait_for("records since the last cut", |_| {
+            seen.len() >= cut * keys * 8
+        });
+        proxy.cut();
+    }
+    writer.join().unwrap();
+    stop_after(host, &seen, keys * per_key);
+    assert_each_once_in_key_order(&seen.all(), keys, per_key);
+}
+
+#[test]
+fn a_restarted_fan_out_host_resumes_inside_a_kpl_aggregate_after_its_checkpoint() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("fanoutkpl");
+    k.create(&stream, 1);
+    k.put(
+        &stream,
+        "outer",
+        aggregate(&[("a", b"ack"), ("b", b"retry"), ("c", b"ack")]),
+    );
+    let dir = Scratch::new("fanoutkpl");
+    let store: Arc<dyn LeaseStore> = Arc::new(MemoryLeaseStore::new());
+    let run = |n: usize| {
+        let seen = Outcomes::default();
+        let store = store.clone();
+        let host = Running::start_with(&dir, config(&ep, &stream), |h| {
+            h.on_outcome(seen.tap());
+            h.use_lease_store(store);
+        });
+        stop_after(host, &seen, n);
+        seen.all()
+    };
+    let first = run(3);
+    let users: Vec<_> = first
+        .iter()
+        .map(|s| (s.partition_key.as_str(), s.sub_sequence_number, s.outcome))
+        .collect();
+    assert_eq!(
+        users,
+        [
+            ("a", 0, Outcome::Ack),
+            ("b", 1, Outcome::Retry),
+            ("c", 2, Outcome::Ack)
+        ],
+        "an aggregate arrives as its user records"
+    );
+    k.put(&stream, "after", "ack");
+    let again = run(3);
+    let keys: Vec<_> = again
+        .iter()
+        .map(|s| (s.partition_key.as_str(), s.sub_sequence_number))
+        .collect();
+    assert_eq!(
+        keys,
+        [("b", 1), ("c", 2), ("after", 0)],
+        "resumes inside the aggregate, after `a`, and goes on"
+    );
+}
+
+#[test]
+fn a_missing_permission_to_register_the_consumer_is_named_at_start() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("fanoutdenied");
+    k.create(&stream, 1);
+    let proxy = DenyProxy::start(&ep, "RegisterStreamConsumer");
+    let dir = Scratch::new("fanoutdenied");
+    let path = dir.write("shardhost.toml", config(&proxy.url(), &stream).render());
+    let config = shardhost::config::Config::load(&path).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let err = rt
+        .block_on(shardhost::Host::prepare(config))
+        .err()
+        .expect("a host that may not register its consumer does not start");
+    let msg = err.to_string();
+    for part in [
+        "subscription `test`",
+        "kinesis:RegisterStreamConsumer",
+        "consumer `shardhost-test`",
+    ] {
+        assert!(msg.contains(part), "the error names {part}: {msg}");
+    }
+    assert_eq!(
+        k.consumer(&stream, "shardhost-test"),
+        None,
+        "nothing was registered"
+    );
+}
