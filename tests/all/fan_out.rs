@@ -291,3 +291,75 @@ fn a_missing_permission_to_register_the_consumer_is_named_at_start() {
         "nothing was registered"
     );
 }
+
+#[test]
+fn a_seek_under_fan_out_subscribes_again_at_its_target() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("fanoutseek");
+    k.create(&stream, 1);
+    let seqs: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|t| k.put(&stream, "k", format!("ack;{t}")).1)
+        .collect();
+    k.put(&stream, "k", format!("seek-once:{}", seqs[1]));
+    k.put(&stream, "k", "ack;d");
+    let dir = Scratch::new("fanoutseek");
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, config(&ep, &stream), |h| h.on_outcome(seen.tap()));
+    // One call holds the five records: `a` is settled; the seek sends the reader back to `b`,
+    // which with everything after it is delivered (once) by a new subscription.
+    stop_after(host, &seen, 5);
+    let order: Vec<&str> = seen
+        .all()
+        .iter()
+        .map(|s| s.sequence_number.clone())
+        .map(|seq| match seqs.iter().position(|s| *s == seq) {
+            Some(0) => "a",
+            Some(1) => "b",
+            Some(2) => "c",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        order,
+        ["a", "b", "c", "other", "other"],
+        "read again from `b` after the seek, once"
+    );
+}
+
+#[test]
+fn a_handler_slower_than_the_pushes_loses_and_repeats_nothing() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("fanoutslow");
+    k.create(&stream, 1);
+    let dir = Scratch::new("fanoutslow");
+    let seen = Outcomes::default();
+    let config = HostToml::kinesis(&ep).subscription(
+        fan_out(Subscription::new("test", &stream, guest("scripted"))).limit("timeout", "30s"),
+    );
+    let host = Running::start_with(&dir, config, |h| h.on_outcome(seen.tap()));
+    k.put(&stream, "k", "sleep:8000;slow");
+    host.wait_for("the slow record pushed", |b| {
+        b.snapshot()
+            .iter()
+            .any(|(_, _, s)| s.millis_behind_latest.is_some())
+    });
+    // While the handler sleeps, an event a second (kinesis-mock's tick) fills the
+    // subscription's queue, and the subscription pauses until there is room.
+    let rounds = 7;
+    for n in 0..rounds {
+        for i in 0..3 {
+            k.put(&stream, "k", format!("{n}-{i}"));
+        }
+        std::thread::sleep(Duration::from_millis(1000));
+    }
+    stop_after(host, &seen, 1 + rounds * 3);
+    assert!(seen.all().iter().all(|s| s.outcome == Outcome::Ack));
+    let data: Vec<String> = seen.all().iter().map(|s| s.data.clone()).collect();
+    let expected: Vec<String> = std::iter::once("sleep:8000;slow".to_owned())
+        .chain((0..rounds).flat_map(|n| (0..3).map(move |i| format!("{n}-{i}"))))
+        .collect();
+    assert_eq!(data, expected);
+}
