@@ -89,8 +89,14 @@ fn a_fan_out_subscription_registers_its_consumer_and_drains_every_shard_over_htt
     let seen = Outcomes::default();
     let config = config(&tls, &stream)
         .set("kinesis", "ca_file", ca)
-        .set("host", "name", "billing");
+        .set("host", "name", "billing")
+        .admin();
     let host = Running::start_with(&dir, config, |h| h.on_outcome(seen.tap()));
+    let report = host.block_on(host.admin(None).status()).unwrap();
+    assert_eq!(
+        report.subscriptions[0].read,
+        "fan-out (consumer billing-test)"
+    );
     host.wait_for("a record from each shard", |_| {
         seen.all()
             .iter()

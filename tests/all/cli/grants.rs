@@ -1,6 +1,6 @@
 //! `check` and the grants of `[subscription.http]` and `[subscription.config]`: a `${VAR}` the
 //! environment does not set is refused where it stands; a value from the environment is never
-//! printed, only the names it is granted under.
+//! printed, only the names it is granted under. And how each subscription reads.
 
 use super::{assert_refused, config_in, good_config, shardhost, text};
 use crate::support::{Scratch, guest};
@@ -57,5 +57,39 @@ fn check_lists_the_grants_by_origin_and_name_and_never_prints_a_value_from_the_e
     assert!(
         !stdout.contains(secret) && !stderr.contains(secret),
         "the secret was printed:\n{stdout}\n{stderr}"
+    );
+}
+
+#[test]
+fn check_shows_how_each_subscription_reads_and_refuses_fan_out_on_the_embedded_stream() {
+    let dir = Scratch::new("readmode");
+    let handler = guest("always_ack");
+    let body = format!(
+        "[host]\nname = \"shipping\"\n[kinesis]\nendpoint = \"http://127.0.0.1:1\"\n\
+         test_credentials = true\n\
+         [[subscription]]\nname = \"ship\"\nstream = \"s\"\nhandler = \"{0}\"\nread = \"fan-out\"\n\
+         [[subscription]]\nname = \"audit\"\nstream = \"s\"\nhandler = \"{0}\"\n",
+        handler.display()
+    );
+    let out = shardhost()
+        .arg("check")
+        .arg(config_in(&dir, &body))
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for line in [
+        "  read: fan-out (consumer shipping-ship)",
+        "  read: polling",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "no {line:?} in:\n{stdout}"
+        );
+    }
+    let embedded = good_config(&handler) + "read = \"fan-out\"\n";
+    assert_refused(
+        &config_in(&dir, &embedded),
+        &["subscription[0].read", "needs Kinesis (SubscribeToShard)"],
     );
 }
