@@ -120,8 +120,7 @@ async fn latency(client: &Client, stream: &str, config: Config) -> Vec<f64> {
     }
     stop.cancel();
     run.await.unwrap().unwrap();
-    let latencies = seen.lock().unwrap().clone();
-    latencies
+    seen.lock().unwrap().clone()
 }
 
 /// Runs a host on `config` until the backlog is settled; answers how long that took from its
