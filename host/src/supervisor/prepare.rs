@@ -18,7 +18,7 @@ use crate::lease::Desired;
 use crate::metrics::Metrics;
 use crate::publish::Publisher;
 use crate::source::StreamSource;
-use crate::source::kinesis::{FanOut, KinesisStreams};
+use crate::source::kinesis::KinesisStreams;
 use crate::source::memory::MemoryStreams;
 use crate::status::StatusBoard;
 use crate::status::fleet::Refusal;
@@ -47,8 +47,8 @@ impl Start {
 /// A subscription ready to run.
 pub(super) struct Prepared {
     pub plan: Arc<SubscriptionPlan>,
-    /// Where its shards are read when not from the host's source: a fan-out consumer's
-    /// subscriptions.
+    /// Where its shards are read when not from the host's source: through a fan-out
+    /// consumer.
     pub reads: Option<Arc<dyn StreamSource>>,
     create: Option<u32>,
     pub feed: Vec<FeedRecord>,
@@ -355,7 +355,7 @@ async fn fan_out(
                 source,
             })?;
         tracing::info!(subscription = %c.name, consumer, "reading by enhanced fan-out");
-        s.reads = Some(Arc::new(FanOut::new(kinesis.clone(), consumer, &arn)));
+        s.reads = Some(Arc::new(kinesis.fan_out(consumer, &arn)));
     }
     Ok(())
 }

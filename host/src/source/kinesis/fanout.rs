@@ -1,5 +1,5 @@
-//! Enhanced fan-out: the streams of [`KinesisStreams`], each shard read through a
-//! SubscribeToShard [`Subscription`] of one registered consumer instead of GetRecords.
+//! Enhanced fan-out's reader: a shard read through a SubscribeToShard [`Subscription`] of one
+//! registered consumer instead of GetRecords ([`KinesisStreams::fan_out`]).
 
 use std::collections::VecDeque;
 
@@ -8,92 +8,43 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+#[cfg(doc)]
 use super::KinesisStreams;
 use super::subscription::{Consumer, Push, Pushed, Subscription};
 use crate::record::Record;
-use crate::source::{ReadBatch, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource};
+use crate::source::{ReadBatch, ShardReader, SourceError, StartPosition};
 
 /// Events a subscription may hold for its reader: a little ahead, never a backlog (the
 /// subscription pauses instead).
 const QUEUED_EVENTS: usize = 2;
 
-/// Kinesis read through a consumer's subscriptions; everything else as [`KinesisStreams`].
-#[derive(Clone, Debug)]
-pub struct FanOut {
-    streams: KinesisStreams,
-    consumer: Consumer,
-}
-
-impl FanOut {
-    /// Reads through `consumer` (registered and ACTIVE: [`KinesisStreams::consumer`]).
-    pub fn new(streams: KinesisStreams, name: &str, arn: &str) -> FanOut {
-        FanOut {
-            streams,
-            consumer: Consumer {
-                name: name.into(),
-                arn: arn.into(),
-            },
-        }
-    }
-}
-
-#[async_trait]
-impl StreamSource for FanOut {
-    /// Each consumer has the shard's pushes to itself: no read limit to pace.
-    fn read_interval(&self) -> std::time::Duration {
-        std::time::Duration::ZERO
-    }
-
-    fn read_bytes_per_second(&self) -> Option<u64> {
-        None
-    }
-
-    fn pushes(&self) -> bool {
-        true
-    }
-
-    async fn ensure_stream(&self, stream: &str, create: Option<u32>) -> Result<(), SourceError> {
-        self.streams.ensure_stream(stream, create).await
-    }
-
-    async fn list_shards(&self, stream: &str) -> Result<Vec<ShardInfo>, SourceError> {
-        self.streams.list_shards(stream).await
-    }
-
-    async fn open(
-        &self,
-        stream: &str,
-        shard_id: &str,
-        start: &StartPosition,
-    ) -> Result<Box<dyn ShardReader>, SourceError> {
-        let (tx, pushes) = mpsc::channel(QUEUED_EVENTS);
-        let subscription = Subscription::new(
-            self.streams.client.clone(),
-            stream,
-            shard_id,
-            self.consumer.clone(),
-            start,
-            tx,
-        );
-        let task = tokio::spawn(subscription.run().in_current_span());
-        Ok(Box::new(FanOutReader {
-            shard: shard_id.to_owned(),
-            pushes,
-            buffer: VecDeque::new(),
-            millis_behind_latest: None,
-            ended: false,
-            _task: Subscribed(task),
-        }))
-    }
-
-    async fn put(
-        &self,
-        stream: &str,
-        partition_key: &str,
-        data: Vec<u8>,
-    ) -> Result<String, SourceError> {
-        self.streams.put(stream, partition_key, data).await
-    }
+/// Opens a reader of `shard_id` that takes what `consumer`'s subscriptions push, starting at
+/// `start`.
+pub(super) fn open(
+    client: &aws_sdk_kinesis::Client,
+    consumer: &Consumer,
+    stream: &str,
+    shard_id: &str,
+    start: &StartPosition,
+) -> Box<dyn ShardReader> {
+    let (tx, pushes) = mpsc::channel(QUEUED_EVENTS);
+    let subscription = Subscription::new(
+        client.clone(),
+        stream,
+        shard_id,
+        consumer.clone(),
+        start,
+        tx,
+    );
+    let task = tokio::spawn(subscription.run().in_current_span());
+    Box::new(FanOutReader {
+        shard: shard_id.to_owned(),
+        pushes,
+        buffer: VecDeque::new(),
+        millis_behind_latest: None,
+        ended: false,
+        _task: Subscribed(task),
+    })
 }
 
 /// The subscription task; dropping the reader cancels it (and so its SubscribeToShard).

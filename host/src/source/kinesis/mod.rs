@@ -1,5 +1,5 @@
 //! Reading real Kinesis (or an emulator) through aws-sdk-kinesis: GetRecords polling, or
-//! enhanced fan-out ([`FanOut`]: SubscribeToShard through a registered consumer).
+//! enhanced fan-out ([`KinesisStreams::fan_out`]: SubscribeToShard through a registered consumer).
 //!
 //! - Throttling (`ProvisionedThroughputExceeded`, `LimitExceeded`) and transport errors are
 //!   retried by the SDK's standard retry strategy (exponential backoff with jitter), except for
@@ -27,8 +27,8 @@ mod fanout;
 mod reader;
 mod subscription;
 
-pub use fanout::FanOut;
 use reader::KinesisReader;
+use subscription::Consumer;
 
 use super::{Call, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource};
 use crate::config::{KinesisConfig, KinesisEndpoint};
@@ -40,6 +40,8 @@ const ACTIVE_WAIT: Duration = Duration::from_secs(120);
 #[derive(Clone, Debug)]
 pub struct KinesisStreams {
     client: Client,
+    /// Set: shards are read by enhanced fan-out through this consumer.
+    consumer: Option<Consumer>,
 }
 
 /// A failed SDK call, with the SDK's error (and so all its causes) as the source.
@@ -86,6 +88,19 @@ impl KinesisStreams {
         .await;
         KinesisStreams {
             client: Client::new(&sdk),
+            consumer: None,
+        }
+    }
+
+    /// The same streams, their shards read by enhanced fan-out through consumer `name`
+    /// (registered and ACTIVE: [`KinesisStreams::consumer`]) instead of GetRecords.
+    pub fn fan_out(&self, name: &str, arn: &str) -> KinesisStreams {
+        KinesisStreams {
+            client: self.client.clone(),
+            consumer: Some(Consumer {
+                name: name.into(),
+                arn: arn.into(),
+            }),
         }
     }
 
@@ -119,6 +134,25 @@ impl KinesisStreams {
 
 #[async_trait]
 impl StreamSource for KinesisStreams {
+    /// A consumer has the shard's pushes to itself: no read limit to pace.
+    fn read_interval(&self) -> Duration {
+        match self.consumer {
+            Some(_) => Duration::ZERO,
+            None => super::KINESIS_READ_INTERVAL,
+        }
+    }
+
+    fn read_bytes_per_second(&self) -> Option<u64> {
+        match self.consumer {
+            Some(_) => None,
+            None => Some(super::KINESIS_READ_BYTES_PER_SECOND),
+        }
+    }
+
+    fn pushes(&self) -> bool {
+        self.consumer.is_some()
+    }
+
     async fn ensure_stream(&self, stream: &str, create: Option<u32>) -> Result<(), SourceError> {
         let mut status = self.status(stream).await?;
         if status.is_none() {
@@ -214,6 +248,15 @@ impl StreamSource for KinesisStreams {
         shard_id: &str,
         start: &StartPosition,
     ) -> Result<Box<dyn ShardReader>, SourceError> {
+        if let Some(consumer) = &self.consumer {
+            return Ok(fanout::open(
+                &self.client,
+                consumer,
+                stream,
+                shard_id,
+                start,
+            ));
+        }
         let reader = KinesisReader::open(self.client.clone(), stream, shard_id, start).await?;
         Ok(Box::new(reader))
     }
