@@ -33,6 +33,8 @@ pub(super) struct Reads {
     last_start: Option<Instant>,
     /// How many records the last answered read asked for.
     asked: usize,
+    /// The last answered read was paced by the read limits (see [`Reads::paced`]).
+    paced: bool,
     interval: Duration,
     /// The shard's byte limit (bytes a second), if it has one.
     byte_rate: Option<u64>,
@@ -41,12 +43,21 @@ pub(super) struct Reads {
     metrics: ShardMetrics,
 }
 
-/// A read on its own task, and the records it asked for; dropping it abandons the read.
-struct Pending(JoinHandle<Answer>, usize);
+/// A read on its own task; dropping it abandons the read.
+struct Pending {
+    task: JoinHandle<Answer>,
+    /// The records it asked for.
+    asked: usize,
+    /// How far after the previous read's start the read limits let it start, if they held it
+    /// back (the read interval, or the previous read's bytes at the byte rate).
+    held: Option<Duration>,
+    /// The loop asked for its answer before it came.
+    waited: bool,
+}
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        self.0.abort();
+        self.task.abort();
     }
 }
 
@@ -62,6 +73,7 @@ impl Reads {
             pending: None,
             last_start: None,
             asked: 0,
+            paced: false,
             interval,
             byte_rate,
             paid_at: None,
@@ -76,17 +88,22 @@ impl Reads {
         let Some(mut reader) = self.reader.take() else {
             return;
         };
+        let ready = not_before.max(Instant::now());
         let mut at = match self.last_start {
-            Some(last) => not_before.max(last + self.interval),
-            None => not_before,
+            Some(last) => ready.max(last + self.interval),
+            None => ready,
         };
         if let Some(paid) = self.paid_at {
             at = at.max(paid);
         }
+        let held = self
+            .last_start
+            .filter(|_| at > ready)
+            .map(|last| at.duration_since(last));
         // Counted from the planned start, so a read abandoned by a seek still spaces the next.
         self.last_start = Some(at);
-        self.pending = Some(Pending(
-            tokio::spawn(
+        self.pending = Some(Pending {
+            task: tokio::spawn(
                 async move {
                     // A read due now does not wait for the timer wheel's next tick (1 ms): with
                     // one-record reads that tick alone would cap a shard near 1 000 a second.
@@ -99,16 +116,20 @@ impl Reads {
                 }
                 .in_current_span(),
             ),
-            limit,
-        ));
+            asked: limit,
+            held,
+            waited: false,
+        });
     }
 
     /// The answer of the read in flight (call [`Reads::start`] first). Cancel-safe: the read
     /// stays in flight when the caller stops waiting.
     pub async fn next(&mut self) -> Result<ReadBatch, SourceError> {
         let pending = self.pending.as_mut().expect("a read was started");
-        let joined = (&mut pending.0).await;
-        self.asked = pending.1;
+        pending.waited |= !pending.task.is_finished();
+        let joined = (&mut pending.task).await;
+        let (held, waited) = (pending.held, pending.waited);
+        self.asked = pending.asked;
         self.pending = None;
         let (reader, started, read) = match joined {
             Ok(answer) => answer,
@@ -118,6 +139,7 @@ impl Reads {
         };
         self.reader = Some(reader);
         self.last_start = Some(started);
+        self.paced = paced(held, waited, started.elapsed());
         match &read {
             Ok(batch) => {
                 self.metrics.read(batch.records.len());
@@ -135,11 +157,24 @@ impl Reads {
         self.asked
     }
 
+    /// Whether the stream's read limits, not the server or the handler, set the pace of the last
+    /// answered read: the loop waited for it, the read interval or the byte rate had held its
+    /// start back, and it answered within half that spacing (a read twice the size would too).
+    pub fn paced(&self) -> bool {
+        self.paced
+    }
+
     /// Reads from `reader` from now on; a read in flight on the old one is abandoned.
     pub fn reopen(&mut self, reader: Box<dyn ShardReader>) {
         self.pending = None;
         self.reader = Some(reader);
     }
+}
+
+/// Whether a read was paced by the read limits: they held its start back to `held` after the
+/// previous read's, the loop `waited` for its answer, and it took at most half of `held` to answer.
+fn paced(held: Option<Duration>, waited: bool, took: Duration) -> bool {
+    waited && held.is_some_and(|spacing| took.saturating_mul(2) <= spacing)
 }
 
 /// How long the bytes of `batch` take at `rate` bytes a second: a shard read at its limit
@@ -159,11 +194,20 @@ pub fn wait_after(batch: &ReadBatch, limit: usize, poll: Duration, empty_reads: 
         let doublings = empty_reads.saturating_sub(1).min(IDLE_BACKOFF.ilog2());
         return poll.saturating_mul(1 << doublings);
     }
-    let behind = batch.records.len() >= limit
+    if behind(batch, limit, poll) {
+        Duration::ZERO
+    } else {
+        poll
+    }
+}
+
+/// Whether a read of up to `limit` records found the shard behind: it came back full, or more
+/// than a poll interval behind the shard's tip.
+pub fn behind(batch: &ReadBatch, limit: usize, poll: Duration) -> bool {
+    batch.records.len() >= limit
         || batch
             .millis_behind_latest
-            .is_some_and(|ms| Duration::from_millis(ms) > poll);
-    if behind { Duration::ZERO } else { poll }
+            .is_some_and(|ms| Duration::from_millis(ms) > poll)
 }
 
 #[cfg(test)]
@@ -206,6 +250,73 @@ mod tests {
         assert_eq!(wait_after(&batch(5, Some(0)), 10_000, poll, 0), poll);
         assert_eq!(wait_after(&batch(5, Some(900)), 10_000, poll, 0), poll);
         assert_eq!(wait_after(&batch(5, None), 10_000, poll, 0), poll);
+    }
+
+    /// A shard far behind whose server answers every read, full, after `takes`.
+    struct Behind {
+        takes: Duration,
+    }
+
+    #[async_trait::async_trait]
+    impl ShardReader for Behind {
+        async fn read(&mut self, limit: usize) -> Result<ReadBatch, SourceError> {
+            // The scenario: the server's answer time (virtual).
+            tokio::time::sleep(self.takes).await;
+            Ok(batch(limit, Some(60_000)))
+        }
+    }
+
+    /// Reads at Kinesis' interval (200 ms) from a server that answers in `takes`; the first read
+    /// is answered already.
+    async fn reads(takes: Duration) -> Reads {
+        let metrics = crate::metrics::Metrics::new().shard("sub", "shard");
+        let mut reads = Reads::new(
+            Box::new(Behind { takes }),
+            Duration::from_millis(200),
+            None,
+            metrics,
+        );
+        reads.start(100, Instant::now());
+        reads.next().await.unwrap();
+        assert!(!reads.paced(), "nothing held the first read back");
+        reads
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_the_loop_waits_for_while_the_read_interval_holds_it_back_is_paced() {
+        let mut reads = reads(Duration::from_millis(20)).await;
+        // Read ahead: the interval holds the read until 200 ms after the first one started.
+        reads.start(100, Instant::now());
+        reads.next().await.unwrap();
+        assert!(reads.paced());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_answered_before_the_loop_asks_for_it_is_not_paced() {
+        let mut reads = reads(Duration::from_millis(20)).await;
+        reads.start(100, Instant::now());
+        // The scenario: the handler works on the last read for a second; the next one waits.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        reads.next().await.unwrap();
+        assert!(!reads.paced(), "the handler set the pace");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_answered_in_more_than_half_the_read_interval_is_not_paced() {
+        // Held back (the first read took 120 ms of the 200), but a read twice as large would
+        // not answer within the interval.
+        let mut reads = reads(Duration::from_millis(120)).await;
+        reads.start(100, Instant::now());
+        reads.next().await.unwrap();
+        assert!(!reads.paced(), "the server set the pace");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_the_server_answers_in_the_read_interval_or_more_is_not_held_back() {
+        let mut reads = reads(Duration::from_millis(250)).await;
+        reads.start(100, Instant::now());
+        reads.next().await.unwrap();
+        assert!(!reads.paced(), "it started at once");
     }
 
     #[test]
