@@ -4,10 +4,12 @@
 //! (idle CPU). Side by side in the same run, optionally: another build of this bench's host (the
 //! code before a change) and the peer, a ruststream-kinesis service (`bench-peer/`).
 //!
-//! `tests/stack cargo bench -p shardhost --bench kinesis_drain` — needs the emulator stack. Each
-//! run puts the records into a fresh stream, runs each contender in a child process under
-//! `/usr/bin/time -v` until every record is delivered, and deletes the stream. Prints every run
-//! and the medians. Knobs (environment):
+//! `tests/stack cargo bench -p shardhost --bench kinesis_drain` — needs the emulator stack. The
+//! records are put into a fresh stream once per record count (kinesis-mock takes minutes to
+//! take 100 000); then each run drains it from its trim horizon with every contender in turn, in
+//! a child process under `/usr/bin/time -v`, until every record is delivered (each child has
+//! its own memory lease store: reading does not change the stream). Prints every run and the
+//! medians. Knobs (environment):
 //!
 //! - `SHARDHOST_BENCH_RECORDS=20000,100000`: the record counts (default 20 000);
 //! - `SHARDHOST_BENCH_RUNS=5`: runs per count and contender (default 3);
@@ -81,6 +83,10 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("shardhost-drain-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for &records in &counts {
+        let stream = format!("drain-{}-{records}", std::process::id());
+        let filling = Instant::now();
+        rt.block_on(fill(&client, &stream, records));
+        println!("{records} records put in {:.0?}", filling.elapsed());
         // samples[c]: contender c's runs.
         let mut samples: Vec<Vec<Sample>> = contenders.iter().map(|_| Vec::new()).collect();
         for run in 0..runs {
@@ -88,8 +94,6 @@ fn main() {
             // always fall on the same one.
             for k in 0..contenders.len() {
                 let c = (run + k) % contenders.len();
-                let stream = format!("drain-{}-{records}-{run}-{c}", std::process::id());
-                rt.block_on(fill(&client, &stream, records));
                 let sample = match &contenders[c] {
                     Contender::This => host(
                         &std::env::current_exe().unwrap(),
@@ -102,11 +106,11 @@ fn main() {
                     Contender::Before(exe) => host(exe, &dir, &endpoint, &stream, &pick, records),
                     Contender::Peer(exe) => child::peer(exe, &endpoint, &stream, records),
                 };
-                rt.block_on(delete(&client, &stream));
                 sample.print(contenders[c].label(), run, records, SHARDS);
                 samples[c].push(sample);
             }
         }
+        rt.block_on(delete(&client, &stream));
         summary(&contenders, &samples, records);
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -235,7 +239,7 @@ async fn fill(client: &Client, stream: &str, records: usize) {
     }
 }
 
-/// Deletes a drained stream, so the emulator does not keep every run's records in memory.
+/// Deletes a drained stream, so the emulator does not keep every count's records in memory.
 async fn delete(client: &Client, stream: &str) {
     client
         .delete_stream()
