@@ -65,7 +65,8 @@ pub type OutcomeTap = Arc<dyn Fn(&Settled<'_>) + Send + Sync>;
 pub struct SubscriptionPlan {
     pub name: Arc<str>,
     pub stream: Arc<str>,
-    /// Records a read asks for (`read_limit`; fewer when the in-flight bound leaves less room).
+    /// The most records a read asks for (`read_limit`): the read size adapts below it
+    /// ([`read_size`]), and the in-flight bound may leave less room.
     pub read_limit: usize,
     /// Records per handler call (`batch`).
     pub call_batch: usize,
