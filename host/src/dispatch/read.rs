@@ -48,9 +48,6 @@ struct Pending {
     task: JoinHandle<Answer>,
     /// The records it asked for.
     asked: usize,
-    /// How far after the previous read's start the read limits let it start, if they held it
-    /// back (the read interval, or the previous read's bytes at the byte rate).
-    held: Option<Duration>,
     /// The loop asked for its answer before it came.
     waited: bool,
 }
@@ -88,18 +85,13 @@ impl Reads {
         let Some(mut reader) = self.reader.take() else {
             return;
         };
-        let ready = not_before.max(Instant::now());
         let mut at = match self.last_start {
-            Some(last) => ready.max(last + self.interval),
-            None => ready,
+            Some(last) => not_before.max(last + self.interval),
+            None => not_before,
         };
         if let Some(paid) = self.paid_at {
             at = at.max(paid);
         }
-        let held = self
-            .last_start
-            .filter(|_| at > ready)
-            .map(|last| at.duration_since(last));
         // Counted from the planned start, so a read abandoned by a seek still spaces the next.
         self.last_start = Some(at);
         self.pending = Some(Pending {
@@ -117,7 +109,6 @@ impl Reads {
                 .in_current_span(),
             ),
             asked: limit,
-            held,
             waited: false,
         });
     }
@@ -128,7 +119,7 @@ impl Reads {
         let pending = self.pending.as_mut().expect("a read was started");
         pending.waited |= !pending.task.is_finished();
         let joined = (&mut pending.task).await;
-        let (held, waited) = (pending.held, pending.waited);
+        let waited = pending.waited;
         self.asked = pending.asked;
         self.pending = None;
         let (reader, started, read) = match joined {
@@ -139,11 +130,15 @@ impl Reads {
         };
         self.reader = Some(reader);
         self.last_start = Some(started);
-        self.paced = paced(held, waited, started.elapsed());
+        let took = started.elapsed();
+        self.paced = false;
         match &read {
             Ok(batch) => {
                 self.metrics.read(batch.records.len());
-                self.paid_at = self.byte_rate.map(|rate| started + paid_in(batch, rate));
+                let paid = self.byte_rate.map(|rate| paid_in(batch, rate));
+                self.paid_at = paid.map(|paid| started + paid);
+                let spacing = self.interval.max(paid.unwrap_or_default());
+                self.paced = waited && !spacing.is_zero() && took.saturating_mul(2) <= spacing;
             }
             Err(SourceError::Throttled(_)) => self.metrics.throttled(),
             Err(_) => {}
@@ -158,8 +153,9 @@ impl Reads {
     }
 
     /// Whether the stream's read limits, not the server or the handler, set the pace of the last
-    /// answered read: the loop waited for it, the read interval or the byte rate had held its
-    /// start back, and it answered within half that spacing (a read twice the size would too).
+    /// answered read: the loop waited for it, and it answered within half the spacing the limits
+    /// put between it and the next (the read interval, or its bytes at the byte rate), so a read
+    /// twice the size would answer before the next may start too.
     pub fn paced(&self) -> bool {
         self.paced
     }
@@ -169,12 +165,6 @@ impl Reads {
         self.pending = None;
         self.reader = Some(reader);
     }
-}
-
-/// Whether a read was paced by the read limits: they held its start back to `held` after the
-/// previous read's, the loop `waited` for its answer, and it took at most half of `held` to answer.
-fn paced(held: Option<Duration>, waited: bool, took: Duration) -> bool {
-    waited && held.is_some_and(|spacing| took.saturating_mul(2) <= spacing)
 }
 
 /// How long the bytes of `batch` take at `rate` bytes a second: a shard read at its limit
@@ -262,61 +252,70 @@ mod tests {
         async fn read(&mut self, limit: usize) -> Result<ReadBatch, SourceError> {
             // The scenario: the server's answer time (virtual).
             tokio::time::sleep(self.takes).await;
-            Ok(batch(limit, Some(60_000)))
+            let mut batch = batch(limit, Some(60_000));
+            for r in &mut batch.records {
+                r.data = vec![0; 1000];
+            }
+            Ok(batch)
         }
     }
 
-    /// Reads at Kinesis' interval (200 ms) from a server that answers in `takes`; the first read
-    /// is answered already.
-    async fn reads(takes: Duration) -> Reads {
+    /// Reads of 100 records of 1 000 bytes, `interval` apart and paid for at `byte_rate`, from a
+    /// server that answers in `takes`.
+    fn reads(takes: Duration, interval: Duration, byte_rate: Option<u64>) -> Reads {
         let metrics = crate::metrics::Metrics::new().shard("sub", "shard");
-        let mut reads = Reads::new(
-            Box::new(Behind { takes }),
-            Duration::from_millis(200),
-            None,
-            metrics,
-        );
+        Reads::new(Box::new(Behind { takes }), interval, byte_rate, metrics)
+    }
+
+    const KINESIS: Duration = Duration::from_millis(200);
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_the_loop_waits_for_that_answers_within_half_the_read_interval_is_paced() {
+        let mut reads = reads(Duration::from_millis(20), KINESIS, None);
         reads.start(100, Instant::now());
         reads.next().await.unwrap();
-        assert!(!reads.paced(), "nothing held the first read back");
-        reads
+        assert!(reads.paced(), "the read interval sets the pace");
+        reads.start(100, Instant::now());
+        reads.next().await.unwrap();
+        assert!(reads.paced(), "and the next one is held back to it");
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_read_the_loop_waits_for_while_the_read_interval_holds_it_back_is_paced() {
-        let mut reads = reads(Duration::from_millis(20)).await;
-        // Read ahead: the interval holds the read until 200 ms after the first one started.
+    async fn a_read_answered_before_the_loop_asks_for_it_is_not_paced() {
+        let mut reads = reads(Duration::from_millis(20), KINESIS, None);
+        reads.start(100, Instant::now());
+        // The scenario: the handler works on the last read for a second; the next one waits.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        reads.next().await.unwrap();
+        assert!(!reads.paced(), "the handler sets the pace");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_answered_in_more_than_half_the_read_interval_is_not_paced() {
+        // A read twice as large would not answer within the interval: the server sets the pace.
+        for takes in [120, 250] {
+            let mut reads = reads(Duration::from_millis(takes), KINESIS, None);
+            reads.start(100, Instant::now());
+            reads.next().await.unwrap();
+            assert!(!reads.paced(), "answered in {takes} ms");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_answered_within_half_the_time_its_bytes_take_to_pay_is_paced() {
+        // 100 000 bytes at 200 000 bytes a second: the next read starts 500 ms after this one.
+        let mut reads = reads(Duration::from_millis(220), KINESIS, Some(200_000));
         reads.start(100, Instant::now());
         reads.next().await.unwrap();
         assert!(reads.paced());
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_read_answered_before_the_loop_asks_for_it_is_not_paced() {
-        let mut reads = reads(Duration::from_millis(20)).await;
-        reads.start(100, Instant::now());
-        // The scenario: the handler works on the last read for a second; the next one waits.
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        reads.next().await.unwrap();
-        assert!(!reads.paced(), "the handler set the pace");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_read_answered_in_more_than_half_the_read_interval_is_not_paced() {
-        // Held back (the first read took 120 ms of the 200), but a read twice as large would
-        // not answer within the interval.
-        let mut reads = reads(Duration::from_millis(120)).await;
+    async fn reads_of_a_source_without_read_limits_are_never_paced() {
+        let mut reads = reads(Duration::ZERO, Duration::ZERO, None);
         reads.start(100, Instant::now());
         reads.next().await.unwrap();
-        assert!(!reads.paced(), "the server set the pace");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_read_the_server_answers_in_the_read_interval_or_more_is_not_held_back() {
-        let mut reads = reads(Duration::from_millis(250)).await;
-        reads.start(100, Instant::now());
-        reads.next().await.unwrap();
-        assert!(!reads.paced(), "it started at once");
+        assert!(!reads.paced());
     }
 
     #[test]

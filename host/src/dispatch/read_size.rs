@@ -10,16 +10,17 @@
 //!
 //! - starts at [`START`];
 //! - doubles, up to the subscription's `read_limit`, after a full read that was *paced*
-//!   ([`Reads::paced`](super::read::Reads::paced)): the loop waited for it, the stream's limits
-//!   (the read interval, the byte rate) held its start back, and it answered within half that
-//!   spacing, so a read twice the size would still answer in time. The limits, not the server,
-//!   the handler or the in-flight bound, set the pace: each read should carry more. Likewise
-//!   after a throttled read that followed a full one;
+//!   ([`Reads::paced`](super::read::Reads::paced)): the loop waited for it, and it answered
+//!   within half the spacing the stream's limits put between reads (the read interval, or its
+//!   bytes at the byte rate), so a read twice the size would still answer before the next may
+//!   start. The limits, not the server, the handler or the in-flight bound, set the pace: each
+//!   read should carry more. Likewise after a throttled read that followed a full one;
 //! - halves, down to [`FLOOR`], after a read that found the shard caught up (not full, and not
 //!   more than a poll interval behind its tip);
 //! - stays as it is otherwise: a full read the loop did not wait for (the handler is the slower
-//!   one), or one that was not held back or took more than half the spacing to answer (the
-//!   server is the slower one: a larger read would only answer more slowly).
+//!   one), or one that took more than half the spacing to answer (the server is the slower one:
+//!   a larger read would only answer more slowly). A source without read limits (the embedded
+//!   stream) keeps its reads at [`START`].
 //!
 //! The in-flight bound ([`in_flight`](super::in_flight)) may ask for fewer still.
 
@@ -48,7 +49,7 @@ pub(super) struct Answered {
     pub got: usize,
     /// It found the shard caught up: not full, and not more than a poll interval behind.
     pub caught_up: bool,
-    /// The loop waited for it, and the stream's read limits had held its start back.
+    /// The stream's read limits set its pace ([`Reads::paced`](super::read::Reads::paced)).
     pub paced: bool,
 }
 
@@ -133,7 +134,7 @@ mod tests {
     }
 
     #[test]
-    fn full_reads_the_stream_did_not_hold_back_keep_their_size() {
+    fn full_reads_the_read_limits_did_not_pace_keep_their_size() {
         // The server (or the handler) is the slower one: a larger read would not go faster.
         let mut size = ReadSize::new(10_000);
         for _ in 0..5 {
