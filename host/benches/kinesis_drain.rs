@@ -16,7 +16,10 @@
 //! - `SHARDHOST_BENCH_IDLE=0`: seconds a host stays up caught up after the drain (default 10);
 //! - `SHARDHOST_BENCH_BEFORE=PATH`: another build of this bench (say, main's): its host runs too;
 //! - `SHARDHOST_BENCH_PEER=PATH`: the `drain-peer` binary of `bench-peer/`: it runs too;
-//! - `SHARDHOST_BENCH_WRAP="perf record -g -o F"` (or `heaptrack -o F`): profiles each child.
+//! - `SHARDHOST_BENCH_WRAP="perf record -g -o F"` (or `heaptrack -o F`): profiles each child;
+//! - `SHARDHOST_BENCH_KEEP=1`: the streams are named by their count (`drain-100000`), kept, and
+//!   drained again by the next bench on the same emulator (a `tests/stack` left running; a
+//!   kept stream is taken as full).
 
 #[path = "kinesis_drain/child.rs"]
 mod child;
@@ -83,10 +86,16 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("shardhost-drain-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for &records in &counts {
-        let stream = format!("drain-{}-{records}", std::process::id());
-        let filling = Instant::now();
-        rt.block_on(fill(&client, &stream, records));
-        println!("{records} records put in {:.0?}", filling.elapsed());
+        let keep = std::env::var_os("SHARDHOST_BENCH_KEEP").is_some();
+        let stream = match keep {
+            true => format!("drain-{records}"),
+            false => format!("drain-{}-{records}", std::process::id()),
+        };
+        if !(keep && rt.block_on(exists(&client, &stream))) {
+            let filling = Instant::now();
+            rt.block_on(fill(&client, &stream, records));
+            println!("{records} records put in {:.0?}", filling.elapsed());
+        }
         // samples[c]: contender c's runs.
         let mut samples: Vec<Vec<Sample>> = contenders.iter().map(|_| Vec::new()).collect();
         for run in 0..runs {
@@ -110,7 +119,9 @@ fn main() {
                 samples[c].push(sample);
             }
         }
-        rt.block_on(delete(&client, &stream));
+        if !keep {
+            rt.block_on(delete(&client, &stream));
+        }
         summary(&contenders, &samples, records);
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -237,6 +248,16 @@ async fn fill(client: &Client, stream: &str, records: usize) {
             .unwrap();
         assert_eq!(out.failed_record_count(), Some(0));
     }
+}
+
+/// Whether `stream` exists (a kept one, filled by an earlier bench).
+async fn exists(client: &Client, stream: &str) -> bool {
+    client
+        .describe_stream_summary()
+        .stream_name(stream)
+        .send()
+        .await
+        .is_ok()
 }
 
 /// Deletes a drained stream, so the emulator does not keep every count's records in memory.
