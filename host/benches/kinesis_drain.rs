@@ -1,138 +1,185 @@
-//! Drain 20 000 JSON orders (~100 B) from a 4-shard stream of kinesis-mock with the orders
-//! example handler and the default config: records/s, CPU seconds, peak RSS of the host process
-//! and reads per shard, then the host's CPU while it stays caught up for 10 s (idle CPU).
+//! Drain JSON orders (~80 B) from a 4-shard stream of kinesis-mock with the orders example
+//! handler and the default config: records/s, CPU seconds (the host's and kinesis-mock's), peak
+//! RSS of the host process and reads per shard, then the host's CPU while it stays caught up
+//! (idle CPU). Side by side in the same run, optionally: another build of this bench's host (the
+//! code before a change) and the peer, a ruststream-kinesis service (`bench-peer/`).
 //!
-//! `tests/stack cargo bench -p shardhost --bench kinesis_drain` — needs the emulator stack. Each
-//! run puts the records into a fresh stream, then runs the host in a child process under
-//! `/usr/bin/time -v` until every record is settled. Prints the medians of 3 runs.
+//! `tests/stack cargo bench -p shardhost --bench kinesis_drain` — needs the emulator stack. The
+//! records are put into a fresh stream once per record count (kinesis-mock takes minutes to
+//! take 100 000); then each run drains it from its trim horizon with every contender in turn, in
+//! a child process under `/usr/bin/time -v`, until every record is delivered (each child has
+//! its own memory lease store: reading does not change the stream). Prints every run and the
+//! medians. Knobs (environment):
+//!
+//! - `SHARDHOST_BENCH_RECORDS=20000,100000`: the record counts (default 20 000);
+//! - `SHARDHOST_BENCH_RUNS=5`: runs per count and contender (default 3);
+//! - `SHARDHOST_BENCH_IDLE=0`: seconds a host stays up caught up after the drain (default 10);
+//! - `SHARDHOST_BENCH_BEFORE=PATH`: another build of this bench (say, main's): its host runs too;
+//! - `SHARDHOST_BENCH_PEER=PATH`: the `drain-peer` binary of `bench-peer/`: it runs too;
+//! - `SHARDHOST_BENCH_WRAP="perf record -g -o F"` (or `heaptrack -o F`): profiles each child;
+//! - `SHARDHOST_BENCH_KEEP=1`: the streams are named by their count (`drain-100000`), kept, and
+//!   drained again by the next bench on the same emulator (a `tests/stack` left running; a
+//!   kept stream is taken as full).
 
-use std::path::Path;
-use std::process::Command;
+#[path = "kinesis_drain/child.rs"]
+mod child;
+
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::PutRecordsRequestEntry;
-use shardhost::Host;
-use shardhost::config::Config;
 use shardhost_test_support::{HostToml, Subscription, guest, median};
-use tokio_util::sync::CancellationToken;
 
-const RECORDS: usize = 20_000;
+use child::Sample;
+
 const SHARDS: i32 = 4;
-const RUNS: usize = 3;
-/// How long the host stays up after the drain, caught up, to measure its idle CPU.
-const IDLE: Duration = Duration::from_secs(10);
+
+/// What drains the stream in a run.
+enum Contender {
+    /// This bench's own host.
+    This,
+    /// The host of another build of this bench (`SHARDHOST_BENCH_BEFORE`).
+    Before(PathBuf),
+    /// The ruststream-kinesis service of `bench-peer/` (`SHARDHOST_BENCH_PEER`).
+    Peer(PathBuf),
+}
+
+impl Contender {
+    fn label(&self) -> &'static str {
+        match self {
+            Contender::This => "shardhost",
+            Contender::Before(_) => "before",
+            Contender::Peer(_) => "peer",
+        }
+    }
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--host-mode") {
-        host_mode(Path::new(&args[i + 1]), args[i + 2].parse().unwrap());
+        child::host_mode(Path::new(&args[i + 1]), args[i + 2].parse().unwrap());
         return;
     }
     let Ok(endpoint) = std::env::var("KINESIS_TEST_ENDPOINT") else {
         eprintln!("KINESIS_TEST_ENDPOINT is not set: run under tests/stack");
         std::process::exit(2);
     };
+    let counts: Vec<usize> = std::env::var("SHARDHOST_BENCH_RECORDS")
+        .unwrap_or_else(|_| "20000".into())
+        .split(',')
+        .map(|n| n.trim().parse().expect("SHARDHOST_BENCH_RECORDS: numbers"))
+        .collect();
+    let runs: usize = std::env::var("SHARDHOST_BENCH_RUNS").map_or(3, |n| n.parse().unwrap());
+    let mut contenders = vec![Contender::This];
+    if let Ok(path) = std::env::var("SHARDHOST_BENCH_BEFORE") {
+        contenders.push(Contender::Before(path.into()));
+    }
+    if let Ok(path) = std::env::var("SHARDHOST_BENCH_PEER") {
+        contenders.push(Contender::Peer(path.into()));
+    }
     let pick = guest("pick");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = client(&endpoint);
     let dir = std::env::temp_dir().join(format!("shardhost-drain-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let samples: Vec<Sample> = (0..RUNS)
-        .map(|run| {
-            let stream = format!("drain-{}-{run}", std::process::id());
-            rt.block_on(fill(&client, &stream));
-            let config = HostToml::kinesis(&endpoint)
-                .subscription(Subscription::new("pick", &stream, &pick).trim_horizon());
-            let path = dir.join("shardhost.toml");
-            std::fs::write(&path, config.render()).unwrap();
-            let sample = drain_in_a_child(&path);
-            sample.print(run);
-            sample
-        })
-        .collect();
+    for &records in &counts {
+        let keep = std::env::var_os("SHARDHOST_BENCH_KEEP").is_some();
+        let stream = match keep {
+            true => format!("drain-{records}"),
+            false => format!("drain-{}-{records}", std::process::id()),
+        };
+        if !(keep && rt.block_on(exists(&client, &stream))) {
+            let filling = Instant::now();
+            rt.block_on(fill(&client, &stream, records));
+            println!("{records} records put in {:.0?}", filling.elapsed());
+        }
+        // samples[c]: contender c's runs.
+        let mut samples: Vec<Vec<Sample>> = contenders.iter().map(|_| Vec::new()).collect();
+        for run in 0..runs {
+            // Each run starts with another contender, so a slow spell of the machine does not
+            // always fall on the same one.
+            for k in 0..contenders.len() {
+                let c = (run + k) % contenders.len();
+                let sample = match &contenders[c] {
+                    Contender::This => host(
+                        &std::env::current_exe().unwrap(),
+                        &dir,
+                        &endpoint,
+                        &stream,
+                        &pick,
+                        records,
+                    ),
+                    Contender::Before(exe) => host(exe, &dir, &endpoint, &stream, &pick, records),
+                    Contender::Peer(exe) => child::peer(exe, &endpoint, &stream, records),
+                };
+                sample.print(contenders[c].label(), run, records, SHARDS);
+                samples[c].push(sample);
+            }
+        }
+        if !keep {
+            rt.block_on(delete(&client, &stream));
+        }
+        summary(&contenders, &samples, records);
+    }
     let _ = std::fs::remove_dir_all(&dir);
-    let of = |f: fn(&Sample) -> f64| median(samples.iter().map(f).collect());
-    let cpu = of(|s| s.cpu);
+}
+
+/// A host (this bench's or another build's) draining `stream` in a child process.
+fn host(
+    exe: &Path,
+    dir: &Path,
+    endpoint: &str,
+    stream: &str,
+    pick: &Path,
+    records: usize,
+) -> Sample {
+    let config = HostToml::kinesis(endpoint)
+        .subscription(Subscription::new("pick", stream, pick).trim_horizon());
+    let path = dir.join("shardhost.toml");
+    std::fs::write(&path, config.render()).unwrap();
+    let mut command = std::process::Command::new(exe);
+    command
+        .arg("--host-mode")
+        .arg(&path)
+        .arg(records.to_string());
+    child::measure(command, records)
+}
+
+/// The medians of each contender, and the ratios to the peer's when it ran.
+fn summary(contenders: &[Contender], samples: &[Vec<Sample>], records: usize) {
+    let of = |c: usize, f: fn(&Sample) -> f64| median(samples[c].iter().map(f).collect());
+    let peer = contenders
+        .iter()
+        .position(|c| matches!(c, Contender::Peer(_)));
     println!(
-        "median of {RUNS}: {:.0} rec/s, host CPU {cpu:.2} s ({:.3} s per 10 000 records), peak RSS {:.1} MiB, idle CPU {:.1} ms/s, kinesis-mock CPU {:.2} s ({RECORDS} records, {SHARDS} shards, default config)",
-        of(|s| s.rate),
-        cpu * 10_000.0 / RECORDS as f64,
-        of(|s| s.rss_mib),
-        of(|s| s.idle),
-        of(|s| s.emulator)
+        "medians of {} runs, {records} records, {SHARDS} shards, default config:",
+        samples[0].len()
     );
-}
-
-/// What one run measured.
-struct Sample {
-    /// Records per second.
-    rate: f64,
-    /// The host process's CPU seconds from its start to the last record (start-up included).
-    cpu: f64,
-    rss_mib: f64,
-    /// CPU milliseconds per second while caught up.
-    idle: f64,
-    /// kinesis-mock's CPU seconds.
-    emulator: f64,
-    reads: f64,
-}
-
-impl Sample {
-    fn print(&self, run: usize) {
+    println!(
+        "| | records/s | CPU | kinesis-mock CPU | peak RSS | reads per shard | idle CPU | rate vs peer | CPU vs peer |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (c, contender) in contenders.iter().enumerate() {
+        let (rate, cpu) = (of(c, |s| s.rate), of(c, |s| s.cpu));
+        let (vs_rate, vs_cpu) = match peer {
+            Some(p) => (
+                format!("{:.2}×", rate / of(p, |s| s.rate)),
+                format!("{:.2}×", cpu / of(p, |s| s.cpu)),
+            ),
+            None => ("-".into(), "-".into()),
+        };
         println!(
-            "run {run}: {RECORDS} records in {:.2} s = {:.0} rec/s; host CPU {:.2} s ({:.3} s per 10 000); peak RSS {:.1} MiB; {:.1} reads per shard; idle CPU {:.1} ms/s; kinesis-mock CPU {:.2} s",
-            RECORDS as f64 / self.rate,
-            self.rate,
-            self.cpu,
-            self.cpu * 10_000.0 / RECORDS as f64,
-            self.rss_mib,
-            self.reads / SHARDS as f64,
-            self.idle,
-            self.emulator
+            "| {} | {rate:.0} | {cpu:.2} s | {:.2} s | {:.1} MiB | {:.1} | {:.1} ms/s | {vs_rate} | {vs_cpu} |",
+            contender.label(),
+            of(c, |s| s.emulator),
+            of(c, |s| s.rss_mib),
+            of(c, |s| s.reads) / SHARDS as f64,
+            of(c, |s| s.idle),
         );
     }
-}
-
-/// Runs the host on `config` in a child process under `/usr/bin/time -v` until every record is
-/// settled; answers what it measured.
-fn drain_in_a_child(config: &Path) -> Sample {
-    // SHARDHOST_BENCH_WRAP="perf record -g -o F" (or "heaptrack -o F") profiles the child.
-    let wrap = std::env::var("SHARDHOST_BENCH_WRAP").unwrap_or_default();
-    let out = Command::new("/usr/bin/time")
-        .arg("-v")
-        .args(wrap.split_whitespace())
-        .arg(std::env::current_exe().unwrap())
-        .arg("--host-mode")
-        .arg(config)
-        .arg(RECORDS.to_string())
-        .output()
-        .expect("/usr/bin/time runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "host run failed:\n{stdout}\n{stderr}");
-    let drain: f64 = field(&stdout, "drained in").expect("drain time");
-    let idle = field(&stdout, "idle cpu:").unwrap_or(f64::NAN);
-    Sample {
-        rate: RECORDS as f64 / drain,
-        cpu: field(&stdout, "cpu at drain:").expect("cpu at drain"),
-        rss_mib: field(&stderr, "Maximum resident set size (kbytes):").unwrap() / 1024.0,
-        idle: idle * 1000.0 / IDLE.as_secs_f64(),
-        emulator: field(&stdout, "emulator cpu:").unwrap_or(f64::NAN),
-        reads: field(&stdout, "reads:").unwrap_or(f64::NAN),
-    }
-}
-
-fn field(text: &str, label: &str) -> Option<f64> {
-    let line = text.lines().find(|l| l.contains(label))?;
-    let rest = &line[line.find(label)? + label.len()..];
-    rest.split_whitespace()
-        .next()?
-        .trim_end_matches('s')
-        .parse()
-        .ok()
 }
 
 fn client(endpoint: &str) -> Client {
@@ -147,7 +194,8 @@ fn client(endpoint: &str) -> Client {
     )
 }
 
-async fn fill(client: &Client, stream: &str) {
+/// Creates `stream` with [`SHARDS`] shards and puts `records` orders into it.
+async fn fill(client: &Client, stream: &str, records: usize) {
     client
         .create_stream()
         .stream_name(stream)
@@ -155,6 +203,7 @@ async fn fill(client: &Client, stream: &str) {
         .send()
         .await
         .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let s = client
             .describe_stream_summary()
@@ -162,18 +211,18 @@ async fn fill(client: &Client, stream: &str) {
             .send()
             .await
             .unwrap();
-        if s.stream_description_summary()
-            .unwrap()
-            .stream_status()
-            .as_str()
-            == "ACTIVE"
-        {
+        let status = s.stream_description_summary().unwrap().stream_status();
+        if status.as_str() == "ACTIVE" {
             break;
         }
+        assert!(
+            Instant::now() < deadline,
+            "stream {stream} still {status:?}"
+        );
         // Polled: the stream becomes ACTIVE (set-up, not measured).
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    for chunk in (0..RECORDS).collect::<Vec<_>>().chunks(500) {
+    for chunk in (0..records).collect::<Vec<_>>().chunks(500) {
         let entries = chunk
             .iter()
             .map(|i| {
@@ -201,75 +250,23 @@ async fn fill(client: &Client, stream: &str) {
     }
 }
 
-/// The child: runs the host until `n` records are settled, prints the drain time, stops.
-fn host_mode(config: &Path, n: u64) {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("warn")
-        .with_writer(std::io::stderr)
-        .try_init();
-    // As `shardhost run` does before it starts its runtime.
-    shardhost::testing::release_large_buffers();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+/// Whether `stream` exists (a kept one, filled by an earlier bench).
+async fn exists(client: &Client, stream: &str) -> bool {
+    client
+        .describe_stream_summary()
+        .stream_name(stream)
+        .send()
+        .await
+        .is_ok()
+}
+
+/// Deletes a drained stream, so the emulator does not keep every count's records in memory.
+async fn delete(client: &Client, stream: &str) {
+    client
+        .delete_stream()
+        .stream_name(stream)
+        .enforce_consumer_deletion(true)
+        .send()
+        .await
         .unwrap();
-    let emulator_at_start = emulator_cpu_seconds();
-    rt.block_on(async {
-        let host = Host::prepare(Config::load(config).unwrap()).await.unwrap();
-        let status = host.status();
-        let metrics = host.metrics();
-        let stop = CancellationToken::new();
-        let started = Instant::now();
-        let run = tokio::spawn(host.run(stop.clone()));
-        // Polled every 5 ms: the drain time is what is measured.
-        while status.totals("pick").delivered < n {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        println!("drained in {:.3}s", started.elapsed().as_secs_f64());
-        println!("cpu at drain: {:.4}", cpu_seconds());
-        if let (Some(start), Some(now)) = (emulator_at_start, emulator_cpu_seconds()) {
-            println!("emulator cpu: {:.2}", now - start);
-        }
-        // GetRecords calls answered, over every shard (a host before read metrics prints none).
-        let reads: f64 = metrics
-            .encode()
-            .lines()
-            .filter(|l| l.starts_with("shardhost_reads_total{"))
-            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-            .sum();
-        if reads > 0.0 {
-            println!("reads: {reads}");
-        }
-        // Then caught up: what the host costs while its shards stay empty.
-        let before = cpu_seconds();
-        // The scenario: the host stays up, caught up, for IDLE.
-        tokio::time::sleep(IDLE).await;
-        println!("idle cpu: {:.4}", cpu_seconds() - before);
-        stop.cancel();
-        run.await.unwrap().unwrap();
-    });
-}
-
-/// This process's CPU time (user + system) so far, in seconds.
-fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage only writes the struct it is given.
-    let usage = unsafe {
-        let mut usage = std::mem::zeroed::<libc::rusage>();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    secs(usage.ru_utime) + secs(usage.ru_stime)
-}
-
-/// kinesis-mock's CPU time so far (user + system, seconds), when tests/stack says its pid.
-fn emulator_cpu_seconds() -> Option<f64> {
-    let pid = std::env::var("KINESIS_TEST_PID").ok()?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces): state is the first, utime the 12th.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    // SAFETY: sysconf only reads a system setting.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Some(ticks / per_second)
 }

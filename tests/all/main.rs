@@ -24,6 +24,7 @@ mod instances;
 mod kinesis;
 mod lanes;
 mod outcomes;
+mod read_size;
 mod retries;
 mod retry_keys;
 mod roster;

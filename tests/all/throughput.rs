@@ -1,6 +1,7 @@
 //! Reading at a shard's limit: against a source that allows what Kinesis allows (5 reads per
 //! second per shard, at most 10 000 records and 10 MB per read), a backlog drains in full-size
-//! reads without a throttle, and an idle shard is read ever less often.
+//! reads without a throttle, a caught-up shard asks for few records until a backlog appears, and
+//! an idle shard is read ever less often.
 //!
 //! With the old defaults (reads of `batch` = 100 records, one every 200 ms at most) the
 //! 60 000-record backlog below needed 600 reads: two minutes.
@@ -36,8 +37,18 @@ struct ReadLog {
     throttles: AtomicU64,
     /// When each shard's last answered read started.
     last: Mutex<HashMap<String, Instant>>,
-    /// (when it started, when it answered, records) of every answered read.
-    answered: Mutex<Vec<(Instant, Instant, usize)>>,
+    /// Every answered read.
+    answered: Mutex<Vec<Answered>>,
+}
+
+/// One answered read.
+#[derive(Clone, Copy, Debug)]
+struct Answered {
+    started: Instant,
+    at: Instant,
+    /// The records it asked for.
+    limit: usize,
+    records: usize,
 }
 
 struct PacedReader {
@@ -119,8 +130,12 @@ impl ShardReader for PacedReader {
             self.inner = self.source.open(&self.stream, &self.shard, &after).await?;
         }
         self.log.reads.fetch_add(1, Ordering::Relaxed);
-        let answered = (started, Instant::now(), batch.records.len());
-        self.log.answered.lock().unwrap().push(answered);
+        self.log.answered.lock().unwrap().push(Answered {
+            started,
+            at: Instant::now(),
+            limit,
+            records: batch.records.len(),
+        });
         Ok(batch)
     }
 }
@@ -162,9 +177,24 @@ fn a_backlog_drains_in_full_reads_within_the_shards_read_limit() {
     let answered = log.answered.lock().unwrap().clone();
     host.stop();
 
-    let full: Vec<_> = answered.iter().filter(|r| r.2 > 0).collect();
-    let sizes: Vec<_> = full.iter().map(|r| r.2).collect();
-    assert_eq!(sizes, [10_000; 6], "six reads of the service maximum");
+    let full: Vec<_> = answered.iter().filter(|r| r.records > 0).collect();
+    let sizes: Vec<_> = full.iter().map(|r| r.records).collect();
+    // Reads start small and double while the read interval paces them (read_size.rs).
+    let behind = sizes
+        .iter()
+        .position(|&n| n == 10_000)
+        .unwrap_or_else(|| panic!("no read of the service maximum: {sizes:?}"));
+    assert!(
+        behind <= 6,
+        "the reads reach the service maximum within seven reads: {sizes:?}"
+    );
+    let (rest, last) = (&full[behind..full.len() - 1], full[full.len() - 1]);
+    assert!(
+        rest.iter()
+            .all(|r| r.limit == 10_000 && r.records == 10_000),
+        "once behind, every read asks for and answers 10 000 records: {sizes:?}"
+    );
+    assert_eq!(last.limit, 10_000, "the last read too: {sizes:?}");
     assert_eq!(
         log.throttles.load(Ordering::Relaxed),
         0,
@@ -181,7 +211,7 @@ fn a_backlog_drains_in_full_reads_within_the_shards_read_limit() {
     );
     assert!(metric(&metrics, "shardhost_reads_total", &sub) >= 6.0);
 
-    let (first, last) = (full[0].0, full[full.len() - 1].1);
+    let (first, last) = (full[0].started, full[full.len() - 1].at);
     let secs = last.duration_since(first).as_secs_f64();
     println!(
         "drained {N} records in {} reads over {secs:.2} s of reading: {:.0} records/s",
@@ -205,7 +235,7 @@ fn an_idle_shard_is_read_once_per_poll_interval_and_less_while_it_stays_empty() 
 
     let gaps: Vec<_> = answered
         .windows(2)
-        .map(|w| w[1].0.duration_since(w[0].0))
+        .map(|w| w[1].started.duration_since(w[0].started))
         .collect();
     let wanted = [250, 500, 1000, 1000, 1000].map(Duration::from_millis);
     for (gap, at_least) in gaps.iter().zip(wanted) {
@@ -214,5 +244,49 @@ fn an_idle_shard_is_read_once_per_poll_interval_and_less_while_it_stays_empty() 
             "gaps between empty reads {gaps:?}, each at least {wanted:?}"
         );
     }
+    assert_eq!(log.throttles.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn a_caught_up_shard_asks_for_few_records_and_for_more_when_a_backlog_appears() {
+    const N: usize = 60_000;
+    let dir = Scratch::new("adaptive");
+    let (host, log) = paced_host(&dir, |s| s.poll_interval("100ms"));
+    host.wait_for("five reads of the empty shard", |_| {
+        log.reads.load(Ordering::Relaxed) >= 5
+    });
+    let caught_up: Vec<_> = log
+        .answered
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.limit)
+        .collect();
+    // A backlog: records put faster than the shard is read.
+    for i in 0..N {
+        host.put(
+            "s",
+            &format!("k{}", i % 50),
+            format!("{i:0>100}").into_bytes(),
+        );
+    }
+    host.wait_for("the backlog settled", |b| {
+        b.totals("drain").settled == N as u64
+    });
+    let answered = log.answered.lock().unwrap().clone();
+    host.stop();
+
+    assert!(
+        caught_up.iter().all(|&n| n <= 1000),
+        "reads of a caught-up shard ask for at most a tenth of read_limit: {caught_up:?}"
+    );
+    let backlog: Vec<_> = answered[caught_up.len()..]
+        .iter()
+        .map(|r| (r.limit, r.records))
+        .collect();
+    assert!(
+        backlog.contains(&(10_000, 10_000)),
+        "behind, the reads grow to read_limit: {backlog:?}"
+    );
     assert_eq!(log.throttles.load(Ordering::Relaxed), 0);
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 /// `batch`: records per handler call.
 pub const BATCH: usize = 100;
 
-/// `read_limit`: records one read (GetRecords) asks for, the service maximum.
+/// `read_limit`: the most records one read (GetRecords) asks for, the service maximum (the read
+/// size adapts below it: `dispatch/read_size.rs`).
 pub const READ_LIMIT: usize = super::MAX_READ_RECORDS;
 
 /// `poll_interval`: the wait after a read that found its shard caught up. What the Kinesis

@@ -335,8 +335,10 @@ pub struct SubscriptionConfig {
     pub start_at: StartAt,
     /// Records per handler call, 1..=10000. Default [`defaults::BATCH`].
     pub batch: usize,
-    /// Records one read (GetRecords) asks for, 1..=10000. Default [`defaults::READ_LIMIT`],
-    /// the service maximum; fewer when the shard's in-flight bound leaves less room.
+    /// The most records one read (GetRecords) asks for, 1..=10000. Default
+    /// [`defaults::READ_LIMIT`], the service maximum. The read size adapts below it (small while
+    /// the shard keeps up, growing while the read limits pace a backlog), and the shard's
+    /// in-flight bound may leave less room.
     pub read_limit: usize,
     /// The wait after a read that found the shard caught up; an empty shard is read less often,
     /// up to 4 × this. Default [`defaults::POLL_INTERVAL`].

@@ -7,7 +7,8 @@
 //!
 //! One job per file, in the order a record meets them: this file starts a worker at its
 //! position; [`run`] is the read loop and the checkpoint ([`read`] keeps one read in flight,
-//! [`in_flight`] the shard's memory bound, [`interrupt`] what ends it early); [`batch`] is one
+//! [`read_size`] says how many records it asks for, [`in_flight`] the shard's memory bound,
+//! [`interrupt`] what ends it early); [`batch`] is one
 //! batch (the handler version it runs on, lanes, seeks, each record resolved by its answer);
 //! [`lane`] runs one lane's calls (bisecting a failed call); [`retry`] is the retry policy
 //! (copies, dead letters, retry-after delays). Settling itself, the checkpoint moving over
@@ -19,6 +20,7 @@ mod in_flight;
 mod interrupt;
 mod lane;
 mod read;
+mod read_size;
 mod retry;
 mod run;
 
@@ -63,7 +65,8 @@ pub type OutcomeTap = Arc<dyn Fn(&Settled<'_>) + Send + Sync>;
 pub struct SubscriptionPlan {
     pub name: Arc<str>,
     pub stream: Arc<str>,
-    /// Records a read asks for (`read_limit`; fewer when the in-flight bound leaves less room).
+    /// The most records a read asks for (`read_limit`): the read size adapts below it
+    /// ([`read_size`]), and the in-flight bound may leave less room.
     pub read_limit: usize,
     /// Records per handler call (`batch`).
     pub call_batch: usize,

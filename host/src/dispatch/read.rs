@@ -33,6 +33,8 @@ pub(super) struct Reads {
     last_start: Option<Instant>,
     /// How many records the last answered read asked for.
     asked: usize,
+    /// The last answered read was paced by the read limits (see [`Reads::paced`]).
+    paced: bool,
     interval: Duration,
     /// The shard's byte limit (bytes a second), if it has one.
     byte_rate: Option<u64>,
@@ -41,12 +43,18 @@ pub(super) struct Reads {
     metrics: ShardMetrics,
 }
 
-/// A read on its own task, and the records it asked for; dropping it abandons the read.
-struct Pending(JoinHandle<Answer>, usize);
+/// A read on its own task; dropping it abandons the read.
+struct Pending {
+    task: JoinHandle<Answer>,
+    /// The records it asked for.
+    asked: usize,
+    /// The loop asked for its answer before it came.
+    waited: bool,
+}
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        self.0.abort();
+        self.task.abort();
     }
 }
 
@@ -62,6 +70,7 @@ impl Reads {
             pending: None,
             last_start: None,
             asked: 0,
+            paced: false,
             interval,
             byte_rate,
             paid_at: None,
@@ -85,8 +94,8 @@ impl Reads {
         }
         // Counted from the planned start, so a read abandoned by a seek still spaces the next.
         self.last_start = Some(at);
-        self.pending = Some(Pending(
-            tokio::spawn(
+        self.pending = Some(Pending {
+            task: tokio::spawn(
                 async move {
                     // A read due now does not wait for the timer wheel's next tick (1 ms): with
                     // one-record reads that tick alone would cap a shard near 1 000 a second.
@@ -99,16 +108,19 @@ impl Reads {
                 }
                 .in_current_span(),
             ),
-            limit,
-        ));
+            asked: limit,
+            waited: false,
+        });
     }
 
     /// The answer of the read in flight (call [`Reads::start`] first). Cancel-safe: the read
     /// stays in flight when the caller stops waiting.
     pub async fn next(&mut self) -> Result<ReadBatch, SourceError> {
         let pending = self.pending.as_mut().expect("a read was started");
-        let joined = (&mut pending.0).await;
-        self.asked = pending.1;
+        pending.waited |= !pending.task.is_finished();
+        let joined = (&mut pending.task).await;
+        let waited = pending.waited;
+        self.asked = pending.asked;
         self.pending = None;
         let (reader, started, read) = match joined {
             Ok(answer) => answer,
@@ -118,10 +130,15 @@ impl Reads {
         };
         self.reader = Some(reader);
         self.last_start = Some(started);
+        let took = started.elapsed();
+        self.paced = false;
         match &read {
             Ok(batch) => {
                 self.metrics.read(batch.records.len());
-                self.paid_at = self.byte_rate.map(|rate| started + paid_in(batch, rate));
+                let paid = self.byte_rate.map(|rate| paid_in(batch, rate));
+                self.paid_at = paid.map(|paid| started + paid);
+                let spacing = self.interval.max(paid.unwrap_or_default());
+                self.paced = waited && !spacing.is_zero() && took.saturating_mul(2) <= spacing;
             }
             Err(SourceError::Throttled(_)) => self.metrics.throttled(),
             Err(_) => {}
@@ -133,6 +150,14 @@ impl Reads {
     /// for fewer than the subscription's limit).
     pub fn asked(&self) -> usize {
         self.asked
+    }
+
+    /// Whether the stream's read limits, not the server or the handler, set the pace of the last
+    /// answered read: the loop waited for it, and it answered within half the spacing the limits
+    /// put between it and the next (the read interval, or its bytes at the byte rate), so a read
+    /// twice the size would answer before the next may start too.
+    pub fn paced(&self) -> bool {
+        self.paced
     }
 
     /// Reads from `reader` from now on; a read in flight on the old one is abandoned.
@@ -159,11 +184,20 @@ pub fn wait_after(batch: &ReadBatch, limit: usize, poll: Duration, empty_reads: 
         let doublings = empty_reads.saturating_sub(1).min(IDLE_BACKOFF.ilog2());
         return poll.saturating_mul(1 << doublings);
     }
-    let behind = batch.records.len() >= limit
+    if behind(batch, limit, poll) {
+        Duration::ZERO
+    } else {
+        poll
+    }
+}
+
+/// Whether a read of up to `limit` records found the shard behind: it came back full, or more
+/// than a poll interval behind the shard's tip.
+pub fn behind(batch: &ReadBatch, limit: usize, poll: Duration) -> bool {
+    batch.records.len() >= limit
         || batch
             .millis_behind_latest
-            .is_some_and(|ms| Duration::from_millis(ms) > poll);
-    if behind { Duration::ZERO } else { poll }
+            .is_some_and(|ms| Duration::from_millis(ms) > poll)
 }
 
 #[cfg(test)]
@@ -206,6 +240,82 @@ mod tests {
         assert_eq!(wait_after(&batch(5, Some(0)), 10_000, poll, 0), poll);
         assert_eq!(wait_after(&batch(5, Some(900)), 10_000, poll, 0), poll);
         assert_eq!(wait_after(&batch(5, None), 10_000, poll, 0), poll);
+    }
+
+    /// A shard far behind whose server answers every read, full, after `takes`.
+    struct Behind {
+        takes: Duration,
+    }
+
+    #[async_trait::async_trait]
+    impl ShardReader for Behind {
+        async fn read(&mut self, limit: usize) -> Result<ReadBatch, SourceError> {
+            // The scenario: the server's answer time (virtual).
+            tokio::time::sleep(self.takes).await;
+            let mut batch = batch(limit, Some(60_000));
+            for r in &mut batch.records {
+                r.data = vec![0; 1000];
+            }
+            Ok(batch)
+        }
+    }
+
+    /// Reads of 100 records of 1 000 bytes, `interval` apart and paid for at `byte_rate`, from a
+    /// server that answers in `takes`.
+    fn reads(takes: Duration, interval: Duration, byte_rate: Option<u64>) -> Reads {
+        let metrics = crate::metrics::Metrics::new().shard("sub", "shard");
+        Reads::new(Box::new(Behind { takes }), interval, byte_rate, metrics)
+    }
+
+    const KINESIS: Duration = Duration::from_millis(200);
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_the_loop_waits_for_that_answers_within_half_the_read_interval_is_paced() {
+        let mut reads = reads(Duration::from_millis(20), KINESIS, None);
+        reads.start(100, Instant::now());
+        reads.next().await.unwrap();
+        assert!(reads.paced(), "the read interval sets the pace");
+        reads.start(100, Instant::now());
+        reads.next().await.unwrap();
+        assert!(reads.paced(), "and the next one is held back to it");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_answered_before_the_loop_asks_for_it_is_not_paced() {
+        let mut reads = reads(Duration::from_millis(20), KINESIS, None);
+        reads.start(100, Instant::now());
+        // The scenario: the handler works on the last read for a second; the next one waits.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        reads.next().await.unwrap();
+        assert!(!reads.paced(), "the handler sets the pace");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_answered_in_more_than_half_the_read_interval_is_not_paced() {
+        // A read twice as large would not answer within the interval: the server sets the pace.
+        for takes in [120, 250] {
+            let mut reads = reads(Duration::from_millis(takes), KINESIS, None);
+            reads.start(100, Instant::now());
+            reads.next().await.unwrap();
+            assert!(!reads.paced(), "answered in {takes} ms");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_answered_within_half_the_time_its_bytes_take_to_pay_is_paced() {
+        // 100 000 bytes at 200 000 bytes a second: the next read starts 500 ms after this one.
+        let mut reads = reads(Duration::from_millis(220), KINESIS, Some(200_000));
+        reads.start(100, Instant::now());
+        reads.next().await.unwrap();
+        assert!(reads.paced());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reads_of_a_source_without_read_limits_are_never_paced() {
+        let mut reads = reads(Duration::ZERO, Duration::ZERO, None);
+        reads.start(100, Instant::now());
+        reads.next().await.unwrap();
+        assert!(!reads.paced());
     }
 
     #[test]

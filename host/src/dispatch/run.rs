@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::interrupt::Interrupt;
 use super::read::{self, Reads};
+use super::read_size::{Answered, ReadSize};
 use super::retry::Delayed;
 use super::{Run, WorkerExit};
 use crate::lease::LeaseError;
@@ -36,10 +37,12 @@ fn read_backoff(poll_interval: Duration, failures: u32) -> Duration {
         .min(MAX_READ_BACKOFF)
 }
 
-/// When the loop reads next, and the runs that stretch its waits.
+/// When the loop reads next and how much, and the runs that stretch its waits.
 struct Pacing {
     /// When the next read may start (a wait after an empty or caught-up read, a backoff).
     next_at: tokio::time::Instant,
+    /// How many records the next read asks for (fewer if the in-flight bound says so).
+    size: ReadSize,
     /// Reads failed in a row (the stream service is down or throttles): waits grow.
     failures: u32,
     /// Empty reads in a row: the wait between them grows.
@@ -60,6 +63,11 @@ impl Run<'_> {
         );
         let mut pacing = Pacing {
             next_at: tokio::time::Instant::now(),
+            size: if self.source.pushes() {
+                ReadSize::fixed(w.plan.read_limit)
+            } else {
+                ReadSize::new(w.plan.read_limit)
+            },
             failures: 0,
             empties: 0,
             seeks: 0,
@@ -69,7 +77,7 @@ impl Run<'_> {
                 return exit;
             }
             // This turn's read: started ahead while the last batch ran, or now.
-            reads.start(self.read_limit(0, 0), pacing.next_at);
+            reads.start(self.read_limit(0, 0).min(pacing.size.get()), pacing.next_at);
             let batch = match self.next_read(&mut reads).await {
                 Err(interrupt) => return self.exit(interrupt).await,
                 Ok(Err(e)) => {
@@ -108,6 +116,9 @@ impl Run<'_> {
     fn read_failed(&self, e: SourceError, pacing: &mut Pacing) {
         let w = self.worker;
         let throttled = matches!(e, SourceError::Throttled(_));
+        if throttled {
+            pacing.size.throttled();
+        }
         pacing.failures += 1;
         let failures = pacing.failures;
         // A throttle is the shard's shared limit at work (another consumer read it, or the
@@ -153,18 +164,28 @@ impl Run<'_> {
         w.metrics.millis_behind(batch.millis_behind_latest);
         let empty = batch.records.is_empty();
         pacing.empties = if empty { pacing.empties + 1 } else { 0 };
-        // A pushed read waited for its records itself; a polled one waits for the next poll.
+        let (asked, poll) = (reads.asked(), w.plan.poll_interval);
+        // A pushed read waited for its records itself, and hands out what was pushed, whatever
+        // its size: no poll wait, no read size to adapt. A polled one waits for the next poll.
         let wait = if self.source.pushes() {
             Duration::ZERO
         } else {
-            read::wait_after(&batch, reads.asked(), w.plan.poll_interval, pacing.empties)
+            pacing.size.answered(Answered {
+                asked,
+                got: batch.records.len(),
+                caught_up: !read::behind(&batch, asked, poll),
+                paced: reads.paced(),
+            });
+            read::wait_after(&batch, asked, poll, pacing.empties)
         };
         pacing.next_at = tokio::time::Instant::now() + wait;
         if !empty {
             // Read ahead while the handler works on this batch, within the in-flight bound.
             if !batch.end_of_shard {
                 let bytes = batch.records.iter().map(Delayed::record_bytes).sum();
-                let limit = self.read_limit(batch.records.len(), bytes);
+                let limit = self
+                    .read_limit(batch.records.len(), bytes)
+                    .min(pacing.size.get());
                 if limit > 0 {
                     reads.start(limit, pacing.next_at);
                 }
