@@ -6,21 +6,24 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shardhost::record::{Outcome, Record};
-use shardhost::source::{
-    ReadBatch, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource,
-};
+use shardhost::source::{ReadBatch, ShardReader, SourceError};
 use shardhost::testing::MemoryStreams;
 
 use crate::support::native::{Answer, Native, NativeRun, Plan, one_shard};
+use crate::support::reads::WrappedReads;
 
 /// The embedded stream behind a server that takes `per_record` per record asked for to answer a
 /// read (a response is built for the whole limit, as kinesis-mock builds it from the backlog),
 /// at Kinesis' read interval (5 reads per second per shard). Notes the limit every read that
 /// found records asked for.
-struct Slow {
-    inner: MemoryStreams,
-    per_record: Duration,
-    asked: Asked,
+fn slow(inner: MemoryStreams, per_record: Duration, asked: Asked) -> WrappedReads {
+    WrappedReads::new(Arc::new(inner), None, move |inner, _, _| {
+        Box::new(SlowReader {
+            inner,
+            per_record,
+            asked: asked.clone(),
+        })
+    })
 }
 
 type Asked = Arc<Mutex<Vec<usize>>>;
@@ -44,45 +47,13 @@ impl ShardReader for SlowReader {
     }
 }
 
-#[async_trait::async_trait]
-impl StreamSource for Slow {
-    fn read_bytes_per_second(&self) -> Option<u64> {
-        None
-    }
-    async fn ensure_stream(&self, stream: &str, create: Option<u32>) -> Result<(), SourceError> {
-        self.inner.ensure_stream(stream, create).await
-    }
-    async fn list_shards(&self, stream: &str) -> Result<Vec<ShardInfo>, SourceError> {
-        self.inner.list_shards(stream).await
-    }
-    async fn open(
-        &self,
-        stream: &str,
-        shard_id: &str,
-        start: &StartPosition,
-    ) -> Result<Box<dyn ShardReader>, SourceError> {
-        Ok(Box::new(SlowReader {
-            inner: self.inner.open(stream, shard_id, start).await?,
-            per_record: self.per_record,
-            asked: self.asked.clone(),
-        }))
-    }
-    async fn put(&self, stream: &str, key: &str, data: Vec<u8>) -> Result<String, SourceError> {
-        self.inner.put(stream, key, data).await
-    }
-}
-
 /// Drains a backlog of 200 000 records from a server that answers in `per_record` per record
 /// asked for, with the default `read_limit` (10 000): the limits the reads that found records
 /// asked for.
 async fn drain_a_backlog(per_record: Duration) -> Vec<usize> {
     const N: usize = 200_000;
     let asked = Arc::new(Mutex::new(Vec::new()));
-    let source = Arc::new(Slow {
-        inner: one_shard("s", N),
-        per_record,
-        asked: asked.clone(),
-    });
+    let source = Arc::new(slow(one_shard("s", N), per_record, asked.clone()));
     let handler = Native::new(|records: &[Record]| Answer::each(vec![Outcome::Ack; records.len()]));
     let plan = Plan {
         read_limit: 10_000,

@@ -13,22 +13,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::reads::WrappedReads;
 use crate::support::{HostToml, Running, Scratch, Subscription, guest, metric};
 use async_trait::async_trait;
-use shardhost::source::{
-    Call, ReadBatch, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource,
-};
+use shardhost::source::{Call, ReadBatch, ShardReader, SourceError, StartPosition, StreamSource};
 
 /// The most bytes (data and partition keys) one GetRecords call answers.
 const MAX_READ_BYTES: usize = 10 << 20;
 /// Kinesis allows 5 reads per second per shard.
 const MIN_READ_GAP: Duration = Duration::from_millis(200);
-
-/// A stream service that enforces Kinesis' read limits on another one and counts reads.
-struct Paced {
-    inner: Arc<dyn StreamSource>,
-    log: Arc<ReadLog>,
-}
 
 #[derive(Default)]
 struct ReadLog {
@@ -51,39 +44,13 @@ struct Answered {
     records: usize,
 }
 
+/// A shard's reads held to Kinesis' read limits, and logged.
 struct PacedReader {
     inner: Box<dyn ShardReader>,
     source: Arc<dyn StreamSource>,
     stream: String,
     shard: String,
     log: Arc<ReadLog>,
-}
-
-#[async_trait]
-impl StreamSource for Paced {
-    async fn ensure_stream(&self, stream: &str, create: Option<u32>) -> Result<(), SourceError> {
-        self.inner.ensure_stream(stream, create).await
-    }
-    async fn list_shards(&self, stream: &str) -> Result<Vec<ShardInfo>, SourceError> {
-        self.inner.list_shards(stream).await
-    }
-    async fn open(
-        &self,
-        stream: &str,
-        shard_id: &str,
-        start: &StartPosition,
-    ) -> Result<Box<dyn ShardReader>, SourceError> {
-        Ok(Box::new(PacedReader {
-            inner: self.inner.open(stream, shard_id, start).await?,
-            source: self.inner.clone(),
-            stream: stream.into(),
-            shard: shard_id.into(),
-            log: self.log.clone(),
-        }))
-    }
-    async fn put(&self, stream: &str, key: &str, data: Vec<u8>) -> Result<String, SourceError> {
-        self.inner.put(stream, key, data).await
-    }
 }
 
 impl PacedReader {
@@ -155,7 +122,17 @@ fn paced_host(
     let shared = log.clone();
     let host = Running::start_with(dir, config, move |h| {
         let inner = h.source();
-        h.use_source(Arc::new(Paced { inner, log: shared }));
+        let source = inner.clone();
+        let paced = WrappedReads::new(inner, Some(2 << 20), move |inner, stream, shard| {
+            Box::new(PacedReader {
+                inner,
+                source: source.clone(),
+                stream: stream.into(),
+                shard: shard.into(),
+                log: shared.clone(),
+            })
+        });
+        h.use_source(Arc::new(paced));
     });
     (host, log)
 }

@@ -14,24 +14,15 @@ use shardhost::testing::MemoryStreams;
 use tokio::time::Instant;
 
 use crate::support::native::{Answer, Native, NativeRun, Plan, one_shard};
+use crate::support::reads::WrappedReads;
 
 const MIB: u64 = 1 << 20;
 
 /// Kinesis' read limit of one shard: a read is refused (throttled) while the bytes of earlier
 /// reads exceed 2 MiB per second since they were read; one read returns at most 10 MiB.
-struct ByteLimited {
-    inner: MemoryStreams,
-    /// Bytes read beyond the limit, draining at 2 MiB/s, as of `at`.
-    debt: Arc<std::sync::Mutex<(f64, Instant)>>,
-    read_bytes: Arc<AtomicU64>,
-    throttles: Arc<AtomicUsize>,
-    /// Whether the source tells the host its byte rate (Kinesis does); when it does not, only
-    /// throttles tell the worker when to read (as when another consumer shares the shard).
-    declares_limit: bool,
-}
-
 struct ByteLimitedReader {
     inner: Box<dyn ShardReader>,
+    /// Bytes read beyond the limit, draining at 2 MiB/s, as of `at`.
     debt: Arc<std::sync::Mutex<(f64, Instant)>>,
     read_bytes: Arc<AtomicU64>,
     throttles: Arc<AtomicUsize>,
@@ -63,35 +54,6 @@ impl ShardReader for ByteLimitedReader {
     }
 }
 
-#[async_trait::async_trait]
-impl StreamSource for ByteLimited {
-    fn read_bytes_per_second(&self) -> Option<u64> {
-        self.declares_limit.then_some(2 * MIB)
-    }
-    async fn ensure_stream(&self, stream: &str, create: Option<u32>) -> Result<(), SourceError> {
-        self.inner.ensure_stream(stream, create).await
-    }
-    async fn list_shards(&self, stream: &str) -> Result<Vec<ShardInfo>, SourceError> {
-        self.inner.list_shards(stream).await
-    }
-    async fn open(
-        &self,
-        stream: &str,
-        shard_id: &str,
-        start: &StartPosition,
-    ) -> Result<Box<dyn ShardReader>, SourceError> {
-        Ok(Box::new(ByteLimitedReader {
-            inner: self.inner.open(stream, shard_id, start).await?,
-            debt: self.debt.clone(),
-            read_bytes: self.read_bytes.clone(),
-            throttles: self.throttles.clone(),
-        }))
-    }
-    async fn put(&self, stream: &str, key: &str, data: Vec<u8>) -> Result<String, SourceError> {
-        self.inner.put(stream, key, data).await
-    }
-}
-
 /// Reads a minute of a shard far behind, 1 MiB records, at its byte limit: MiB/s and throttles.
 async fn read_a_minute_at_the_byte_limit(declares_limit: bool) -> (f64, usize) {
     let streams = MemoryStreams::new();
@@ -101,14 +63,24 @@ async fn read_a_minute_at_the_byte_limit(declares_limit: bool) -> (f64, usize) {
             .put_now("big", "k", vec![i as u8; MIB as usize])
             .unwrap();
     }
-    let source = Arc::new(ByteLimited {
-        inner: streams,
-        debt: Arc::new(std::sync::Mutex::new((0.0, Instant::now()))),
-        read_bytes: Arc::default(),
-        throttles: Arc::default(),
-        declares_limit,
-    });
-    let (read_bytes, throttles) = (source.read_bytes.clone(), source.throttles.clone());
+    let debt = Arc::new(std::sync::Mutex::new((0.0, Instant::now())));
+    let (read_bytes, throttles) = (Arc::<AtomicU64>::default(), Arc::<AtomicUsize>::default());
+    // Whether the source tells the host its byte rate (Kinesis does); when it does not, only
+    // throttles tell the worker when to read (as when another consumer shares the shard).
+    let declared = declares_limit.then_some(2 * MIB);
+    let (bytes, throttled) = (read_bytes.clone(), throttles.clone());
+    let source = Arc::new(WrappedReads::new(
+        Arc::new(streams),
+        declared,
+        move |inner, _, _| {
+            Box::new(ByteLimitedReader {
+                inner,
+                debt: debt.clone(),
+                read_bytes: bytes.clone(),
+                throttles: throttled.clone(),
+            })
+        },
+    ));
     let handler = Native::new(|records: &[Record]| Answer::each(vec![Outcome::Ack; records.len()]));
     let run = NativeRun::start(source, "big", handler, Plan::default());
     let started = Instant::now();

@@ -7,6 +7,7 @@ pub mod fleet;
 pub mod kinesis;
 pub mod native;
 pub mod proxy;
+pub mod reads;
 
 use std::fmt::Display;
 use std::path::PathBuf;
