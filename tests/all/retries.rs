@@ -535,3 +535,36 @@ fn records_waiting_for_retry_after_pause_reading_at_the_in_flight_limit() {
     );
     assert_eq!(k.read_all(&format!("{stream}-dead")).len(), 5);
 }
+
+#[test]
+fn reading_dead_letters_makes_no_key_in_the_lease_table_or_the_cache_directory() {
+    // A reader cannot open anything sealed under a key it would make: it makes none.
+    let Some(stack) = support::fleet::stack(1) else {
+        return;
+    };
+    let dead = format!("{}-dead", stack.stream);
+    stack.k.create(&dead, 1);
+    let dir = Scratch::new("retries-read-only");
+    let cache = dir.0.join("cache");
+    let host = stack
+        .host("reader")
+        .set("host", "cache_dir", cache.to_str().unwrap())
+        .subscription(capped(&stack.stream));
+    let path = dir.write("shardhost.toml", host.render());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_shardhost"))
+        .args(["dead-letters", &dead, "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("0 dead letter(s)"), "{stderr}");
+    let row = stack
+        .rt
+        .block_on(stack.d.row(&stack.table, "#shardhost#envelope-key"));
+    assert!(row.is_none(), "the lease table has a key row: {row:?}");
+    assert!(
+        !cache.join("envelope.key").exists(),
+        "the cache directory has a key file"
+    );
+}

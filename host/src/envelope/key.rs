@@ -124,6 +124,11 @@ impl EnvelopeKey {
         }
     }
 
+    /// The key in `dir/envelope.key`, if there is one (never makes one).
+    pub fn stored_in_dir(dir: &Path) -> Result<Option<EnvelopeKey>, KeyError> {
+        Self::read(&dir.join("envelope.key"))
+    }
+
     /// The key in `dir/envelope.key`, made (0600, random) when there is none. Two processes
     /// making it at once end up with the same key: the file appears whole or not at all.
     pub fn in_dir(dir: &Path) -> Result<EnvelopeKey, KeyError> {

@@ -45,10 +45,10 @@ pub(super) async fn lease_store(
         None => Ok(Stores {
             leases: Arc::new(MemoryLeaseStore::new()),
             table: None,
-            envelopes: envelope_keys(config, cache, None).await?,
+            envelopes: envelope_keys(config, cache, None, Make::IfMissing).await?,
         }),
         Some(store) => {
-            let envelopes = envelope_keys(config, cache, Some(&store)).await?;
+            let envelopes = envelope_keys(config, cache, Some(&store), Make::IfMissing).await?;
             let store = Arc::new(store);
             Ok(Stores {
                 leases: store.clone(),
@@ -83,12 +83,20 @@ pub async fn dynamo_table(config: &Config) -> Result<Option<DynamoLeaseStore>, S
 }
 
 /// The keys that authenticate this fleet's retry copies and dead letters, found as a host of
-/// `config` finds them (for tools such as `shardhost dead-letters`).
+/// `config` finds them, for tools that only read (`shardhost dead-letters`): they make no key,
+/// in the lease table or the cache directory. Where a host would make one, nothing was ever
+/// sealed under it yet, so a key of this process stands in: nothing opens under it.
 pub async fn fleet_envelope_keys(config: &Config) -> Result<EnvelopeKeys, StartError> {
     let cache = Runtime::cache_dir_of(&config.host);
-    lease_store(config, cache.as_deref())
-        .await
-        .map(|s| s.envelopes)
+    let table = dynamo_table(config).await?;
+    envelope_keys(config, cache.as_deref(), table.as_ref(), Make::Never).await
+}
+
+/// Whether a missing key is made (a host) or not (a tool that only reads).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Make {
+    IfMissing,
+    Never,
 }
 
 /// See [`crate::envelope::key`]: the configured secret; else the lease table's key (said loudly:
@@ -98,6 +106,7 @@ async fn envelope_keys(
     config: &Config,
     cache: Option<&Path>,
     table: Option<&DynamoLeaseStore>,
+    make: Make,
 ) -> Result<EnvelopeKeys, StartError> {
     let previous = EnvelopeKey::configured_previous(&config.host.retry_keys_previous)
         .map_err(StartError::EnvelopeKey)?;
@@ -105,7 +114,13 @@ async fn envelope_keys(
     if previous.lease_table {
         keys.extend(lease_table_key(table).await?);
     }
-    let current = current_key(config, cache, table).await?;
+    let current = match current_key(config, cache, table, make).await? {
+        Some(key) => key,
+        None => {
+            tracing::debug!("no envelope key was made yet: nothing made under one can be opened");
+            EnvelopeKey::random().map_err(StartError::EnvelopeKey)?
+        }
+    };
     let keys = EnvelopeKeys::new(current, keys);
     let previous: Vec<String> = keys.previous().iter().map(EnvelopeKey::id).collect();
     tracing::info!(
@@ -142,31 +157,50 @@ async fn lease_table_key(
     Ok(key)
 }
 
+/// The current key; `None` when it would have to be made and `make` says not to.
 async fn current_key(
     config: &Config,
     cache: Option<&Path>,
     table: Option<&DynamoLeaseStore>,
-) -> Result<EnvelopeKey, StartError> {
+    make: Make,
+) -> Result<Option<EnvelopeKey>, StartError> {
     if let Some(key) = EnvelopeKey::configured(config.host.retry_key.as_deref()) {
-        return Ok(key);
+        return Ok(Some(key));
     }
     if let Some(store) = table {
-        let bytes = store.envelope_key().await.map_err(StartError::Leases)?;
+        let bytes = match make {
+            Make::IfMissing => Some(store.envelope_key().await.map_err(StartError::Leases)?),
+            Make::Never => store
+                .stored_envelope_key()
+                .await
+                .map_err(StartError::Leases)?,
+        };
+        let Some(bytes) = bytes else {
+            return Ok(None);
+        };
         tracing::warn!(
             table = store.table_name(),
             "retry copies and dead letters are authenticated with a key kept in the lease table: \
              whoever can read the table can forge retry copies (set [host] retry_key or \
              SHARDHOST_RETRY_KEY on every instance; README: Retries and dead letters)"
         );
-        return Ok(EnvelopeKey::from_bytes(bytes));
+        return Ok(Some(EnvelopeKey::from_bytes(bytes)));
     }
-    match cache {
-        Some(dir) => EnvelopeKey::in_dir(dir).map_err(StartError::EnvelopeKey),
-        None => {
+    match (cache, make) {
+        (Some(dir), Make::IfMissing) => EnvelopeKey::in_dir(dir)
+            .map(Some)
+            .map_err(StartError::EnvelopeKey),
+        (Some(dir), Make::Never) => {
+            EnvelopeKey::stored_in_dir(dir).map_err(StartError::EnvelopeKey)
+        }
+        (None, Make::Never) => Ok(None),
+        (None, Make::IfMissing) => {
             tracing::warn!(
                 "no cache directory: retry copies are authenticated with a key of this process only (set [host] retry_key)"
             );
-            EnvelopeKey::random().map_err(StartError::EnvelopeKey)
+            EnvelopeKey::random()
+                .map(Some)
+                .map_err(StartError::EnvelopeKey)
         }
     }
 }
