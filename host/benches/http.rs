@@ -135,6 +135,7 @@ fn main() {
         delivered: None,
         metrics: None,
         log_budget: Default::default(),
+        effects: None,
     };
     let get = |i| record(i, "http", format!("{{\"url\":\"{origin}/status/200\"}}"));
     let one = vec![get(0)];

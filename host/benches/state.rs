@@ -135,6 +135,7 @@ async fn run(runtime: &Runtime, endpoint: &str, table: &str, mode: &str) -> (f64
         delivered: None,
         metrics: Some(metrics.clone()),
         log_budget: Default::default(),
+        effects: None,
     };
     let info = BatchInfo {
         stream: "bench".into(),

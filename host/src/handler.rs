@@ -25,6 +25,9 @@ pub struct CallContext {
     /// What the guest may still write to the log: one budget per shard worker, shared by every
     /// instance it makes, so a fresh instance (bisecting, a replaced one) never resets it.
     pub log_budget: crate::wasm::LogBudget,
+    /// Where a version on trial records what it would have done (`replay`): its publishes,
+    /// seeks, HTTP requests and state writes are recorded there, never performed. None: live.
+    pub effects: Option<Arc<crate::effects::Effects>>,
 }
 
 impl CallContext {

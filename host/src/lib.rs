@@ -10,6 +10,7 @@
 //! [`source`] trait, and the [`status`] report. The `shardhost` binary is [`cli`].
 
 pub mod config;
+pub mod effects;
 pub mod handler;
 pub mod lease;
 pub mod record;
@@ -34,6 +35,7 @@ mod feed;
 mod fleet;
 mod metrics;
 mod publish;
+mod replay;
 mod settle;
 mod supervisor;
 mod wasm;

@@ -38,6 +38,15 @@ impl Publisher {
         partition_key: &str,
         data: Vec<u8>,
     ) -> Result<String, String> {
+        self.check(stream)?;
+        self.source
+            .put(stream, partition_key, data)
+            .await
+            .map_err(|e| format!("publish to `{stream}` failed: {e}"))
+    }
+
+    /// Whether the subscription may publish to `stream`: the refusal for the guest if not.
+    pub fn check(&self, stream: &str) -> Result<(), String> {
         if !self.allowed.iter().any(|s| s == stream) {
             let allowed = if self.allowed.is_empty() {
                 "it lists none".to_owned()
@@ -49,9 +58,6 @@ impl Publisher {
                 self.subscription
             ));
         }
-        self.source
-            .put(stream, partition_key, data)
-            .await
-            .map_err(|e| format!("publish to `{stream}` failed: {e}"))
+        Ok(())
     }
 }

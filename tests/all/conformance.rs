@@ -345,6 +345,7 @@ async fn call(
         delivered: None,
         metrics: None,
         log_budget: Default::default(),
+        effects: None,
     };
     let info = BatchInfo {
         stream: "conformance".into(),

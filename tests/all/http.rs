@@ -63,6 +63,7 @@ fn ctx(metrics: Option<Arc<Metrics>>) -> CallContext {
         delivered: None,
         metrics,
         log_budget: Default::default(),
+        effects: None,
     }
 }
 

@@ -25,6 +25,7 @@ mod kinesis;
 mod lanes;
 mod outcomes;
 mod read_size;
+mod replay;
 mod retries;
 mod retry_keys;
 mod roster;

@@ -55,6 +55,15 @@ pub enum CliError {
         .0.display()
     )]
     EmbeddedDeadLetters(PathBuf),
+    #[error(
+        "{}: [kinesis] endpoint = \"memory\": the embedded stream lives inside the running \
+         host and keeps no history outside it; replay reads a Kinesis stream",
+        .0.display()
+    )]
+    EmbeddedReplay(PathBuf),
+    /// `replay`: the versions answered some records differently (the report shows them).
+    #[error("{0} record(s) answered differently")]
+    Differs(u64),
 
     #[error(
         "no cache directory: set $SHARDHOST_CACHE_DIR or $HOME, or [host] cache_dir in a \
@@ -199,6 +208,7 @@ impl CliError {
             | CliError::Records(_)
             | CliError::Handler(_)
             | CliError::EmbeddedDeadLetters(_)
+            | CliError::EmbeddedReplay(_)
             | CliError::NoFleet(_)
             | CliError::UnknownSubscription { .. }
             | CliError::Refused { .. }
@@ -210,6 +220,7 @@ impl CliError {
             | CliError::Instantiate(_)
             | CliError::Output(_)
             | CliError::CallsFailed(_)
+            | CliError::Differs(_)
             | CliError::Admin(_)
             | CliError::Source(_)
             | CliError::Replay { .. }

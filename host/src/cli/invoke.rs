@@ -192,6 +192,7 @@ async fn call_in_batches(
         delivered: None,
         metrics: None,
         log_budget: Default::default(),
+        effects: None,
     };
     let info = BatchInfo {
         stream: STREAM.into(),

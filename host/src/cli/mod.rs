@@ -10,6 +10,7 @@ mod error;
 mod fleet;
 mod invoke;
 mod keygen;
+mod replay;
 mod run;
 mod status;
 
@@ -72,6 +73,9 @@ enum Command {
     Status(status::StatusArgs),
     /// List the records a retry cap retired to a dead-letter stream, or replay them.
     DeadLetters(dead_letters::DeadLettersArgs),
+    /// Run a handler version over a subscription's history next to the version it runs now,
+    /// with every effect recorded, not performed; report the records they answer differently.
+    Replay(replay::ReplayArgs),
     /// List the compiled components cached on this machine, or clear them.
     Cache(cache::CacheArgs),
     /// Make a key that signs fleet deploys: writes the private key to --out (mode 0600) and
@@ -108,6 +112,7 @@ impl Cli {
             Command::Deploy(args) => deploy::deploy(&args),
             Command::Status(args) => status::status(&args),
             Command::DeadLetters(args) => dead_letters::dead_letters(&args),
+            Command::Replay(args) => replay::replay(&args),
             Command::Cache(args) => cache::cache(&args),
             Command::Keygen(args) => keygen::keygen(&args),
         }

@@ -15,7 +15,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use parse::{MAX_CALL_TIMEOUT, MAX_MEMORY, MIN_MEMORY, is_bucket_name, state_namespace};
+pub use parse::{
+    MAX_CALL_TIMEOUT, MAX_MEMORY, MIN_MEMORY, is_bucket_name, state_namespace, timestamp_millis,
+};
 pub use units::{parse_duration, parse_size};
 
 /// The most records one GetRecords call answers.

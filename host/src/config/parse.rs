@@ -24,6 +24,7 @@ use super::{
     defaults,
 };
 use interpolate::Lookup;
+pub use walk::timestamp_millis;
 use walk::{Field, Section, Walker, describe, is_name, is_url, parse_listen, quote};
 
 const ROOT_KEYS: &[&str] = &[

@@ -183,6 +183,7 @@ impl ShardWorker {
             delivered: Some(Arc::default()),
             metrics: Some(plan.metrics.clone()),
             log_budget: crate::wasm::LogBudget::default(),
+            effects: None,
         };
         ShardWorker {
             status: status.shard(&plan.name, shard_id),

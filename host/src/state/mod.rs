@@ -69,6 +69,11 @@ pub enum StoreError {
     AnswerTooLarge,
     #[error("{0}")]
     Unsupported(&'static str),
+    #[error(
+        "the state writes of this replay come to more than its overlay holds ({limit} bytes): \
+         replay fewer records"
+    )]
+    OverlayFull { limit: u64 },
 }
 
 impl StoreError {
@@ -79,7 +84,8 @@ impl StoreError {
             StoreError::NotACounter
             | StoreError::Overflow
             | StoreError::Unsupported(_)
-            | StoreError::AnswerTooLarge => "refused",
+            | StoreError::AnswerTooLarge
+            | StoreError::OverlayFull { .. } => "refused",
             _ => "error",
         }
     }

@@ -306,6 +306,7 @@ mod tests {
             delivered: None,
             metrics: None,
             log_budget: LogBudget::default(),
+            effects: None,
         };
         GuestLog::new(&ctx, "abc")
     }

@@ -86,7 +86,14 @@ impl HostState {
             config: granted.config.clone(),
             http_ctx: WasiHttpCtx::new(),
             http: HttpHooks::new(granted.http.clone(), ctx, deadline),
-            state: granted.state.clone(),
+            state: granted.state.clone().map(|state| match &ctx.effects {
+                // On trial: reads see the store, writes stay in the run's overlay.
+                Some(effects) => StateAccess {
+                    store: effects.overlaid(state.store.clone()),
+                    ..state
+                },
+                None => state,
+            }),
             state_stalled: None,
         }
     }
@@ -158,6 +165,11 @@ impl Host for HostState {
                 "publish to `{stream}` refused: this handler may not publish"
             ));
         };
+        if let Some(effects) = &self.ctx.effects {
+            // On trial: recorded, not put.
+            publisher.check(&stream)?;
+            return Ok(effects.publish(&stream, &partition_key, data.len()));
+        }
         // A publish counts against the call's timeout like guest code does.
         tokio::time::timeout_at(
             self.deadline.into(),
@@ -187,6 +199,11 @@ impl Host for HostState {
         {
             self.ctx.contained("seek-refused");
             return Err(format!("seek: {sequence_number} refused: {why}"));
+        }
+        if let Some(effects) = &self.ctx.effects {
+            // On trial: recorded; the records go on in order.
+            effects.record(crate::effects::Effect::Seek { sequence_number });
+            return Ok(());
         }
         // Applied when the call returns: the rest of the batch is not settled, and reading
         // restarts at this record.

@@ -278,6 +278,7 @@ impl Runtime {
             delivered: None,
             metrics: None,
             log_budget: LogBudget::default(),
+            effects: None,
         };
         spec.probe(&pre, &probe)
             .await

@@ -25,14 +25,14 @@ use crate::support::{
 };
 
 /// A state table (`key` S, HASH) on dynalite.
-fn state_table(d: &Dynamo, rt: &tokio::runtime::Runtime) -> String {
+pub(crate) fn state_table(d: &Dynamo, rt: &tokio::runtime::Runtime) -> String {
     let table = unique("state");
     rt.block_on(d.create_table(&table, &[("key", KeyType::Hash, ScalarAttributeType::S)]));
     table
 }
 
 /// A shipment record's data.
-fn shipment(id: u64, carrier: &str) -> String {
+pub(crate) fn shipment(id: u64, carrier: &str) -> String {
     json!({"id": id, "address": format!("Main St {id}"), "carrier": carrier}).to_string()
 }
 
@@ -103,6 +103,7 @@ async fn call_counted(
         delivered: None,
         metrics,
         log_budget: Default::default(),
+        effects: None,
     };
     let info = BatchInfo {
         stream: "state".into(),

@@ -11,7 +11,7 @@ use crate::support::{HostToml, HttpServer, Scratch, wait_until_else};
 
 impl Stack {
     /// Instance `owner` running the shipping example, booking with `carrier`, state in `table`.
-    fn shipping(&self, owner: &str, carrier: &HttpServer, table: &str) -> HostToml {
+    pub(crate) fn shipping(&self, owner: &str, carrier: &HttpServer, table: &str) -> HostToml {
         let sub = self
             .subscription("ship")
             .trim_horizon()

@@ -555,6 +555,11 @@ pub(super) fn is_env_name(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// An RFC 3339 time with a UTC offset as ms since the Unix epoch (for the command line).
+pub fn timestamp_millis(text: &str) -> Option<u64> {
+    epoch_millis(&text.parse::<Datetime>().ok()?).ok()
+}
+
 enum TimestampError {
     Incomplete,
     /// A date and time TOML takes but the calendar does not (a leap second, 23:59:60).

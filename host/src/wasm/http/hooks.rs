@@ -6,8 +6,11 @@ use std::time::Instant;
 use tokio::sync::Semaphore;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
+use http_body_util::{BodyExt, Full};
+
 use super::send::{Outbound, Sent};
 use super::{HttpGate, http, origin_of};
+use crate::effects::{Effect, Effects};
 use crate::handler::CallContext;
 use crate::metrics::Metrics;
 
@@ -20,6 +23,9 @@ pub(in crate::wasm) struct HttpHooks {
     in_flight: Arc<Semaphore>,
     subscription: Arc<str>,
     metrics: Option<Arc<Metrics>>,
+    /// A version on trial: its requests are recorded and, unless they only read under
+    /// `--http live`, answered 503 without being sent.
+    effects: Option<Arc<Effects>>,
 }
 
 impl HttpHooks {
@@ -35,6 +41,7 @@ impl HttpHooks {
             in_flight: Arc::new(Semaphore::new(permits)),
             subscription: ctx.subscription.clone(),
             metrics: ctx.metrics.clone(),
+            effects: ctx.effects.clone(),
         }
     }
 
@@ -82,6 +89,50 @@ impl WasiHttpHooks for HttpHooks {
             subscription: self.subscription.clone(),
             metrics: self.metrics.clone(),
         };
-        Box::new(outbound.send(request))
+        match self.effects.clone() {
+            None => Box::new(outbound.send(request)),
+            Some(effects) => on_trial(&effects, outbound, request),
+        }
     }
+}
+
+/// A request of a version on trial: recorded; sent only when it reads and reads are live.
+fn on_trial(effects: &Arc<Effects>, outbound: Outbound, request: http::Request<WasiBody>) -> Sent {
+    let method = request.method().to_string();
+    let uri = request.uri().to_string();
+    if !effects.sends(&method) {
+        effects.record(Effect::Http {
+            method,
+            uri,
+            status: 503,
+            sent: false,
+        });
+        return Box::new(async { Ok((unavailable(), done())) });
+    }
+    let effects = effects.clone();
+    Box::new(async move {
+        let answer = outbound.send(request).await;
+        let status = answer.as_ref().map_or(0, |(r, _)| r.status().as_u16());
+        effects.record(Effect::Http {
+            method,
+            uri,
+            status,
+            sent: true,
+        });
+        answer
+    })
+}
+
+/// 503 with no body: what a version on trial gets for a request that was not sent.
+fn unavailable() -> http::Response<WasiBody> {
+    let body = Full::new(hyper::body::Bytes::new())
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    let mut response = http::Response::new(body);
+    *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+    response
+}
+
+fn done() -> Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send> {
+    Box::new(async { Ok(()) })
 }

@@ -1,0 +1,159 @@
+//! `shardhost replay SUB FILE.wasm [--config CFG] [--from T] [--to T | --records N] [--json]
+//! [--http live] [--current FILE]`: run a version over a subscription's history next to the
+//! version it runs now, and report the records they answer differently (exit 1 when any do).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::{Args, ValueEnum};
+use tracing::Instrument;
+
+use super::CliError;
+use crate::config::{Config, KinesisEndpoint, SubscriptionConfig};
+use crate::effects::Effects;
+use crate::handler::CallContext;
+use crate::publish::Publisher;
+use crate::replay::{Plan, Range, Report, Trial};
+use crate::source::StreamSource;
+use crate::source::kinesis::KinesisStreams;
+use crate::wasm::Runtime;
+
+/// How much a replay's state overlay holds (keys and values written) before writes fail.
+const OVERLAY_LIMIT: u64 = 256 << 20;
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// The subscription whose stream is replayed.
+    subscription: String,
+
+    /// The version on trial (a handler component).
+    handler: PathBuf,
+
+    /// The config that names the subscription.
+    #[arg(long, default_value = "shardhost.toml")]
+    config: PathBuf,
+
+    /// Replay from the first record that arrived at this time: RFC 3339
+    /// (`2026-12-06T09:00:00Z`) or how long ago (`2h`). Default: the oldest record kept.
+    #[arg(long, value_parser = time)]
+    from: Option<u64>,
+
+    /// Replay no record that arrived after this time (as --from). Default: up to the tip.
+    #[arg(long, value_parser = time, conflicts_with = "records")]
+    to: Option<u64>,
+
+    /// Replay at most this many records, over every shard.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    records: Option<u64>,
+
+    /// The report as one JSON document.
+    #[arg(long)]
+    json: bool,
+
+    /// `off`: every HTTP request answers 503 without being sent. `live`: requests that only
+    /// read (GET, HEAD, OPTIONS) reach their granted origin; others still answer 503.
+    #[arg(long, value_enum, default_value_t = HttpReplay::Off)]
+    http: HttpReplay,
+
+    /// The version to compare with. Default: the subscription's `handler`.
+    #[arg(long)]
+    current: Option<PathBuf>,
+
+    /// How many differing records the report lists (the rest are counted).
+    #[arg(long, default_value_t = 1000)]
+    max_differences: usize,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum HttpReplay {
+    Off,
+    Live,
+}
+
+/// `2026-12-06T09:00:00Z`, or a duration ago (`90m`), as ms since the epoch.
+fn time(text: &str) -> Result<u64, String> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO);
+    if let Ok(ago) = crate::config::parse_duration(text) {
+        return Ok(now.saturating_sub(ago).as_millis() as u64);
+    }
+    crate::config::timestamp_millis(text).ok_or_else(|| {
+        format!(
+            "`{text}` is neither an RFC 3339 time (2026-12-06T09:00:00Z) nor a duration ago (2h)"
+        )
+    })
+}
+
+pub fn replay(args: &ReplayArgs) -> Result<(), CliError> {
+    let config = Config::load(&args.config)?;
+    let sub = super::fleet::subscription(&config, &args.subscription)?;
+    if config.kinesis.endpoint == KinesisEndpoint::Memory {
+        return Err(CliError::EmbeddedReplay(args.config.clone()));
+    }
+    let report = super::block_on(run(args, &config, sub))?;
+    if args.json {
+        println!("{}", report.json());
+    } else {
+        print!("{}", report.text());
+    }
+    match report.differences_total {
+        0 => Ok(()),
+        n => Err(CliError::Differs(n)),
+    }
+}
+
+async fn run(
+    args: &ReplayArgs,
+    config: &Config,
+    sub: &SubscriptionConfig,
+) -> Result<Report, CliError> {
+    let fuel = sub.limits.fuel.is_some();
+    let runtime =
+        Runtime::new(Runtime::cache_dir_of(&config.host), fuel).map_err(CliError::Engine)?;
+    let current_file = args.current.as_ref().unwrap_or(&sub.handler);
+    let current = runtime
+        .load_file(current_file, sub.limits.clone(), &sub.wasi)
+        .await
+        .map_err(CliError::Handler)?;
+    let candidate = runtime
+        .load_file(&args.handler, sub.limits.clone(), &sub.wasi)
+        .await
+        .map_err(CliError::Handler)?;
+    let source: Arc<dyn StreamSource> = Arc::new(KinesisStreams::connect(&config.kinesis).await);
+    let ctx = CallContext {
+        subscription: Arc::from(sub.name.as_str()),
+        stream: Arc::from(sub.stream.as_str()),
+        shard_id: Arc::from(""),
+        // Checks `publish_to` as a host does; a publish on trial is recorded, never put.
+        publisher: Some(Arc::new(Publisher::new(
+            source.clone(),
+            &sub.name,
+            sub.publish_to.clone(),
+        ))),
+        delivered: None,
+        metrics: None,
+        log_budget: Default::default(),
+        effects: None,
+    };
+    let live = args.http == HttpReplay::Live;
+    let mut now = Trial::new(current, ctx.clone(), Effects::new(live, OVERLAY_LIMIT));
+    let mut then = Trial::new(candidate, ctx, Effects::new(live, OVERLAY_LIMIT));
+    let plan = Plan {
+        stream: sub.stream.clone(),
+        range: Range {
+            from: args.from,
+            to: args.to,
+            records: args.records,
+        },
+        batch: sub.batch,
+        read_limit: sub.read_limit,
+        max_differences: args.max_differences,
+    };
+    let span = tracing::info_span!("replay", subscription = %sub.name);
+    let report = crate::replay::replay(source.as_ref(), &plan, &mut now, &mut then)
+        .instrument(span)
+        .await?;
+    Ok(report)
+}

@@ -1,0 +1,253 @@
+//! `shardhost replay`: a version on trial over a stream's history, next to the version the
+//! subscription runs now. Both read the same records in the same batches, each in its own
+//! instance with the subscription's limits and grants, and both on trial: what they would do to
+//! the world is recorded ([`crate::effects`]), never done. Nothing is leased, checkpointed or
+//! put; the stream is read, one read a second per shard at most, so a live fleet keeps its
+//! share of the shard's five.
+//!
+//! Data flow: [`History`] reads a shard a batch at a time → [`Trial::judge`] answers it for
+//! one version → [`report::Report`] tallies both and keeps the records they answer
+//! differently.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::effects::Effects;
+use crate::handler::{CallContext, Handler, HandlerFactory, outcomes_per_record};
+use crate::record::{BatchInfo, Record};
+use crate::source::{ShardReader, SourceError, StartPosition, StreamSource};
+
+pub mod report;
+
+pub use report::{Answer, Report};
+
+/// The time between two reads of one shard.
+pub const READ_EVERY: Duration = Duration::from_secs(1);
+
+/// What part of the history to replay.
+#[derive(Clone, Debug, Default)]
+pub struct Range {
+    /// The first record that arrived at or after this time (ms since the epoch); none: the
+    /// oldest record kept.
+    pub from: Option<u64>,
+    /// Records that arrived after this time (ms since the epoch) are not replayed.
+    pub to: Option<u64>,
+    /// At most this many records, over every shard.
+    pub records: Option<u64>,
+}
+
+/// One version on trial: its component, its effects, and its instance between batches.
+pub struct Trial {
+    factory: Arc<dyn HandlerFactory>,
+    pub effects: Arc<Effects>,
+    ctx: CallContext,
+    instance: Option<Box<dyn Handler>>,
+}
+
+impl Trial {
+    /// `factory` on trial for subscription `ctx.subscription`; its effects go to `effects`.
+    pub fn new(
+        factory: Arc<dyn HandlerFactory>,
+        mut ctx: CallContext,
+        effects: Arc<Effects>,
+    ) -> Trial {
+        ctx.effects = Some(effects.clone());
+        Trial {
+            factory,
+            effects,
+            ctx,
+            instance: None,
+        }
+    }
+
+    pub fn version(&self) -> String {
+        self.factory.version()
+    }
+
+    /// The version's answer for each record of `batch`. A call that fails (a trap, the
+    /// timeout, a wrong count) fails every record of it, and the next batch gets a fresh
+    /// instance, as a host's would.
+    pub async fn judge(&mut self, info: &BatchInfo, batch: &[Record]) -> Vec<Answer> {
+        let mut ctx = self.ctx.clone();
+        ctx.shard_id = Arc::from(info.shard_id.as_str());
+        let mut handler = match self.instance.take() {
+            Some(h) => h,
+            None => match self.factory.instantiate(&ctx).await {
+                Ok(h) => h,
+                Err(e) => return vec![Answer::Failed(e.to_string()); batch.len()],
+            },
+        };
+        let result = handler
+            .handle(info, batch)
+            .await
+            .and_then(|a| outcomes_per_record(a, batch.len(), handler.version()));
+        match result {
+            Ok(outcomes) => {
+                self.instance = Some(handler);
+                outcomes.into_iter().map(Answer::Outcome).collect()
+            }
+            Err(e) => vec![Answer::Failed(e.to_string()); batch.len()],
+        }
+    }
+}
+
+/// What to replay, and how.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub stream: String,
+    pub range: Range,
+    /// Records a handler call.
+    pub batch: usize,
+    /// Records a read asks for.
+    pub read_limit: usize,
+    /// How many differing records the report keeps (the rest are counted).
+    pub max_differences: usize,
+}
+
+/// Replays `plan` through `current` and `candidate`.
+pub async fn replay(
+    source: &dyn StreamSource,
+    plan: &Plan,
+    current: &mut Trial,
+    candidate: &mut Trial,
+) -> Result<Report, SourceError> {
+    let (stream, range, batch) = (plan.stream.as_str(), &plan.range, plan.batch.max(1));
+    let mut report = Report::new(current.version(), candidate.version(), plan.max_differences);
+    let mut left = range.records.unwrap_or(u64::MAX);
+    let start = match range.from {
+        Some(ms) => StartPosition::Timestamp(ms),
+        None => StartPosition::TrimHorizon,
+    };
+    for shard in parents_first(source.list_shards(stream).await?) {
+        if left == 0 {
+            break;
+        }
+        let reader = source.open(stream, &shard, &start).await?;
+        let mut history = History {
+            reader,
+            to: range.to,
+            read_size: plan.read_limit.clamp(1, 10_000),
+            last_read: None,
+            done: false,
+        };
+        while left > 0 {
+            let Some(mut records) = history.next().await? else {
+                break;
+            };
+            records.truncate(usize::try_from(left).unwrap_or(usize::MAX));
+            left -= records.len() as u64;
+            let info = BatchInfo {
+                stream: stream.to_owned(),
+                shard_id: shard.clone(),
+                millis_behind_latest: None,
+                attempt: 1,
+            };
+            for chunk in records.chunks(batch) {
+                let now = current.judge(&info, chunk).await;
+                let then = candidate.judge(&info, chunk).await;
+                report.add(&shard, chunk, now, then);
+            }
+        }
+    }
+    report.effects(current.effects.recorded(), candidate.effects.recorded());
+    Ok(report)
+}
+
+/// The shard ids of `shards`, every parent before its children (a parent a listing no longer
+/// shows, trimmed away, does not hold its children back).
+fn parents_first(shards: Vec<crate::source::ShardInfo>) -> Vec<String> {
+    let ids: std::collections::HashSet<String> =
+        shards.iter().map(|s| s.shard_id.clone()).collect();
+    let mut done: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut order = Vec::new();
+    let mut rest = shards;
+    while !rest.is_empty() {
+        let (ready, waiting): (Vec<_>, Vec<_>) = rest.into_iter().partition(|s| {
+            s.parents
+                .iter()
+                .all(|p| done.contains(p) || !ids.contains(p))
+        });
+        if ready.is_empty() {
+            // A cycle cannot happen in Kinesis; take the rest as listed.
+            order.extend(waiting.into_iter().map(|s| s.shard_id));
+            break;
+        }
+        for s in ready {
+            done.insert(s.shard_id.clone());
+            order.push(s.shard_id);
+        }
+        rest = waiting;
+    }
+    order
+}
+
+/// One shard's history, a read at a time.
+struct History {
+    reader: Box<dyn ShardReader>,
+    to: Option<u64>,
+    read_size: usize,
+    last_read: Option<tokio::time::Instant>,
+    done: bool,
+}
+
+impl History {
+    /// The next records, or `None` at the end: the shard's end, the end of the range, or the
+    /// shard's tip (what arrives after the replay reached it is not replayed).
+    async fn next(&mut self) -> Result<Option<Vec<Record>>, SourceError> {
+        let mut empty_reads = 0;
+        while !self.done {
+            if let Some(last) = self.last_read {
+                tokio::time::sleep_until(last + READ_EVERY).await;
+            }
+            self.last_read = Some(tokio::time::Instant::now());
+            let batch = match self.reader.read(self.read_size).await {
+                Err(SourceError::Throttled(_)) => continue,
+                read => read?,
+            };
+            let mut records = batch.records;
+            // A read that is not full and not behind found the tip.
+            self.done = batch.end_of_shard
+                || (records.len() < self.read_size && batch.millis_behind_latest == Some(0));
+            let past = self.to.and_then(|to| {
+                records
+                    .iter()
+                    .position(|r| r.approximate_arrival_timestamp > to)
+            });
+            if let Some(at) = past {
+                records.truncate(at);
+                self.done = true;
+            }
+            if !records.is_empty() {
+                return Ok(Some(records));
+            }
+            empty_reads += 1;
+            self.done |= empty_reads >= 3;
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::ShardInfo;
+
+    fn shard(id: &str, parents: &[&str]) -> ShardInfo {
+        ShardInfo {
+            shard_id: id.to_owned(),
+            parents: parents.iter().map(|p| p.to_string()).collect(),
+            closed: false,
+        }
+    }
+
+    #[test]
+    fn children_are_replayed_after_their_parents() {
+        let order = parents_first(vec![
+            shard("c1", &["p"]),
+            shard("m", &["c1", "c2"]),
+            shard("c2", &["p", "gone"]),
+            shard("p", &[]),
+        ]);
+        assert_eq!(order, ["p", "c1", "c2", "m"]);
+    }
+}
