@@ -226,3 +226,43 @@ fn replay_keeps_state_writes_from_the_store_and_shows_them_to_later_records() {
         "the state table was written"
     );
 }
+
+#[test]
+fn replay_compares_with_the_version_the_fleet_deployed_over_the_configs_handler() {
+    let Some(st) = stack(1) else { return };
+    st.k.put(&st.stream, "r", "retry");
+    st.k.put(&st.stream, "a", "ack");
+    let dir = Scratch::new("replay-fleet");
+    let host = st
+        .host("replayer")
+        .subscription(st.subscription("scripted").trim_horizon());
+    let config = dir.write("shardhost.toml", host.render());
+    let scripted = guest("scripted");
+    let scripted = scripted.to_str().unwrap();
+    // The config names scripted, and so does the candidate: nothing differs.
+    let out = replay(&config, &["test", scripted, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+
+    // The fleet runs always_drop since a deploy: that is the version to compare with.
+    let drop = guest("always_drop");
+    let config_arg = config.to_str().unwrap();
+    let deployed = crate::support::fleet::shardhost(&[
+        "deploy",
+        "--config",
+        config_arg,
+        "test",
+        drop.to_str().unwrap(),
+    ]);
+    assert!(deployed.status.success(), "{deployed:?}");
+    let rows = st.rt.block_on(st.d.count(&st.table));
+    let out = replay(&config, &["test", scripted, "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let report = json(&out);
+    assert_eq!(report["outcomes"]["drop"]["current"], 2, "{report}");
+    assert_eq!(report["differences_total"], 2, "{report}");
+    assert_eq!(
+        st.rt.block_on(st.d.count(&st.table)),
+        rows,
+        "replay wrote to the lease table"
+    );
+}

@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use tracing::Instrument;
 
 use super::CliError;
-use crate::config::{Config, KinesisEndpoint, SubscriptionConfig};
+use crate::config::{Config, KinesisEndpoint, LeaseStoreKind, SubscriptionConfig};
 use crate::effects::Effects;
 use crate::handler::CallContext;
 use crate::publish::Publisher;
@@ -56,7 +56,8 @@ pub struct ReplayArgs {
     #[arg(long, value_enum, default_value_t = HttpReplay::Off)]
     http: HttpReplay,
 
-    /// The version to compare with. Default: the subscription's `handler`.
+    /// The version to compare with. Default: the version the fleet's last deploy set (with
+    /// a DynamoDB lease table), else the subscription's `handler`.
     #[arg(long)]
     current: Option<PathBuf>,
 
@@ -86,6 +87,44 @@ fn time(text: &str) -> Result<u64, String> {
     })
 }
 
+/// Where the version the subscription runs now comes from.
+enum Current {
+    File(PathBuf),
+    /// The fleet's desired version, read from the lease table (never written).
+    Deployed {
+        name: String,
+        bytes: Vec<u8>,
+    },
+}
+
+/// `--current`; else the fleet's desired version when a deploy set one (checked against the
+/// trusted keys as an instance checks it); else the config's `handler`.
+async fn current_of(
+    args: &ReplayArgs,
+    config: &Config,
+    sub: &SubscriptionConfig,
+) -> Result<Current, CliError> {
+    if let Some(file) = &args.current {
+        return Ok(Current::File(file.clone()));
+    }
+    if !matches!(config.leases.store, LeaseStoreKind::Dynamo { .. }) {
+        return Ok(Current::File(sub.handler.clone()));
+    }
+    let fleet = super::fleet::FleetSource::table(config).await?;
+    let Some(desired) = fleet.desired(&sub.name).await? else {
+        return Ok(Current::File(sub.handler.clone()));
+    };
+    fleet.trust(&sub.name, &desired)?;
+    let bytes = fleet.fetch(&sub.name, &desired.component).await?;
+    let name = format!(
+        "the fleet's version {} (generation {})",
+        crate::wasm::short_version(&desired.component.version),
+        desired.generation
+    );
+    tracing::info!(subscription = %sub.name, "comparing with {name}");
+    Ok(Current::Deployed { name, bytes })
+}
+
 pub fn replay(args: &ReplayArgs) -> Result<(), CliError> {
     let config = Config::load(&args.config)?;
     let sub = super::fleet::subscription(&config, &args.subscription)?;
@@ -112,11 +151,19 @@ async fn run(
     let fuel = sub.limits.fuel.is_some();
     let runtime =
         Runtime::new(Runtime::cache_dir_of(&config.host), fuel).map_err(CliError::Engine)?;
-    let current_file = args.current.as_ref().unwrap_or(&sub.handler);
-    let current = runtime
-        .load_file(current_file, sub.limits.clone(), &sub.wasi)
-        .await
-        .map_err(CliError::Handler)?;
+    let current = match current_of(args, config, sub).await? {
+        Current::File(file) => {
+            runtime
+                .load_file(&file, sub.limits.clone(), &sub.wasi)
+                .await
+        }
+        Current::Deployed { name, bytes } => {
+            runtime
+                .load_bytes(&name, &bytes, sub.limits.clone(), &sub.wasi)
+                .await
+        }
+    }
+    .map_err(CliError::Handler)?;
     let candidate = runtime
         .load_file(&args.handler, sub.limits.clone(), &sub.wasi)
         .await
