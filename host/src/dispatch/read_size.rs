@@ -14,17 +14,18 @@
 //!   ([`Pace::Limits`]): the read answered within half the spacing the limits put between
 //!   reads, so a read twice the size would still answer before the next may start. Likewise
 //!   after a throttled read that followed a full one;
-//! - when the server set the pace ([`Pace::Server`]: it took longer than that), weighs the rate
-//! it answered at (records a second) against the rate of the last full read of the size before:
-//! it doubles again if the larger read paid (at least [`PAYS`] times that rate, or there is no
-//! size before to weigh against), goes back to the size before if it cost (a lower rate), and
-//! stays otherwise. Going back makes that size the ceiling until the shard catches up, so reads
-//! do not grow past where they stopped paying, and the size then holds;
+//! - when the server set the pace ([`Pace::Server`]: it took longer than that), doubles if the
+//!   read paid: it answered at least [`PAYS`] times the rate (records a second) of the last full
+//!   read of the size before, as behind a long round trip that each read pays once, or there is
+//!   no size before to weigh against. Otherwise it stays: a larger read would answer no faster
+//!   per record. (It does not shrink: on kinesis-mock, whose larger responses cost more per
+//!   record, going back to smaller reads measured under a lighter load drained at half the
+//!   rate; BENCHMARKS.md.)
 //! - stays as it is when the handler set the pace ([`Pace::Handler`]), or what did is not known
 //!   (a source without read limits, such as the embedded stream, keeps its reads at [`START`]).
 //!
 //! After a read that found the shard caught up (not full, and not more than a poll interval
-//! behind its tip) the size halves, down to [`FLOOR`], and the ceiling is lifted. The in-flight
+//! behind its tip) the size halves, down to [`FLOOR`]. The in-flight
 //! bound ([`in_flight`](super::in_flight)) may ask for fewer still.
 
 use std::time::Duration;
@@ -47,9 +48,6 @@ pub(super) struct ReadSize {
     size: usize,
     /// The subscription's `read_limit`.
     cap: usize,
-    /// The size reads went back to after a larger one cost, until the shard catches up; else
-    /// `cap`.
-    ceiling: usize,
     /// The last answered read was full.
     backlog: bool,
     /// The rate (records a second) the last full read of this size answered at, if it was
@@ -80,7 +78,6 @@ impl ReadSize {
         ReadSize {
             size: START.min(cap),
             cap,
-            ceiling: cap,
             backlog: false,
             rate: None,
             before: None,
@@ -121,7 +118,6 @@ impl ReadSize {
             }
         } else if read.caught_up {
             self.resize((self.size / 2).max(FLOOR).min(self.cap));
-            self.ceiling = self.cap;
             self.before = None;
         }
     }
@@ -134,25 +130,16 @@ impl ReadSize {
         }
     }
 
-    /// A full read the server set the pace of, answered at `rate`: grows if it paid, goes back
-    /// to the size before if it cost.
+    /// A full read the server set the pace of, answered at `rate`: grows if it paid.
     fn weigh(&mut self, rate: f64) {
         match self.before {
-            None => self.grow(),
-            // Back from a larger size that cost: hold.
-            Some((size, _)) if size > self.size => {}
-            Some((_, before)) if rate >= before * PAYS => self.grow(),
-            Some((size, before)) if rate < before => {
-                self.ceiling = size;
-                self.resize(size);
-            }
-            Some(_) => {}
+            Some((size, before)) if size < self.size && rate < before * PAYS => {}
+            _ => self.grow(),
         }
     }
 
     fn grow(&mut self) {
-        let size = self.size.saturating_mul(2).min(self.ceiling);
-        self.resize(size.max(self.size));
+        self.resize(self.size.saturating_mul(2).min(self.cap));
     }
 
     fn resize(&mut self, size: usize) {
@@ -250,7 +237,7 @@ mod tests {
     }
 
     #[test]
-    fn reads_go_back_to_the_size_before_when_a_larger_one_costs_and_hold_there() {
+    fn reads_grow_no_further_once_a_larger_one_costs_more_per_record() {
         // A server that answers large reads more slowly per record (kinesis-mock past about
         // 1 000): n² × 100 ns, so 1 000 records answer in 100 ms and 2 000 in 400 ms.
         let answer = |n: usize| Duration::from_nanos(100 * (n * n) as u64);
@@ -266,14 +253,7 @@ mod tests {
             size.answered(answered_in(&size, pace, took));
             sizes.push(size.get());
         }
-        assert_eq!(sizes, [500, 1000, 2000, 1000, 1000, 1000, 1000]);
-
-        // Caught up, then behind again: the ceiling is lifted and reads may grow anew.
-        size.answered(caught_up(&size, 3));
-        assert_eq!(size.get(), 500);
-        size.answered(full(&size, Pace::Limits));
-        size.answered(full(&size, Pace::Limits));
-        assert_eq!(size.get(), 2000);
+        assert_eq!(sizes, [500, 1000, 2000, 2000, 2000, 2000, 2000]);
     }
 
     #[test]
