@@ -33,14 +33,31 @@ pub(super) struct Reads {
     last_start: Option<Instant>,
     /// How many records the last answered read asked for.
     asked: usize,
-    /// The last answered read was paced by the read limits (see [`Reads::paced`]).
-    paced: bool,
+    /// What set the pace of the last answered read (see [`Reads::pace`]).
+    pace: Pace,
+    /// How long the last answered read took to answer.
+    took: Duration,
     interval: Duration,
     /// The shard's byte limit (bytes a second), if it has one.
     byte_rate: Option<u64>,
     /// When the bytes of the last read are paid for: the next read starts no sooner.
     paid_at: Option<Instant>,
     metrics: ShardMetrics,
+}
+
+/// What set the pace of an answered read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pace {
+    /// The stream's read limits: the loop waited for the read, and it answered within half the
+    /// spacing the limits put between it and the next (the read interval, or its bytes at the
+    /// byte rate), so a read twice the size would answer before the next may start too.
+    Limits,
+    /// The server: the loop waited for the read, and it took longer than that to answer.
+    Server,
+    /// The handler: the read had answered before the loop asked for it.
+    Handler,
+    /// Not known: the read failed, or the source has no read limits (the embedded stream).
+    Unknown,
 }
 
 /// A read on its own task; dropping it abandons the read.
@@ -70,7 +87,8 @@ impl Reads {
             pending: None,
             last_start: None,
             asked: 0,
-            paced: false,
+            pace: Pace::Unknown,
+            took: Duration::ZERO,
             interval,
             byte_rate,
             paid_at: None,
@@ -131,14 +149,20 @@ impl Reads {
         self.reader = Some(reader);
         self.last_start = Some(started);
         let took = started.elapsed();
-        self.paced = false;
+        self.took = took;
+        self.pace = Pace::Unknown;
         match &read {
             Ok(batch) => {
                 self.metrics.read(batch.records.len());
                 let paid = self.byte_rate.map(|rate| paid_in(batch, rate));
                 self.paid_at = paid.map(|paid| started + paid);
                 let spacing = self.interval.max(paid.unwrap_or_default());
-                self.paced = waited && !spacing.is_zero() && took.saturating_mul(2) <= spacing;
+                self.pace = match () {
+                    _ if spacing.is_zero() => Pace::Unknown,
+                    _ if !waited => Pace::Handler,
+                    _ if took.saturating_mul(2) <= spacing => Pace::Limits,
+                    _ => Pace::Server,
+                };
             }
             Err(SourceError::Throttled(_)) => self.metrics.throttled(),
             Err(_) => {}
@@ -152,12 +176,14 @@ impl Reads {
         self.asked
     }
 
-    /// Whether the stream's read limits, not the server or the handler, set the pace of the last
-    /// answered read: the loop waited for it, and it answered within half the spacing the limits
-    /// put between it and the next (the read interval, or its bytes at the byte rate), so a read
-    /// twice the size would answer before the next may start too.
-    pub fn paced(&self) -> bool {
-        self.paced
+    /// What set the pace of the last answered read (see [`Pace`]).
+    pub fn pace(&self) -> Pace {
+        self.pace
+    }
+
+    /// How long the last answered read took to answer, from its start.
+    pub fn took(&self) -> Duration {
+        self.took
     }
 
     /// Reads from `reader` from now on; a read in flight on the old one is abandoned.
@@ -274,10 +300,18 @@ mod tests {
         let mut reads = reads(Duration::from_millis(20), KINESIS, None);
         reads.start(100, Instant::now());
         reads.next().await.unwrap();
-        assert!(reads.paced(), "the read interval sets the pace");
+        assert_eq!(
+            reads.pace(),
+            Pace::Limits,
+            "the read interval sets the pace"
+        );
         reads.start(100, Instant::now());
         reads.next().await.unwrap();
-        assert!(reads.paced(), "and the next one is held back to it");
+        assert_eq!(
+            reads.pace(),
+            Pace::Limits,
+            "and the next one is held back to it"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -287,17 +321,18 @@ mod tests {
         // The scenario: the handler works on the last read for a second; the next one waits.
         tokio::time::sleep(Duration::from_secs(1)).await;
         reads.next().await.unwrap();
-        assert!(!reads.paced(), "the handler sets the pace");
+        assert_eq!(reads.pace(), Pace::Handler, "the handler sets the pace");
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_read_answered_in_more_than_half_the_read_interval_is_not_paced() {
+    async fn a_read_answered_in_more_than_half_the_read_interval_is_paced_by_the_server() {
         // A read twice as large would not answer within the interval: the server sets the pace.
         for takes in [120, 250] {
             let mut reads = reads(Duration::from_millis(takes), KINESIS, None);
             reads.start(100, Instant::now());
             reads.next().await.unwrap();
-            assert!(!reads.paced(), "answered in {takes} ms");
+            assert_eq!(reads.pace(), Pace::Server, "answered in {takes} ms");
+            assert_eq!(reads.took(), Duration::from_millis(takes));
         }
     }
 
@@ -307,15 +342,15 @@ mod tests {
         let mut reads = reads(Duration::from_millis(220), KINESIS, Some(200_000));
         reads.start(100, Instant::now());
         reads.next().await.unwrap();
-        assert!(reads.paced());
+        assert_eq!(reads.pace(), Pace::Limits);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn reads_of_a_source_without_read_limits_are_never_paced() {
+    async fn what_paces_reads_of_a_source_without_read_limits_is_not_known() {
         let mut reads = reads(Duration::ZERO, Duration::ZERO, None);
         reads.start(100, Instant::now());
         reads.next().await.unwrap();
-        assert!(!reads.paced());
+        assert_eq!(reads.pace(), Pace::Unknown);
     }
 
     #[test]

@@ -174,7 +174,8 @@ impl Run<'_> {
                 asked,
                 got: batch.records.len(),
                 caught_up: !read::behind(&batch, asked, poll),
-                paced: reads.paced(),
+                pace: reads.pace(),
+                took: reads.took(),
             });
             read::wait_after(&batch, asked, poll, pacing.empties)
         };
