@@ -152,20 +152,16 @@ async fn run(
     let runtime =
         Runtime::new(Runtime::cache_dir_of(&config.host), fuel).map_err(CliError::Engine)?;
     let current = match current_of(args, config, sub).await? {
-        Current::File(file) => {
-            runtime
-                .load_file(&file, sub.limits.clone(), &sub.wasi)
-                .await
-        }
+        Current::File(file) => runtime.load_file(&file, sub.limits, &sub.wasi).await,
         Current::Deployed { name, bytes } => {
             runtime
-                .load_bytes(&name, &bytes, sub.limits.clone(), &sub.wasi)
+                .load_bytes(&name, &bytes, sub.limits, &sub.wasi)
                 .await
         }
     }
     .map_err(CliError::Handler)?;
     let candidate = runtime
-        .load_file(&args.handler, sub.limits.clone(), &sub.wasi)
+        .load_file(&args.handler, sub.limits, &sub.wasi)
         .await
         .map_err(CliError::Handler)?;
     let source: Arc<dyn StreamSource> = Arc::new(KinesisStreams::connect(&config.kinesis).await);
