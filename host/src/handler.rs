@@ -209,6 +209,10 @@ pub struct HandlerSlot {
     state: std::sync::RwLock<SlotState>,
     /// Bumped on every swap, so a worker checks for a new version with one atomic load.
     generation: std::sync::atomic::AtomicU64,
+    /// The candidate in shadow, if any (`deploy --shadow`).
+    shadow: std::sync::RwLock<Option<Arc<crate::shadow::Shadow>>>,
+    /// Bumped whenever the shadow is set or dropped; a shadow change drops no live instance.
+    shadow_generation: std::sync::atomic::AtomicU64,
 }
 
 struct SlotState {
@@ -232,7 +236,33 @@ impl HandlerSlot {
                 previous: None,
             }),
             generation: std::sync::atomic::AtomicU64::new(0),
+            shadow: std::sync::RwLock::new(None),
+            shadow_generation: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Which shadow the slot is at; changes whenever the shadow does.
+    pub fn shadow_generation(&self) -> u64 {
+        self.shadow_generation
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The shadow and the shadow generation it belongs to.
+    pub fn shadow(&self) -> (u64, Option<Arc<crate::shadow::Shadow>>) {
+        let shadow = self.shadow.read().expect("handler slot poisoned");
+        (self.shadow_generation(), shadow.clone())
+    }
+
+    /// Sets (or with `None` drops) the shadow; answers the one it replaces.
+    pub fn set_shadow(
+        &self,
+        shadow: Option<Arc<crate::shadow::Shadow>>,
+    ) -> Option<Arc<crate::shadow::Shadow>> {
+        let mut slot = self.shadow.write().expect("handler slot poisoned");
+        let old = std::mem::replace(&mut *slot, shadow);
+        self.shadow_generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        old
     }
 
     /// Which swap the slot is at; changes whenever the handler does.

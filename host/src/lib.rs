@@ -14,6 +14,7 @@ pub mod effects;
 pub mod handler;
 pub mod lease;
 pub mod record;
+pub mod shadow;
 pub mod signing;
 pub mod source;
 pub mod state;

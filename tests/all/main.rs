@@ -31,6 +31,7 @@ mod retry_keys;
 mod roster;
 mod sandbox;
 mod sdks;
+mod shadow;
 mod state;
 mod throughput;
 mod worker;

@@ -266,3 +266,63 @@ fn replay_compares_with_the_version_the_fleet_deployed_over_the_configs_handler(
         "replay wrote to the lease table"
     );
 }
+
+#[test]
+fn replay_hands_over_the_subscriptions_retry_copies_as_a_host_does() {
+    use crate::retries::{SECRET, fleet_key, forged_header, unauthenticated};
+    use shardhost::testing::envelope::{self, Kind};
+    let Some(st) = stack(1) else { return };
+    let dead = format!("{}-dead", st.stream);
+    st.k.create(&dead, 1);
+    let copy = |attempt: u32, subscription: &str| {
+        let mut header = forged_header(Kind::Retry, subscription, &st.stream);
+        header.attempt = attempt;
+        envelope::wrap(&fleet_key(), &header, b"retry-until:3")
+    };
+    st.k.put(&st.stream, "third", copy(3, "test"));
+    st.k.put(&st.stream, "second", copy(2, "test"));
+    st.k.put(&st.stream, "theirs", copy(3, "audit"));
+    let claimed = forged_header(Kind::Retry, "test", &st.stream);
+    st.k.put(
+        &st.stream,
+        "forged",
+        unauthenticated(&claimed, b"retry-until:3"),
+    );
+    st.k.put(&st.stream, "plain", "retry-until:3");
+    let dir = Scratch::new("replay-copies");
+    let sub = st
+        .subscription("scripted")
+        .trim_horizon()
+        .max_attempts(3)
+        .dead_letter(&dead);
+    let host = st
+        .host("replayer")
+        .set("host", "retry_key", SECRET)
+        .subscription(sub);
+    let config = dir.write("shardhost.toml", host.render());
+    let drop = guest("always_drop");
+    let out = replay(&config, &["test", drop.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let report = json(&out);
+    assert_eq!(report["records"], 3, "{report}");
+    let skipped = &report["skipped"];
+    assert_eq!(skipped["another subscription's retry copy"], 1, "{report}");
+    assert_eq!(
+        skipped["a retry copy no key of the fleet authenticates"], 1,
+        "{report}"
+    );
+    let current: std::collections::BTreeMap<&str, &str> = report["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["partition_key"].as_str().unwrap(),
+                d["current"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    // The third attempt of `retry-until:3` acks; the second and a first one retry.
+    let expected = [("plain", "retry"), ("second", "retry"), ("third", "ack")];
+    assert_eq!(current, expected.into_iter().collect(), "{report}");
+}

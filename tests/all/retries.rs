@@ -16,9 +16,9 @@ use shardhost::record::Outcome;
 use shardhost::testing::envelope::{self, Kind};
 
 /// The fleet secret of these tests' hosts.
-const SECRET: &str = "retries-test-secret";
+pub(crate) const SECRET: &str = "retries-test-secret";
 
-fn fleet_key() -> envelope::EnvelopeKey {
+pub(crate) fn fleet_key() -> envelope::EnvelopeKey {
     envelope::EnvelopeKey::from_secret(SECRET)
 }
 
@@ -288,7 +288,11 @@ fn a_handler_fault_holds_the_batch_under_a_cap_and_uses_up_no_attempts() {
 }
 
 /// A header as a host of the fleet would write it.
-fn forged_header(kind: Kind, subscription: &str, origin_stream: &str) -> envelope::Header {
+pub(crate) fn forged_header(
+    kind: Kind,
+    subscription: &str,
+    origin_stream: &str,
+) -> envelope::Header {
     envelope::Header {
         kind,
         subscription: subscription.to_owned(),
@@ -307,7 +311,7 @@ fn forged_header(kind: Kind, subscription: &str, origin_stream: &str) -> envelop
 }
 
 /// The first release's layout: magic, header length, header, data, and no MAC.
-fn unauthenticated(header: &envelope::Header, data: &[u8]) -> Vec<u8> {
+pub(crate) fn unauthenticated(header: &envelope::Header, data: &[u8]) -> Vec<u8> {
     let json = serde_json::to_vec(header).unwrap();
     let mut out = b"\0shardhost/1".to_vec();
     out.extend_from_slice(&(json.len() as u32).to_be_bytes());

@@ -171,6 +171,11 @@ fn router(state: Arc<AdminState>, config: &AdminConfig, listen: SocketAddr) -> R
         .route("/metrics", get(metrics_text))
         .route("/subscriptions/{name}/handler", put(deploy))
         .route("/subscriptions/{name}/rollback", post(rollback))
+        .route(
+            "/subscriptions/{name}/shadow",
+            put(upload::shadow).delete(shadow_off),
+        )
+        .route("/subscriptions/{name}/promote", post(promote))
         .route_layer(middleware::from_fn_with_state(
             config.token.as_deref().map(guard::Token::new).map(Arc::new),
             guard::require_token,
@@ -230,6 +235,7 @@ pub fn report(state: &AdminState) -> Report {
                     handler_version: handler.map(|h| h.version.clone()).unwrap_or_default(),
                     previous_version: handler.and_then(|h| h.previous_version.clone()),
                     last_deploy_error: handler.and_then(|h| h.last_deploy_error.clone()),
+                    shadow: handler.and_then(|h| h.shadow.clone()),
                     shards: state.status.shards_of(&s.name),
                 }
             })
@@ -258,6 +264,30 @@ async fn rollback(
     }
 }
 
+async fn shadow_off(State(shared): State<Arc<Shared>>, Path(name): Path<String>) -> Response {
+    match shared.state.deployer.shadow_off(&name).await {
+        Ok(shadow) => axum::Json(reply::ShadowReply {
+            shadow,
+            current: None,
+            replaced: None,
+        })
+        .into_response(),
+        Err(e) => refusal(e),
+    }
+}
+
+/// `POST /subscriptions/{name}/promote`: the shadow becomes current, as a deploy of its bytes.
+async fn promote(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    match signed::sign_of(&headers) {
+        Ok(sign) => swapped(shared.state.deployer.promote(&name, &sign).await),
+        Err((status, message)) => error(status, message),
+    }
+}
+
 fn swapped(result: Result<Deployed, DeployError>) -> Response {
     match result {
         Ok(s) => axum::Json(SwapReply::from(s)).into_response(),
@@ -269,7 +299,7 @@ fn refusal(e: DeployError) -> Response {
     let status = match e {
         DeployError::UnknownSubscription { .. } => StatusCode::NOT_FOUND,
         DeployError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-        DeployError::NothingToRollBack(_) => StatusCode::CONFLICT,
+        DeployError::NothingToRollBack(_) | DeployError::NoShadow(_) => StatusCode::CONFLICT,
         ref e if e.unsigned() => StatusCode::FORBIDDEN,
         ref e if e.moved() => StatusCode::CONFLICT,
         DeployError::Fleet(_) => StatusCode::SERVICE_UNAVAILABLE,

@@ -28,6 +28,17 @@ impl From<Deployed> for SwapReply {
     }
 }
 
+/// 200 to `PUT /subscriptions/{name}/shadow` (the candidate now in shadow, the current
+/// version, the shadow it replaced) and to `DELETE` (`shadow` is the one dropped).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShadowReply {
+    pub shadow: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced: Option<String>,
+}
+
 /// The body of every JSON refusal (4xx, 5xx): why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorReply {

@@ -66,6 +66,29 @@ pub(super) async fn deploy(
 
 /// What can be told of an upload from its head: the subscription exists, and the length the
 /// request declares (`Content-Length`, as hyper parsed it) is within `max_upload`.
+/// `PUT /subscriptions/{name}/shadow`: the upload, checked as a deploy's, runs in shadow.
+pub(super) async fn shadow(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+    body: Body,
+) -> Result<Response, UploadRefused> {
+    check_head(&shared, &name, &body)?;
+    let _upload = Upload::begin(&shared, &name).ok_or_else(|| UploadRefused::Busy(name.clone()))?;
+    let body = read_body(body, shared.max_upload).await?;
+    let origin = format!("shadow upload for `{name}` ({} bytes)", body.len());
+    Ok(
+        match shared.state.deployer.shadow(&name, &body, &origin).await {
+            Ok(set) => axum::Json(super::reply::ShadowReply {
+                shadow: set.shadow,
+                current: Some(set.current),
+                replaced: set.replaced,
+            })
+            .into_response(),
+            Err(e) => super::refusal(e),
+        },
+    )
+}
+
 fn check_head(shared: &Shared, name: &str, body: &Body) -> Result<(), UploadRefused> {
     let known = shared.state.deployer.subscriptions();
     if !known.iter().any(|k| k == name) {

@@ -8,7 +8,7 @@ use hyper::{Method, Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
 
-use crate::admin::reply::{ErrorReply, SwapReply};
+use crate::admin::reply::{ErrorReply, ShadowReply, SwapReply};
 use crate::admin::signed::{
     DEPLOY_ID_HEADER, GENERATION_HEADER, SIGNATURE_HEADER, SIGNED_BY_HEADER,
 };
@@ -188,6 +188,38 @@ impl AdminClient {
         answer.into_reply("deploy", SWAP)
     }
 
+    /// `PUT /subscriptions/{subscription}/shadow` with the candidate component.
+    pub async fn shadow(
+        &self,
+        subscription: &str,
+        component: Vec<u8>,
+    ) -> Result<ShadowReply, AdminError> {
+        let path = format!("/subscriptions/{subscription}/shadow");
+        let answer = self.send(Method::PUT, &path, component).await?;
+        answer.into_reply("deploy --shadow", SHADOW)
+    }
+
+    /// `DELETE /subscriptions/{subscription}/shadow`.
+    pub async fn shadow_off(&self, subscription: &str) -> Result<ShadowReply, AdminError> {
+        let path = format!("/subscriptions/{subscription}/shadow");
+        let answer = self.send(Method::DELETE, &path, Vec::new()).await?;
+        answer.into_reply("deploy --shadow-off", SHADOW)
+    }
+
+    /// `POST /subscriptions/{subscription}/promote` (signed like a deploy).
+    pub async fn promote(
+        &self,
+        subscription: &str,
+        signed: Option<&Intent>,
+    ) -> Result<SwapReply, AdminError> {
+        let path = format!("/subscriptions/{subscription}/promote");
+        let headers = signed.map(signature_headers).unwrap_or_default();
+        let answer = self
+            .send_with(Method::POST, &path, &headers, Vec::new())
+            .await?;
+        answer.into_reply("deploy --promote", SWAP)
+    }
+
     /// Sends one request and reads the whole answer.
     pub async fn send(
         &self,
@@ -261,6 +293,8 @@ fn signature_headers(intent: &Intent) -> Vec<(&'static str, String)> {
 
 /// What a deploy or rollback answers.
 const SWAP: &str = "a deploy reply";
+/// What a shadow call answers.
+const SHADOW: &str = "a shadow reply";
 
 #[cfg(test)]
 mod tests {

@@ -1,5 +1,6 @@
 //! `shardhost deploy [--admin URL | --config FILE] SUBSCRIPTION (FILE.wasm | --rollback)
-//! [--sign-key FILE] [--wait [--timeout D]]`
+//! [--sign-key FILE] [--wait [--timeout D]]`, and through an instance's admin API
+//! `deploy SUBSCRIPTION --shadow FILE.wasm`, `--shadow-off`, `--promote``
 //!
 //! Through an instance's admin API, or, with `--config`, straight into the lease table the config
 //! names (validated here under the config's limits first): with a DynamoDB lease table either
@@ -35,12 +36,30 @@ pub struct DeployArgs {
     subscription: String,
 
     /// The new handler component.
-    #[arg(required_unless_present = "rollback", conflicts_with = "rollback")]
+    #[arg(
+        required_unless_present_any = ["rollback", "shadow_off", "promote"],
+        conflicts_with_all = ["rollback", "shadow_off", "promote"]
+    )]
     file: Option<PathBuf>,
 
     /// Restore the handler that ran before the last deploy (fleet-wide with a DynamoDB table).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["shadow", "shadow_off", "promote"])]
     rollback: bool,
+
+    /// Run FILE in shadow on the instance: after the current version on every batch, its
+    /// answers compared and counted (status, metrics), never settled; its publishes, seeks,
+    /// HTTP requests and state writes recorded, never performed.
+    #[arg(long, requires = "file", conflicts_with = "config")]
+    shadow: bool,
+
+    /// Drop the instance's shadow.
+    #[arg(long, conflicts_with_all = ["config", "shadow", "promote"])]
+    shadow_off: bool,
+
+    /// Make the instance's shadow the current version, exactly as a deploy of it (fleet-wide
+    /// with a DynamoDB lease table), and drop the shadow.
+    #[arg(long, conflicts_with_all = ["config", "shadow"])]
+    promote: bool,
 
     /// Return only when every live instance runs the new version; fail naming the instances
     /// that refused it or did not answer within --timeout.
@@ -74,6 +93,9 @@ pub fn deploy(args: &DeployArgs) -> Result<(), CliError> {
         Some(path) => Some(SignKey::read(path)?),
         None => None,
     };
+    if args.shadow || args.shadow_off {
+        return super::block_on(shadow(args, component));
+    }
     match &args.config {
         Some(path) => {
             let config = load(path)?;
@@ -81,6 +103,32 @@ pub fn deploy(args: &DeployArgs) -> Result<(), CliError> {
         }
         None => super::block_on(through_admin(args, component, key.as_ref())),
     }
+}
+
+/// `--shadow FILE` and `--shadow-off`, through the instance's admin API.
+async fn shadow(args: &DeployArgs, component: Option<Vec<u8>>) -> Result<(), CliError> {
+    let client = args.admin.client()?;
+    let name = &args.subscription;
+    match component {
+        Some(bytes) => {
+            let reply = client.shadow(name, bytes).await?;
+            println!(
+                "subscription `{name}`: shadow set; it runs after the current version on every batch, compared, never settled"
+            );
+            println!("  shadow  {}", reply.shadow);
+            if let Some(current) = &reply.current {
+                println!("  current {current}");
+            }
+            if let Some(replaced) = &reply.replaced {
+                println!("  replaced the shadow {replaced}");
+            }
+        }
+        None => {
+            let reply = client.shadow_off(name).await?;
+            println!("subscription `{name}`: shadow {} dropped", reply.shadow);
+        }
+    }
+    Ok(())
 }
 
 async fn through_admin(
@@ -93,9 +141,10 @@ async fn through_admin(
     let reply = match key {
         None => match component {
             Some(bytes) => client.deploy(name, bytes, None).await?,
+            None if args.promote => client.promote(name, None).await?,
             None => client.rollback(name, None).await?,
         },
-        Some(key) => signed_through_admin(&client, name, component, key).await?,
+        Some(key) => signed_through_admin(&client, name, component, key, args.promote).await?,
     };
     let (old, new) = (&reply.old, &reply.new);
     if old == new {
@@ -126,17 +175,26 @@ async fn signed_through_admin(
     name: &str,
     component: Option<Vec<u8>>,
     key: &SignKey,
+    promote: bool,
 ) -> Result<SwapReply, CliError> {
     let mut tries = 0;
     loop {
         tries += 1;
         let report = client.status().await?;
+        let shadow = report
+            .subscriptions
+            .iter()
+            .find(|s| s.name == name)
+            .and_then(|s| s.shadow.as_ref())
+            .map(|s| s.version.clone());
         let fleet = report
             .fleet
             .ok_or_else(|| CliError::NothingToSign(name.to_owned()))?;
         let desired = fleet.desired_of(name);
         let version = match (&component, desired) {
             (Some(bytes), _) => version_of(bytes),
+            // Promoting deploys the shadow's version.
+            (None, _) if promote => shadow.ok_or_else(|| CliError::NoShadow(name.to_owned()))?,
             (None, Some(d)) => match &d.previous_version {
                 Some(v) => v.clone(),
                 None => return Err(FleetError::NothingToRollBack(name.to_owned()).into()),
@@ -163,6 +221,7 @@ async fn signed_through_admin(
         };
         let sent = match &component {
             Some(bytes) => client.deploy(name, bytes.clone(), Some(&intent)).await,
+            None if promote => client.promote(name, Some(&intent)).await,
             None => client.rollback(name, Some(&intent)).await,
         };
         match sent {

@@ -61,6 +61,9 @@ pub enum CliError {
         .0.display()
     )]
     EmbeddedReplay(PathBuf),
+    /// `deploy --promote` with no shadow to promote.
+    #[error("subscription `{0}` has no shadow to promote (set one with deploy --shadow)")]
+    NoShadow(String),
     /// `replay`: the versions answered some records differently (the report shows them).
     #[error("{0} record(s) answered differently")]
     Differs(u64),
@@ -209,6 +212,7 @@ impl CliError {
             | CliError::Handler(_)
             | CliError::EmbeddedDeadLetters(_)
             | CliError::EmbeddedReplay(_)
+            | CliError::NoShadow(_)
             | CliError::NoFleet(_)
             | CliError::UnknownSubscription { .. }
             | CliError::Refused { .. }

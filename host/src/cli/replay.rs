@@ -14,7 +14,7 @@ use crate::config::{Config, KinesisEndpoint, LeaseStoreKind, SubscriptionConfig}
 use crate::effects::Effects;
 use crate::handler::CallContext;
 use crate::publish::Publisher;
-use crate::replay::{Plan, Range, Report, Trial};
+use crate::replay::{Copies, Plan, Range, Report, Trial};
 use crate::source::StreamSource;
 use crate::source::kinesis::KinesisStreams;
 use crate::wasm::Runtime;
@@ -194,8 +194,21 @@ async fn run(
         read_limit: sub.read_limit,
         max_differences: args.max_differences,
     };
+    // The fleet's keys, read only: a retry copy of this subscription is replayed as its
+    // original, as a host hands it over.
+    let keys = crate::supervisor::fleet_envelope_keys(config)
+        .await
+        .map_err(|source| CliError::Start {
+            path: config.path.clone(),
+            source: Box::new(source),
+        })?;
+    let ours_here = sub
+        .retry
+        .as_ref()
+        .is_some_and(|r| r.retry_stream == sub.stream);
+    let copies = Copies::new(keys, &sub.name, ours_here);
     let span = tracing::info_span!("replay", subscription = %sub.name);
-    let report = crate::replay::replay(source.as_ref(), &plan, &mut now, &mut then)
+    let report = crate::replay::replay(source.as_ref(), &plan, &copies, &mut now, &mut then)
         .instrument(span)
         .await?;
     Ok(report)

@@ -75,6 +75,9 @@ fn render(report: &Report) -> String {
         if let Some(e) = &s.last_deploy_error {
             out += &format!("  last deploy refused: {e}\n");
         }
+        if let Some(shadow) = &s.shadow {
+            out += &render_shadow(shadow);
+        }
         if s.shards.is_empty() {
             out += "  no shards read by this instance\n";
             continue;
@@ -112,6 +115,47 @@ fn render(report: &Report) -> String {
     }
     if let Some(fleet) = &report.fleet {
         out += &render_fleet(fleet);
+    }
+    out
+}
+
+/// A shadow's comparison so far.
+fn render_shadow(s: &crate::shadow::ShadowReport) -> String {
+    let mut out = format!(
+        "  shadow {} (deploy --promote makes it current): {} agree, {} differ, {} trapped, \
+         {} timed out, {} skipped; {} batch(es) compared, {} dropped\n",
+        s.version,
+        s.agree,
+        s.differ,
+        s.trapped,
+        s.timed_out,
+        s.skipped,
+        s.batches_compared,
+        s.batches_dropped
+    );
+    for d in &s.differences {
+        out += &format!(
+            "    {} -> {}: {} record(s)\n",
+            d.current, d.candidate, d.records
+        );
+    }
+    for d in &s.first_differences {
+        out += &format!(
+            "    {} {}  key {}  {} -> {}{}\n",
+            d.shard_id,
+            d.sequence_number,
+            d.partition_key,
+            d.current,
+            d.candidate,
+            d.error
+                .as_deref()
+                .map(|e| format!("  ({e})"))
+                .unwrap_or_default()
+        );
+    }
+    if !s.effects.is_empty() {
+        let effects: Vec<String> = s.effects.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        out += &format!("    recorded, not performed: {}\n", effects.join(", "));
     }
     out
 }

@@ -9,6 +9,7 @@
 //! serving, and is never written as desired.
 
 mod converge;
+mod shadow;
 mod watch;
 
 use std::collections::BTreeMap;
@@ -42,6 +43,8 @@ pub enum DeployError {
     },
     #[error("subscription `{0}`: no earlier handler to roll back to")]
     NothingToRollBack(String),
+    #[error("subscription `{0}` has no shadow (set one with deploy --shadow)")]
+    NoShadow(String),
     /// The fleet's desired state could not be written or read; nothing was swapped.
     #[error("{0}; the handler serving is unchanged")]
     Fleet(#[source] FleetError),
@@ -117,6 +120,8 @@ pub struct HandlerState {
     pub previous_version: Option<String>,
     /// Why the last deploy, rollback or reload was refused, if it was.
     pub last_deploy_error: Option<String>,
+    /// The candidate in shadow, and how it compares.
+    pub shadow: Option<crate::shadow::ShadowReport>,
 }
 
 /// A deploy or rollback that went through.
@@ -364,6 +369,7 @@ impl Deployer {
                     version: t.slot.version(),
                     previous_version: t.slot.previous_version(),
                     last_deploy_error: t.last_error.lock().expect("deployer poisoned").clone(),
+                    shadow: t.slot.shadow().1.map(|s| s.report()),
                 };
                 (name.clone(), state)
             })

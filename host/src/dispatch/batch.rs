@@ -46,6 +46,7 @@ impl Run<'_> {
             .log_budget
             .report(short_version(&self.version));
         let (lanes, seek) = self.collect_seek(lanes);
+        self.offer_shadow(&lanes);
         let mut error = None;
         for u in unbelieved {
             // Past a seek it is read again (its ticket forgotten by the seek): dealt with then.

@@ -23,6 +23,7 @@ mod read;
 mod read_size;
 mod retry;
 mod run;
+mod shadow;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -164,6 +165,8 @@ struct Run<'w> {
     source: Arc<dyn StreamSource>,
     /// Shared, so that a wait can hold them while the worker's state changes.
     interrupts: Arc<Interrupts>,
+    /// The link to the subscription's shadow, when it has one.
+    shadow: shadow::ShadowLink,
     worker: &'w ShardWorker,
 }
 
@@ -250,6 +253,7 @@ impl ShardWorker {
                 handoff: self.lease.handoff().clone(),
                 lease: self.lease.clone(),
             }),
+            shadow: Default::default(),
             worker: &self,
         };
         let exit = run.read_loop(reader).await;

@@ -11,6 +11,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 mod http;
+mod shadow;
 mod shard;
 mod state;
 
@@ -98,6 +99,7 @@ pub struct Metrics {
     fleet_requests: Family<RequestLabels, Counter>,
     http: http::HttpFamilies,
     state: state::StateFamilies,
+    shadow: shadow::ShadowFamilies,
 }
 
 impl Default for Metrics {
@@ -130,6 +132,7 @@ impl Metrics {
             fleet_requests: Family::default(),
             http: http::HttpFamilies::default(),
             state: state::StateFamilies::default(),
+            shadow: shadow::ShadowFamilies::default(),
             registry: Registry::default(),
         };
         m.register_handler_metrics(&mut registry);
@@ -137,6 +140,7 @@ impl Metrics {
         m.register_containment_metrics(&mut registry);
         m.http.register(&mut registry);
         m.state.register(&mut registry);
+        m.shadow.register(&mut registry);
         Metrics { registry, ..m }
     }
 

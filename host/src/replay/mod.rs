@@ -17,8 +17,11 @@ use crate::handler::{CallContext, Handler, HandlerFactory, outcomes_per_record};
 use crate::record::{BatchInfo, Record};
 use crate::source::{ShardReader, SourceError, StartPosition, StreamSource};
 
+pub mod copies;
 pub mod report;
 
+pub use copies::Copies;
+use copies::Taken;
 pub use report::{Answer, Report};
 
 /// The time between two reads of one shard.
@@ -104,10 +107,11 @@ pub struct Plan {
     pub max_differences: usize,
 }
 
-/// Replays `plan` through `current` and `candidate`.
+/// Replays `plan` through `current` and `candidate`; `copies` tells retry copies from records.
 pub async fn replay(
     source: &dyn StreamSource,
     plan: &Plan,
+    copies: &Copies,
     current: &mut Trial,
     candidate: &mut Trial,
 ) -> Result<Report, SourceError> {
@@ -136,21 +140,48 @@ pub async fn replay(
             };
             records.truncate(usize::try_from(left).unwrap_or(usize::MAX));
             left -= records.len() as u64;
-            let info = BatchInfo {
-                stream: stream.to_owned(),
-                shard_id: shard.clone(),
-                millis_behind_latest: None,
-                attempt: 1,
-            };
-            for chunk in records.chunks(batch) {
-                let now = current.judge(&info, chunk).await;
-                let then = candidate.judge(&info, chunk).await;
-                report.add(&shard, chunk, now, then);
+            let mut taken = Vec::with_capacity(records.len());
+            for record in records {
+                match copies.take(record) {
+                    Taken::Replayed(record, attempt) => taken.push((record, attempt)),
+                    Taken::Skipped(why) => report.skipped(why),
+                }
+            }
+            for (attempt, calls) in by_attempt(taken, batch) {
+                let info = BatchInfo {
+                    stream: stream.to_owned(),
+                    shard_id: shard.clone(),
+                    millis_behind_latest: None,
+                    attempt,
+                };
+                for chunk in calls {
+                    let now = current.judge(&info, &chunk).await;
+                    let then = candidate.judge(&info, &chunk).await;
+                    report.add(&shard, &chunk, now, then);
+                }
             }
         }
     }
     report.effects(current.effects.recorded(), candidate.effects.recorded());
     Ok(report)
+}
+
+/// `records` in read order as calls of at most `batch` records, each of one attempt (a call
+/// tells the handler one attempt, as a host's lane does).
+fn by_attempt(records: Vec<(Record, u32)>, batch: usize) -> Vec<(u32, Vec<Vec<Record>>)> {
+    let mut runs: Vec<(u32, Vec<Record>)> = Vec::new();
+    for (record, attempt) in records {
+        match runs.last_mut() {
+            Some((a, run)) if *a == attempt => run.push(record),
+            _ => runs.push((attempt, vec![record])),
+        }
+    }
+    runs.into_iter()
+        .map(|(attempt, run)| {
+            let calls = run.chunks(batch).map(<[Record]>::to_vec).collect();
+            (attempt, calls)
+        })
+        .collect()
 }
 
 /// The shard ids of `shards`, every parent before its children (a parent a listing no longer

@@ -57,6 +57,9 @@ pub struct Report {
     pub differences: Vec<Difference>,
     /// Every differing record, kept or not.
     pub differences_total: u64,
+    /// Records read but not handed to either version (retry copies a host would not hand to
+    /// this handler), by why.
+    pub skipped: BTreeMap<&'static str, u64>,
     max_differences: usize,
     /// What each version would have done besides answering: current, candidate.
     pub effects: (Recorded, Recorded),
@@ -71,6 +74,7 @@ impl Report {
             outcomes: BTreeMap::new(),
             differences: Vec::new(),
             differences_total: 0,
+            skipped: BTreeMap::new(),
             max_differences,
             effects: Default::default(),
         }
@@ -101,6 +105,11 @@ impl Report {
         }
     }
 
+    /// Counts a record read and not replayed.
+    pub fn skipped(&mut self, why: &'static str) {
+        *self.skipped.entry(why).or_default() += 1;
+    }
+
     pub fn effects(&mut self, current: Recorded, candidate: Recorded) {
         self.effects = (current, candidate);
     }
@@ -111,6 +120,9 @@ impl Report {
         let _ = writeln!(out, "current:   {}", self.current);
         let _ = writeln!(out, "candidate: {}", self.candidate);
         let _ = writeln!(out, "{} record(s) replayed", self.records);
+        for (why, n) in &self.skipped {
+            let _ = writeln!(out, "{n} record(s) skipped: {why}");
+        }
         let _ = writeln!(
             out,
             "\n{:<12} {:>10} {:>10}",
@@ -207,6 +219,7 @@ impl Report {
             "current": self.current,
             "candidate": self.candidate,
             "records": self.records,
+            "skipped": self.skipped,
             "outcomes": outcomes,
             "differences": differences,
             "differences_total": self.differences_total,

@@ -208,6 +208,9 @@ pub struct SubscriptionReport {
     pub previous_version: Option<String>,
     /// Why the last deploy, rollback or reload was refused, if it was.
     pub last_deploy_error: Option<String>,
+    /// The candidate in shadow (`deploy --shadow`), and how its answers compare.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<crate::shadow::ShadowReport>,
     pub shards: Vec<ShardReport>,
 }
 

@@ -116,7 +116,7 @@ impl Compiler {
         let component = match urgency {
             Urgency::Now => Component::new(&self.engine, bytes),
             Urgency::Background => {
-                lower_priority();
+                lower_priority(10);
                 self.serial
                     .precompile_component(bytes)
                     // SAFETY: the bytes were just made by `precompile_component` of an engine
@@ -132,13 +132,13 @@ impl Compiler {
     }
 }
 
-/// Lowers the calling thread's scheduling priority (nice 10): a compile during a deploy yields
-/// the cores to the handlers that run.
-fn lower_priority() {
+/// Lowers the calling thread's scheduling priority to `nice` (a compile during a deploy: 10,
+/// so it yields the cores to the handlers that run; a shadow: 19).
+pub(crate) fn lower_priority(nice: libc::c_int) {
     // SAFETY: setpriority on the calling thread (its id from gettid) only changes how the
     // scheduler weighs this thread; failure is harmless and ignored.
     unsafe {
         let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10);
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
     }
 }

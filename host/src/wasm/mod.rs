@@ -32,6 +32,7 @@ use crate::handler::{CallContext, CallError, Handler, HandlerFactory};
 pub use cache::{CacheDir, human_bytes};
 use compile::Compiler;
 pub use compile::Urgency;
+pub(crate) use compile::lower_priority;
 pub use imports::HostState;
 use instance::InstanceSpec;
 pub use instance::{InstantiateError, WasmInstance};

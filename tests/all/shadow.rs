@@ -1,0 +1,277 @@
+//! Shadows (`deploy --shadow`), against kinesis-mock: a candidate runs after the current
+//! version on every batch, its answers compared and counted, never settled; one that traps or
+//! hangs changes and delays nothing; `--promote` makes it current at a batch boundary, as a
+//! deploy does.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use hyper::{Method, StatusCode};
+use shardhost::record::Outcome;
+use shardhost::shadow::ShadowReport;
+use shardhost::status::ShardState;
+
+use crate::support::kinesis::Kinesis;
+use crate::support::{
+    HostToml, Outcomes, Running, Scratch, Subscription, guest, kinesis_endpoint, unique,
+    wait_until_else,
+};
+
+const TOKEN: &str = "shadow-token";
+
+/// A host on every shard of a new stream of `shards`, running `current`, with the admin API.
+struct Fixture {
+    k: Kinesis,
+    stream: String,
+    host: Running,
+    seen: Outcomes,
+    _dir: Scratch,
+}
+
+fn start(current: &str, shards: i32, timeout: &str) -> Option<Fixture> {
+    let ep = kinesis_endpoint()?;
+    let stream = unique("shadow");
+    let k = Kinesis::new(&ep);
+    k.create(&stream, shards);
+    let dir = Scratch::new("shadow");
+    let config = HostToml::kinesis(&ep)
+        .leases("renew_every", "1s")
+        .leases("list_every", "300ms")
+        .admin_with_token(TOKEN)
+        .subscription(
+            Subscription::new("tagged", &stream, guest(current))
+                .trim_horizon()
+                .batch(10)
+                .poll_interval("20ms")
+                .limit("timeout", timeout),
+        );
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, config, |h| h.on_outcome(seen.tap()));
+    host.wait_for("every shard read", |b| {
+        b.shards_of("tagged")
+            .iter()
+            .filter(|s| s.status.state == ShardState::Reading)
+            .count()
+            == shards as usize
+    });
+    Some(Fixture {
+        k,
+        stream,
+        host,
+        seen,
+        _dir: dir,
+    })
+}
+
+impl Fixture {
+    fn admin(&self, method: Method, path: &str, body: Vec<u8>) -> (StatusCode, String) {
+        let client = self.host.admin(Some(TOKEN));
+        let answer = self.host.block_on(client.send(method, path, body)).unwrap();
+        (answer.status, answer.message())
+    }
+
+    fn set_shadow(&self, handler: &str) {
+        let bytes = std::fs::read(guest(handler)).unwrap();
+        let (status, body) = self.admin(Method::PUT, "/subscriptions/tagged/shadow", bytes);
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+
+    fn shadow(&self) -> Option<ShadowReport> {
+        let client = self.host.admin(Some(TOKEN));
+        let report = self.host.block_on(client.status()).unwrap();
+        report.subscriptions[0].shadow.clone()
+    }
+
+    /// Waits until the shadow has compared `n` records in all.
+    fn wait_compared(&self, n: u64) -> ShadowReport {
+        wait_until_else(
+            &format!("the shadow to compare {n} records"),
+            Duration::from_secs(60),
+            || {
+                self.shadow()
+                    .is_some_and(|s| s.agree + s.differ + s.trapped + s.timed_out + s.skipped >= n)
+            },
+            || format!("{:#?}", self.shadow()),
+        );
+        self.shadow().unwrap()
+    }
+
+    fn put(&self, key: &str, data: &str) {
+        self.k.put(&self.stream, key, data);
+    }
+
+    fn wait_settled(&self, n: usize) {
+        self.host
+            .wait_for(&format!("{n} records settled"), |_| self.seen.len() >= n);
+    }
+}
+
+fn version(handler: &str) -> String {
+    shardhost::testing::version_of(&std::fs::read(guest(handler)).unwrap())
+}
+
+#[test]
+fn a_shadow_is_compared_on_every_batch_and_settles_nothing() {
+    let Some(f) = start("scripted", 2, "5s") else {
+        return;
+    };
+    f.set_shadow("always_drop");
+    // In rounds, each compared before the next, so that no batch finds the shadow busy.
+    let mut n = 0;
+    for round in 0..4 {
+        for i in 0..15 {
+            let data = if i % 3 == 0 { "drop" } else { "ack" };
+            f.put(&format!("key-{round}-{i}"), data);
+        }
+        n += 15;
+        f.wait_settled(n);
+        f.wait_compared(n as u64);
+    }
+    let shadow = f.shadow().unwrap();
+    assert_eq!(shadow.version, version("always_drop"));
+    assert_eq!((shadow.agree, shadow.differ), (20, 40), "{shadow:#?}");
+    assert_eq!(shadow.batches_dropped, 0, "{shadow:#?}");
+    assert_eq!(shadow.differences.len(), 1, "{shadow:#?}");
+    let pair = &shadow.differences[0];
+    assert_eq!(
+        (pair.current.as_str(), pair.candidate.as_str()),
+        ("ack", "drop")
+    );
+    assert_eq!(pair.records, 40);
+    assert_eq!(shadow.first_differences.len(), 20, "the first 20 are kept");
+
+    // Only the current version settled, each record once, as it answers.
+    let all = f.seen.all();
+    assert_eq!(all.len(), 60);
+    let scripted = version("scripted");
+    let mut once: HashMap<&str, usize> = HashMap::new();
+    for s in &all {
+        assert_eq!(
+            s.version, scripted,
+            "{} settled by the shadow",
+            s.partition_key
+        );
+        let expected = if s.data == "drop" {
+            Outcome::Drop
+        } else {
+            Outcome::Ack
+        };
+        assert_eq!(s.outcome, expected);
+        *once.entry(&s.partition_key).or_default() += 1;
+    }
+    assert!(once.values().all(|&c| c == 1), "a record settled twice");
+
+    let metrics = f.host.block_on(f.host.admin(Some(TOKEN)).send(
+        Method::GET,
+        "/metrics",
+        Vec::new(),
+    ));
+    let metrics = metrics.unwrap().message();
+    assert!(
+        metrics.contains(
+            r#"shardhost_shadow_records_total{subscription="tagged",result="differ"} 40"#
+        ),
+        "{metrics}"
+    );
+    f.host.stop();
+}
+
+#[test]
+fn a_shadow_that_traps_or_hangs_changes_and_delays_no_settlement() {
+    let Some(f) = start("always_ack", 1, "1s") else {
+        return;
+    };
+    f.set_shadow("scripted");
+    for i in 0..10 {
+        f.put(&format!("ok-{i}"), "ack");
+    }
+    f.wait_settled(10);
+    f.wait_compared(10);
+    f.put("poison", "panic");
+    f.wait_settled(11);
+    let trapped = f.wait_compared(11);
+    assert_eq!(trapped.trapped, 1, "{trapped:#?}");
+    // The shadow hangs on this record until its 1 s timeout; the shard does not wait for it.
+    f.put("slow", "sleep:60000");
+    f.wait_settled(12);
+    for i in 0..5 {
+        f.put(&format!("later-{i}"), "ack");
+    }
+    f.wait_settled(17);
+    let shadow = f.shadow().unwrap();
+    assert_eq!(
+        shadow.timed_out, 0,
+        "every record settled while the shadow still waited on the slow one: {shadow:#?}"
+    );
+    wait_until_else(
+        "the shadow's timeout",
+        Duration::from_secs(60),
+        || f.shadow().is_some_and(|s| s.timed_out == 1),
+        || format!("{:#?}", f.shadow()),
+    );
+    let all = f.seen.all();
+    assert_eq!(all.len(), 17);
+    let ack = version("always_ack");
+    assert!(
+        all.iter()
+            .all(|s| s.outcome == Outcome::Ack && s.version == ack),
+        "settled only by the current version, as it answers"
+    );
+    let first = &f.shadow().unwrap().first_differences;
+    assert!(
+        first
+            .iter()
+            .any(|d| d.partition_key == "poison" && d.candidate == "failed"),
+        "{first:#?}"
+    );
+    f.host.stop();
+}
+
+#[test]
+fn promote_makes_the_shadow_current_at_a_batch_boundary_and_shadow_off_drops_it() {
+    let Some(f) = start("always_ack", 2, "5s") else {
+        return;
+    };
+    // Nothing to promote or drop yet; a broken shadow is refused.
+    let (status, _) = f.admin(Method::POST, "/subscriptions/tagged/promote", Vec::new());
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, _) = f.admin(Method::DELETE, "/subscriptions/tagged/shadow", Vec::new());
+    assert_eq!(status, StatusCode::CONFLICT);
+    let broken = b"\0asm\x0d\0\x01\0 broken".to_vec();
+    let (status, _) = f.admin(Method::PUT, "/subscriptions/tagged/shadow", broken);
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(f.shadow().is_none());
+
+    f.set_shadow("always_drop");
+    let (status, body) = f.admin(Method::DELETE, "/subscriptions/tagged/shadow", Vec::new());
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(f.shadow().is_none());
+
+    f.set_shadow("always_drop");
+    let mut n = 0;
+    for i in 0..40 {
+        f.put(&format!("key-{}", i % 7), &format!("before-{i}"));
+        n += 1;
+    }
+    f.wait_settled(n);
+    let (status, body) = f.admin(Method::POST, "/subscriptions/tagged/promote", Vec::new());
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(f.shadow().is_none(), "promoted: no shadow left");
+    for i in 0..40 {
+        f.put(&format!("key-{}", i % 7), &format!("after-{i}"));
+        n += 1;
+    }
+    f.wait_settled(n);
+    let all = f.seen.all();
+    assert_eq!(all.len(), n, "each record settled once");
+    let (ack, drop) = (version("always_ack"), version("always_drop"));
+    for s in &all {
+        let expected = if s.data.starts_with("before") {
+            &ack
+        } else {
+            &drop
+        };
+        assert_eq!(&s.version, expected, "{} on the wrong version", s.data);
+    }
+    f.host.stop();
+}
