@@ -89,6 +89,23 @@ impl HandlerFactory for NativeFactory {
 
 /// One drain of `n` preloaded shipments through a coordinator; answers records/s.
 fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize, call_batch: usize) -> f64 {
+    drain_shadowed(factory, None, n, batch, call_batch).0
+}
+
+/// As [`drain`], with `shadow` (if any) in shadow of `factory`; answers records/s and the
+/// shadow's batches compared and dropped.
+fn drain_shadowed(
+    factory: Arc<dyn HandlerFactory>,
+    shadow: Option<Arc<dyn HandlerFactory>>,
+    n: usize,
+    batch: usize,
+    call_batch: usize,
+) -> (f64, u64, u64) {
+    let slot = Arc::new(shardhost::handler::HandlerSlot::new(factory));
+    if let Some(candidate) = shadow {
+        let shadow = shardhost::shadow::Shadow::new(candidate, Vec::new());
+        slot.set_shadow(Some(Arc::new(shadow)));
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -128,7 +145,7 @@ fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize, call_batch: u
             checkpoint_every: Duration::from_secs(1),
             poll_interval: Duration::from_millis(1),
             start_at: StartAt::TrimHorizon,
-            handler: Arc::new(shardhost::handler::HandlerSlot::new(factory)),
+            handler: slot.clone(),
             metrics: Arc::new(shardhost::Metrics::new()),
             lanes: 1,
             in_flight: Default::default(),
@@ -161,7 +178,11 @@ fn drain(factory: Arc<dyn HandlerFactory>, n: usize, batch: usize, call_batch: u
     let elapsed = started.elapsed();
     stop.cancel();
     rt.block_on(task).unwrap().unwrap();
-    n as f64 / elapsed.as_secs_f64()
+    let (compared, dropped) = slot.shadow().1.map_or((0, 0), |s| {
+        let r = s.report();
+        (r.batches_compared, r.batches_dropped)
+    });
+    (n as f64 / elapsed.as_secs_f64(), compared, dropped)
 }
 
 fn main() {
@@ -218,6 +239,32 @@ fn main() {
         println!(
             "{label:<32} wasm {w:>10.0} rec/s   native {nat:>10.0} rec/s   wasm/native {:.2}",
             w / nat
+        );
+    }
+    // A shadow of the same version on the batch-of-500 path: what the current version pays.
+    if only.as_deref().is_none_or(|o| o == "wasm") && mode.as_deref().is_none_or(|m| m == "shadow")
+    {
+        let (batch, n) = (500, 200_000);
+        let plain = median(
+            (0..runs)
+                .map(|_| drain(wasm.clone(), n, batch, batch))
+                .collect(),
+        );
+        let mut compared = Vec::new();
+        let shadowed = median(
+            (0..runs)
+                .map(|_| {
+                    let (rate, c, d) =
+                        drain_shadowed(wasm.clone(), Some(wasm.clone()), n, batch, batch);
+                    compared.push((c, d));
+                    rate
+                })
+                .collect(),
+        );
+        println!(
+            "{:<32} wasm {plain:>10.0} rec/s   with a shadow {shadowed:>10.0} rec/s   shadowed/plain {:.2}   batches compared/dropped per run {compared:?}",
+            "batch of 500, shadow (same)",
+            shadowed / plain
         );
     }
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
