@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::state::{shipment, state_table};
 use crate::support::fleet::stack;
-use crate::support::{HostToml, HttpServer, Scratch, guest};
+use crate::support::{HostToml, HttpServer, Scratch, Subscription, guest};
 
 /// `shardhost replay ARGS… --config CONFIG`.
 fn replay(config: &Path, args: &[&str]) -> Output {
@@ -325,4 +325,33 @@ fn replay_hands_over_the_subscriptions_retry_copies_as_a_host_does() {
     // The third attempt of `retry-until:3` acks; the second and a first one retry.
     let expected = [("plain", "retry"), ("second", "retry"), ("third", "ack")];
     assert_eq!(current, expected.into_iter().collect(), "{report}");
+}
+
+#[test]
+fn replay_finds_the_one_record_a_candidate_traps_on_as_a_host_would() {
+    let Some(st) = stack(1) else { return };
+    for i in 0..9 {
+        st.k.put(&st.stream, &format!("ok-{i}"), "ack");
+    }
+    st.k.put(&st.stream, "poison", "panic");
+    let dir = Scratch::new("replay-trap");
+    let sub = Subscription::new("test", &st.stream, guest("always_ack"))
+        .trim_horizon()
+        .batch(10);
+    let config = dir.write(
+        "shardhost.toml",
+        st.host("replayer").subscription(sub).render(),
+    );
+    let scripted = guest("scripted");
+    let out = replay(&config, &["test", scripted.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let report = json(&out);
+    assert_eq!(report["outcomes"]["ack"]["candidate"], 9, "{report}");
+    assert_eq!(report["outcomes"]["failed"]["candidate"], 1, "{report}");
+    let differences = report["differences"].as_array().unwrap();
+    assert_eq!(differences.len(), 1, "{report}");
+    assert_eq!(differences[0]["partition_key"], "poison");
+    assert_eq!(differences[0]["candidate"], "failed");
+    let error = differences[0]["candidate_error"].as_str().unwrap();
+    assert!(error.contains("poison record"), "{error}");
 }

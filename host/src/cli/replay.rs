@@ -181,8 +181,10 @@ async fn run(
         effects: None,
     };
     let live = args.http == HttpReplay::Live;
-    let mut now = Trial::new(current, ctx.clone(), Effects::new(live, OVERLAY_LIMIT));
-    let mut then = Trial::new(candidate, ctx, Effects::new(live, OVERLAY_LIMIT));
+    let (call_batch, lanes) = (sub.batch, sub.lanes as usize);
+    let trial = |factory, ctx, effects| Trial::new(factory, ctx, effects, call_batch, lanes);
+    let mut now = trial(current, ctx.clone(), Effects::new(live, OVERLAY_LIMIT));
+    let mut then = trial(candidate, ctx, Effects::new(live, OVERLAY_LIMIT));
     let plan = Plan {
         stream: sub.stream.clone(),
         range: Range {

@@ -22,7 +22,7 @@ struct Meta {
 }
 
 /// The lane of a partition key (FNV-1a): one key always goes to the same lane.
-fn lane_of(key: &str, lanes: usize) -> usize {
+pub(super) fn lane_of(key: &str, lanes: usize) -> usize {
     if lanes == 1 {
         return 0;
     }

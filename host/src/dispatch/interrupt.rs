@@ -19,8 +19,8 @@ pub(super) struct Interrupts {
     pub handoff: CancellationToken,
     /// The lease, whose fence is looked at to the instant before a handler is called (the
     /// keep-alive fires `lost` at the fence too, but a call due at that very instant must not
-    /// slip in before it runs).
-    pub lease: std::sync::Arc<crate::lease::LeaseHandle>,
+    /// slip in before it runs). None: no lease (a replay).
+    pub lease: Option<std::sync::Arc<crate::lease::LeaseHandle>>,
 }
 
 impl Interrupts {
@@ -36,7 +36,17 @@ impl Interrupts {
 
     /// Whether the lease is lost, or past its fence this instant (which fences it).
     pub fn lease_lost(&self) -> bool {
-        self.lease.past_fence()
+        self.lease.as_ref().is_some_and(|l| l.past_fence())
+    }
+
+    /// Nothing interrupts: no lease, and tokens nobody cancels (a replay).
+    pub fn none() -> Interrupts {
+        Interrupts {
+            lost: CancellationToken::new(),
+            stop: CancellationToken::new(),
+            handoff: CancellationToken::new(),
+            lease: None,
+        }
     }
 
     /// Whether the worker is interrupted now.

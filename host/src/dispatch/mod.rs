@@ -12,12 +12,16 @@
 //! batch (the handler version it runs on, lanes, seeks, each record resolved by its answer);
 //! [`lane`] runs one lane's calls (bisecting a failed call); [`retry`] is the retry policy
 //! (copies, dead letters, retry-after delays). Settling itself, the checkpoint moving over
-//! answered records, is [`crate::settle`].
+//! answered records, is [`crate::settle`]. [`shadow`] hands each batch to the subscription's
+//! shadow, if it has one; [`judge`] answers records outside any worker (`replay`), through the
+//! same lanes.
 
 mod batch;
 mod copies;
 mod in_flight;
 mod interrupt;
+mod judge;
+pub(crate) use judge::{Judge, Judged};
 mod lane;
 mod read;
 mod read_size;
@@ -251,7 +255,7 @@ impl ShardWorker {
                 lost: self.lease.lost().clone(),
                 stop: self.stop.clone(),
                 handoff: self.lease.handoff().clone(),
-                lease: self.lease.clone(),
+                lease: Some(self.lease.clone()),
             }),
             shadow: Default::default(),
             worker: &self,

@@ -12,8 +12,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::dispatch::{Judge, Judged};
 use crate::effects::Effects;
-use crate::handler::{CallContext, Handler, HandlerFactory, outcomes_per_record};
+use crate::handler::{CallContext, HandlerFactory};
 use crate::record::{BatchInfo, Record};
 use crate::source::{ShardReader, SourceError, StartPosition, StreamSource};
 
@@ -39,58 +40,48 @@ pub struct Range {
     pub records: Option<u64>,
 }
 
-/// One version on trial: its component, its effects, and its instance between batches.
+/// One version on trial: its answers come from a [`Judge`] (lanes, bisecting, as a shard's
+/// batch), its effects go to its own recorder.
 pub struct Trial {
-    factory: Arc<dyn HandlerFactory>,
+    version: String,
     pub effects: Arc<Effects>,
-    ctx: CallContext,
-    instance: Option<Box<dyn Handler>>,
+    judge: Judge,
 }
 
 impl Trial {
-    /// `factory` on trial for subscription `ctx.subscription`; its effects go to `effects`.
+    /// `factory` on trial for subscription `ctx.subscription`, `call_batch` records a call over
+    /// `lanes` lanes; its effects go to `effects`.
     pub fn new(
         factory: Arc<dyn HandlerFactory>,
         mut ctx: CallContext,
         effects: Arc<Effects>,
+        call_batch: usize,
+        lanes: usize,
     ) -> Trial {
         ctx.effects = Some(effects.clone());
         Trial {
-            factory,
+            version: factory.version(),
             effects,
-            ctx,
-            instance: None,
+            judge: Judge::new(factory, ctx, call_batch, lanes),
         }
     }
 
     pub fn version(&self) -> String {
-        self.factory.version()
+        self.version.clone()
     }
 
-    /// The version's answer for each record of `batch`. A call that fails (a trap, the
-    /// timeout, a wrong count) fails every record of it, and the next batch gets a fresh
-    /// instance, as a host's would.
-    pub async fn judge(&mut self, info: &BatchInfo, batch: &[Record]) -> Vec<Answer> {
-        let mut ctx = self.ctx.clone();
-        ctx.shard_id = Arc::from(info.shard_id.as_str());
-        let mut handler = match self.instance.take() {
-            Some(h) => h,
-            None => match self.factory.instantiate(&ctx).await {
-                Ok(h) => h,
-                Err(e) => return vec![Answer::Failed(e.to_string()); batch.len()],
-            },
-        };
-        let result = handler
-            .handle(info, batch)
+    /// The version's answer for each record of `batch` (with its attempt), in order.
+    pub async fn judge(&mut self, info: &BatchInfo, batch: &[(Record, u32)]) -> Vec<Answer> {
+        self.judge
+            .judge(info, batch)
             .await
-            .and_then(|a| outcomes_per_record(a, batch.len(), handler.version()));
-        match result {
-            Ok(outcomes) => {
-                self.instance = Some(handler);
-                outcomes.into_iter().map(Answer::Outcome).collect()
-            }
-            Err(e) => vec![Answer::Failed(e.to_string()); batch.len()],
-        }
+            .into_iter()
+            .map(|j| match j {
+                Judged::Outcome(o) => Answer::Outcome(o),
+                Judged::Failed(e) => Answer::Failed(e),
+                Judged::Unanswered => Answer::Unanswered,
+            })
+            .collect()
     }
 }
 
@@ -147,41 +138,22 @@ pub async fn replay(
                     Taken::Skipped(why) => report.skipped(why),
                 }
             }
-            for (attempt, calls) in by_attempt(taken, batch) {
-                let info = BatchInfo {
-                    stream: stream.to_owned(),
-                    shard_id: shard.clone(),
-                    millis_behind_latest: None,
-                    attempt,
-                };
-                for chunk in calls {
-                    let now = current.judge(&info, &chunk).await;
-                    let then = candidate.judge(&info, &chunk).await;
-                    report.add(&shard, &chunk, now, then);
-                }
+            let info = BatchInfo {
+                stream: stream.to_owned(),
+                shard_id: shard.clone(),
+                millis_behind_latest: None,
+                attempt: 1,
+            };
+            // The subscription's batches: each read's records in calls of `batch` at most.
+            for chunk in taken.chunks(batch) {
+                let now = current.judge(&info, chunk).await;
+                let then = candidate.judge(&info, chunk).await;
+                report.add(&shard, chunk, now, then);
             }
         }
     }
     report.effects(current.effects.recorded(), candidate.effects.recorded());
     Ok(report)
-}
-
-/// `records` in read order as calls of at most `batch` records, each of one attempt (a call
-/// tells the handler one attempt, as a host's lane does).
-fn by_attempt(records: Vec<(Record, u32)>, batch: usize) -> Vec<(u32, Vec<Vec<Record>>)> {
-    let mut runs: Vec<(u32, Vec<Record>)> = Vec::new();
-    for (record, attempt) in records {
-        match runs.last_mut() {
-            Some((a, run)) if *a == attempt => run.push(record),
-            _ => runs.push((attempt, vec![record])),
-        }
-    }
-    runs.into_iter()
-        .map(|(attempt, run)| {
-            let calls = run.chunks(batch).map(<[Record]>::to_vec).collect();
-            (attempt, calls)
-        })
-        .collect()
 }
 
 /// The shard ids of `shards`, every parent before its children (a parent a listing no longer

@@ -11,8 +11,11 @@ use crate::record::{Outcome, Record};
 #[derive(Clone, Debug, PartialEq)]
 pub enum Answer {
     Outcome(Outcome),
-    /// The call failed (a trap, the timeout, a wrong answer): a host would retry the record.
+    /// The call failed (a trap, the timeout, a wrong answer) on this record on its own: a host
+    /// would retry it.
     Failed(String),
+    /// Not answered: the handler sought before it.
+    Unanswered,
 }
 
 impl Answer {
@@ -21,13 +24,14 @@ impl Answer {
         match self {
             Answer::Outcome(o) => o.name(),
             Answer::Failed(_) => "failed",
+            Answer::Unanswered => "unanswered",
         }
     }
 
     fn error(&self) -> Option<&str> {
         match self {
             Answer::Failed(e) => Some(e),
-            Answer::Outcome(_) => None,
+            Answer::Outcome(_) | Answer::Unanswered => None,
         }
     }
 }
@@ -83,8 +87,14 @@ impl Report {
     /// Tallies the answers of both versions for `records` of shard `shard_id`. Two answers
     /// differ when their names do (a retry-after's delay and a failure's message may differ
     /// between runs of one version).
-    pub fn add(&mut self, shard_id: &str, records: &[Record], now: Vec<Answer>, then: Vec<Answer>) {
-        for ((record, current), candidate) in records.iter().zip(now).zip(then) {
+    pub fn add(
+        &mut self,
+        shard_id: &str,
+        records: &[(Record, u32)],
+        now: Vec<Answer>,
+        then: Vec<Answer>,
+    ) {
+        for (((record, _), current), candidate) in records.iter().zip(now).zip(then) {
             self.records += 1;
             self.outcomes.entry(current.name()).or_default().0 += 1;
             self.outcomes.entry(candidate.name()).or_default().1 += 1;
