@@ -103,6 +103,7 @@ fn heartbeat(i: usize) -> Heartbeat {
         generation,
         shards: 4,
         refused: None,
+        canary: None,
     };
     let now = now_ms();
     Heartbeat {

@@ -213,6 +213,8 @@ pub struct HandlerSlot {
     shadow: std::sync::RwLock<Option<Arc<crate::shadow::Shadow>>>,
     /// Bumped whenever the shadow is set or dropped; a shadow change drops no live instance.
     shadow_generation: std::sync::atomic::AtomicU64,
+    /// A rollout in progress (`deploy --canary`): its shards run its version.
+    canary: std::sync::RwLock<Option<Arc<crate::canary::Canary>>>,
 }
 
 struct SlotState {
@@ -238,7 +240,40 @@ impl HandlerSlot {
             generation: std::sync::atomic::AtomicU64::new(0),
             shadow: std::sync::RwLock::new(None),
             shadow_generation: std::sync::atomic::AtomicU64::new(0),
+            canary: std::sync::RwLock::new(None),
         }
+    }
+
+    /// The handler `shard` runs, the generation it belongs to, and the rollout arm the shard
+    /// counts into while a rollout runs.
+    pub fn current_for(
+        &self,
+        shard: &str,
+    ) -> (
+        u64,
+        Arc<dyn HandlerFactory>,
+        Option<Arc<crate::canary::ArmStats>>,
+    ) {
+        let canary = self.canary.read().expect("handler slot poisoned").clone();
+        let (generation, current) = self.current();
+        match canary {
+            Some(c) if c.runs(shard) => (generation, c.factory.clone(), Some(c.canary.clone())),
+            Some(c) => (generation, current, Some(c.base.clone())),
+            None => (generation, current, None),
+        }
+    }
+
+    /// The rollout in progress, if any.
+    pub fn canary(&self) -> Option<Arc<crate::canary::Canary>> {
+        self.canary.read().expect("handler slot poisoned").clone()
+    }
+
+    /// Starts (or with `None` ends) a rollout: its shards switch at their next batch.
+    pub fn set_canary(&self, canary: Option<Arc<crate::canary::Canary>>) {
+        let mut slot = self.canary.write().expect("handler slot poisoned");
+        *slot = canary;
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// Which shadow the slot is at; changes whenever the shadow does.

@@ -9,6 +9,7 @@
 //! [`lease`] store trait and its stores, the [`handler`] seam (plug in a native handler), the
 //! [`source`] trait, and the [`status`] report. The `shardhost` binary is [`cli`].
 
+pub mod canary;
 pub mod config;
 pub mod effects;
 pub mod handler;

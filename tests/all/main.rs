@@ -7,6 +7,7 @@
 mod support;
 
 mod admin;
+mod canary;
 mod cli;
 mod conformance;
 mod containment;

@@ -31,6 +31,7 @@ fn heartbeat(owner: &str, beat_ms: u64, beat_every_ms: u64) -> Heartbeat {
         generation,
         shards: 4,
         refused: None,
+        canary: None,
     };
     Heartbeat {
         owner: owner.to_owned(),

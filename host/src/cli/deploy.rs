@@ -37,8 +37,8 @@ pub struct DeployArgs {
 
     /// The new handler component.
     #[arg(
-        required_unless_present_any = ["rollback", "shadow_off", "promote"],
-        conflicts_with_all = ["rollback", "shadow_off", "promote"]
+        required_unless_present_any = ["rollback", "shadow_off", "promote", "canary_off"],
+        conflicts_with_all = ["rollback", "shadow_off", "promote", "canary_off"]
     )]
     file: Option<PathBuf>,
 
@@ -60,6 +60,25 @@ pub struct DeployArgs {
     /// with a DynamoDB lease table), and drop the shadow.
     #[arg(long, conflicts_with_all = ["config", "shadow"])]
     promote: bool,
+
+    /// Roll FILE out on this share of the stream's shards (whole shards, e.g. 10%), the
+    /// fleet's version on the others; promoted when --canary-for passes clean, rolled back at
+    /// the first rule of --abort-on broken (needs --config and a DynamoDB lease table).
+    #[arg(long, value_name = "SHARE", value_parser = super::canary::share, requires_all = ["file", "config"], conflicts_with_all = ["shadow", "wait", "sign_key"])]
+    canary: Option<u32>,
+
+    /// How long a rollout must run clean before it is promoted.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration, requires = "canary")]
+    canary_for: Duration,
+
+    /// When a rollout is rolled back, comparing its shards with the others over the same
+    /// minutes: `traps>X%` (failed records, points above the others), `retry>X%`, `p99>Nx`.
+    #[arg(long, value_name = "RULES", default_value = crate::canary::rules::DEFAULT, requires = "canary")]
+    abort_on: String,
+
+    /// Roll the running rollout back now (needs --config).
+    #[arg(long, requires = "config", conflicts_with_all = ["shadow", "shadow_off", "promote", "rollback"])]
+    canary_off: bool,
 
     /// Return only when every live instance runs the new version; fail naming the instances
     /// that refused it or did not answer within --timeout.
@@ -95,6 +114,22 @@ pub fn deploy(args: &DeployArgs) -> Result<(), CliError> {
     };
     if args.shadow || args.shadow_off {
         return super::block_on(shadow(args, component));
+    }
+    if let (Some(share), Some(path), Some(bytes)) = (args.canary, &args.config, &component) {
+        let config = load(path)?;
+        let canary = super::canary::CanaryArgs {
+            subscription: &args.subscription,
+            file: args.file.as_ref().expect("--canary requires a file"),
+            bytes: bytes.clone(),
+            share_permille: share,
+            window: args.canary_for,
+            abort_on: &args.abort_on,
+        };
+        return super::block_on(super::canary::start(&config, canary));
+    }
+    if let (true, Some(path)) = (args.canary_off, &args.config) {
+        let config = load(path)?;
+        return super::block_on(super::canary::stop(&config, &args.subscription));
     }
     match &args.config {
         Some(path) => {

@@ -61,6 +61,9 @@ pub enum CliError {
         .0.display()
     )]
     EmbeddedReplay(PathBuf),
+    /// `deploy --canary-off` with no rollout running.
+    #[error("subscription `{0}` has no rollout running")]
+    NoRollout(String),
     /// `deploy --promote` with no shadow to promote.
     #[error("subscription `{0}` has no shadow to promote (set one with deploy --shadow)")]
     NoShadow(String),
@@ -213,6 +216,7 @@ impl CliError {
             | CliError::EmbeddedDeadLetters(_)
             | CliError::EmbeddedReplay(_)
             | CliError::NoShadow(_)
+            | CliError::NoRollout(_)
             | CliError::NoFleet(_)
             | CliError::UnknownSubscription { .. }
             | CliError::Refused { .. }

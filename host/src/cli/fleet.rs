@@ -110,6 +110,35 @@ pub async fn wait(
 }
 
 /// The fleet as text: each subscription's desired version, then each instance.
+/// A rollout: running (with its time left) or how it ended.
+fn render_rollout(r: &crate::lease::Rollout, now: u64) -> String {
+    let head = format!(
+        "    rollout {} of {} on {} shard(s) ({}), rules {}",
+        r.canary_id,
+        short_version(&r.version),
+        r.shards.len(),
+        r.shards.join(", "),
+        r.abort_on
+    );
+    match r.state {
+        crate::lease::RolloutState::Running => {
+            let ends = r.started_at_ms.saturating_add(r.window_ms);
+            format!(
+                "{head}: running, started {} ago, window ends in {}\n",
+                ago(now, r.started_at_ms),
+                ago(ends.max(now), now)
+            )
+        }
+        state => format!(
+            "{head}: {} {} ago by {}: {}\n",
+            format!("{state:?}").to_lowercase(),
+            ago(now, r.decided_at_ms.unwrap_or(now)),
+            r.decided_by.as_deref().unwrap_or("?"),
+            r.reason.as_deref().unwrap_or("")
+        ),
+    }
+}
+
 pub fn render(fleet: &FleetReport) -> String {
     let now = now_ms();
     let mut out = format!("\nfleet `{}` (lease table)\n", fleet.service);
@@ -142,6 +171,9 @@ pub fn render(fleet: &FleetReport) -> String {
                     d.subscription
                 )
             }
+        }
+        if let Some(r) = &d.rollout {
+            out += &render_rollout(r, now);
         }
     }
     let mut rows = vec![

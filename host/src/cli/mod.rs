@@ -3,6 +3,7 @@
 
 pub mod admin_client;
 mod cache;
+mod canary;
 mod check;
 mod dead_letters;
 mod deploy;

@@ -8,6 +8,7 @@
 //! up at their next batch boundary. A component that fails validation never replaces the one
 //! serving, and is never written as desired.
 
+mod canary;
 mod converge;
 mod shadow;
 mod watch;
@@ -111,6 +112,8 @@ struct Target {
     bad_row: Mutex<Option<String>>,
     /// The desired version this instance refused, while it runs another.
     refusal: Mutex<Option<Refusal>>,
+    /// The rollout whose version this instance could not run (not tried again).
+    canary_refused: Mutex<Option<String>>,
 }
 
 /// What `status` shows about a subscription's handler.
@@ -177,6 +180,7 @@ impl Deployer {
                 applied: Mutex::new(Applied::default()),
                 bad_row: Mutex::new(None),
                 refusal: Mutex::new(None),
+                canary_refused: Mutex::new(None),
             },
         );
     }

@@ -47,6 +47,7 @@ impl Run<'_> {
             .report(short_version(&self.version));
         let (lanes, seek) = self.collect_seek(lanes);
         self.offer_shadow(&lanes);
+        self.count_arm(&lanes);
         let mut error = None;
         for u in unbelieved {
             // Past a seek it is read again (its ticket forgotten by the seek): dealt with then.
@@ -85,13 +86,19 @@ impl Run<'_> {
         if slot.generation() == self.generation {
             return;
         }
-        let (generation, factory) = slot.current();
+        let (generation, factory, arm) = slot.current_for(&self.worker.ctx.shard_id);
+        self.generation = generation;
+        self.arm = arm;
+        if factory.version() == self.factory.version() {
+            // A rollout began or ended elsewhere: this shard's version is unchanged.
+            self.env = None;
+            return;
+        }
         tracing::info!(
             from = short_version(&self.factory.version()),
             to = short_version(&factory.version()),
             "handler swapped; this shard switches at this batch"
         );
-        self.generation = generation;
         self.factory = factory;
         self.version = self.factory.version().into();
         self.handlers.iter_mut().for_each(|h| *h = None);
@@ -160,7 +167,10 @@ impl Run<'_> {
     async fn run_lanes(&mut self, lanes: Vec<Lane>) -> Vec<Lane> {
         let env = self
             .env
-            .get_or_insert_with(|| Arc::new(self.worker.lane_env(&self.factory, &self.interrupts)))
+            .get_or_insert_with(|| {
+                let arm = self.arm.clone();
+                Arc::new(self.worker.lane_env(&self.factory, &self.interrupts, arm))
+            })
             .clone();
         let info = self.info.clone();
         let mut lanes = lanes.into_iter();
@@ -289,14 +299,36 @@ impl Run<'_> {
     }
 }
 
+impl Run<'_> {
+    /// Counts the batch's answers into the rollout arm this shard belongs to, if a rollout runs.
+    fn count_arm(&self, lanes: &[Lane]) {
+        let Some(arm) = &self.arm else {
+            return;
+        };
+        let (mut records, mut failed, mut retried) = (0, 0, 0);
+        for answer in lanes.iter().flat_map(|l| &l.answers) {
+            match answer {
+                Answer::Unanswered => continue,
+                Answer::Failed(_) => failed += 1,
+                Answer::Outcome(o) if !o.settles() => retried += 1,
+                Answer::Outcome(_) => {}
+            }
+            records += 1;
+        }
+        arm.records(records, failed, retried);
+    }
+}
+
 impl super::ShardWorker {
     /// What the lanes of this shard share while `factory` is its version.
     fn lane_env(
         &self,
         factory: &Arc<dyn crate::handler::HandlerFactory>,
         interrupts: &Arc<super::interrupt::Interrupts>,
+        arm: Option<Arc<crate::canary::ArmStats>>,
     ) -> LaneEnv {
         LaneEnv {
+            arm,
             factory: factory.clone(),
             ctx: self.ctx.clone(),
             call_batch: self.plan.call_batch,

@@ -46,6 +46,7 @@ impl Judge {
                 call_batch: call_batch.max(1),
                 all_metrics: quiet,
                 interrupts: Arc::new(Interrupts::none()),
+                arm: None,
             },
             handlers: (0..lanes.max(1)).map(|_| None).collect(),
         }

@@ -38,6 +38,8 @@ pub(super) struct LaneEnv {
     pub all_metrics: Arc<Metrics>,
     /// Any of these stops the lane before its next call.
     pub interrupts: Arc<Interrupts>,
+    /// The rollout arm whose call times this lane counts, while a rollout runs.
+    pub arm: Option<Arc<crate::canary::ArmStats>>,
 }
 
 /// A lane's work and, once run, its answers.
@@ -246,6 +248,9 @@ impl Lane {
             }
         };
         env.metrics.call(started.elapsed());
+        if let Some(arm) = &env.arm {
+            arm.call(started.elapsed().as_secs_f64());
+        }
         // The wasm import refuses a seek the reader did not deliver at the call; a native
         // handler is held to the same rule here.
         let seek = handler.take_seek().filter(|at| {

@@ -171,6 +171,8 @@ struct Run<'w> {
     interrupts: Arc<Interrupts>,
     /// The link to the subscription's shadow, when it has one.
     shadow: shadow::ShadowLink,
+    /// The rollout arm this shard counts into, while a rollout runs.
+    arm: Option<Arc<crate::canary::ArmStats>>,
     worker: &'w ShardWorker,
 }
 
@@ -232,8 +234,9 @@ impl ShardWorker {
             s.checkpoint = lease.checkpoint.as_ref().map(Checkpoint::to_stored);
             s.state = ShardState::Reading;
         });
-        let (generation, factory) = self.plan.handler.current();
+        let (generation, factory, arm) = self.plan.handler.current_for(&self.ctx.shard_id);
         let mut run = Run {
+            arm,
             tracker: Tracker::new(lease.checkpoint),
             pending: None,
             last_write: Instant::now(),

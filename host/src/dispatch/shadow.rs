@@ -93,6 +93,7 @@ impl Run<'_> {
             metrics: quiet.shard(&w.plan.name, &w.ctx.shard_id),
             all_metrics: quiet,
             interrupts: self.interrupts.clone(),
+            arm: None,
         };
         let (tx, rx) = mpsc::channel(1);
         let task = Task {

@@ -23,8 +23,13 @@
 //!
 //! With the memory lease store there is no fleet: a deploy reaches the one host it is sent to.
 
+mod canary;
+mod decide;
 pub mod last_ran;
 mod publish;
+
+pub use canary::CanaryPlan;
+
 mod roster;
 pub mod sync;
 
@@ -63,6 +68,10 @@ pub enum FleetError {
     },
     #[error("subscription `{0}`: other deploys kept writing the desired version; try again")]
     Contended(String),
+    #[error("subscription `{subscription}`: the rollout row cannot be used: {why}")]
+    BadRollout { subscription: String, why: String },
+    #[error("subscription `{subscription}`: no rollout started: {why}")]
+    CanaryRefused { subscription: String, why: String },
     #[error("subscription `{subscription}`: {source}; not run")]
     BadRow {
         subscription: String,

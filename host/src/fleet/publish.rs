@@ -283,7 +283,7 @@ impl Fleet {
     }
 
     /// Removes a stored component's parts; a failure only leaves rows behind.
-    async fn remove(&self, subscription: &str, old: &StoredComponent) {
+    pub(super) async fn remove(&self, subscription: &str, old: &StoredComponent) {
         self.wrote(u64::from(old.chunks));
         if let Err(e) = self
             .store

@@ -76,7 +76,15 @@ impl Fleet {
             }
             Err(e) => return Err(e),
         };
+        let rollout = match self.rollout(subscription).await {
+            Ok(r) => r.map(|(_, r)| r),
+            Err(e) => {
+                tracing::debug!(subscription, "status: the rollout row: {e}");
+                None
+            }
+        };
         Ok(DesiredReport {
+            rollout,
             subscription: subscription.to_owned(),
             version: d.as_ref().map(|d| d.component.version.clone()),
             generation: d.as_ref().map_or(0, |d| d.generation),

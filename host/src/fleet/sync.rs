@@ -36,30 +36,34 @@ pub async fn run(
     let mut beat = tokio::time::interval(timings.heartbeat);
     beat.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let changed = deployer.changes();
-    let heartbeat = |status: &StatusBoard| Heartbeat {
-        owner: me.owner.to_string(),
-        admin: me.admin.clone(),
-        started_ms: me.started_ms,
-        beat_ms: now_ms(),
-        beat_every_ms: u64::try_from(timings.heartbeat.as_millis()).unwrap_or(u64::MAX),
-        subscriptions: deployer
-            .fleet_states()
-            .into_iter()
-            .map(|(name, (version, generation, refused))| {
-                let shards = status
-                    .shards_of(&name)
-                    .iter()
-                    .filter(|s| s.status.state.holds_lease())
-                    .count();
-                let running = Running {
-                    version,
-                    generation,
-                    shards,
-                    refused,
-                };
-                (name, running)
-            })
-            .collect(),
+    let heartbeat = |status: &StatusBoard| {
+        let mut arms = deployer.canary_arms();
+        Heartbeat {
+            owner: me.owner.to_string(),
+            admin: me.admin.clone(),
+            started_ms: me.started_ms,
+            beat_ms: now_ms(),
+            beat_every_ms: u64::try_from(timings.heartbeat.as_millis()).unwrap_or(u64::MAX),
+            subscriptions: deployer
+                .fleet_states()
+                .into_iter()
+                .map(|(name, (version, generation, refused))| {
+                    let shards = status
+                        .shards_of(&name)
+                        .iter()
+                        .filter(|s| s.status.state.holds_lease())
+                        .count();
+                    let running = Running {
+                        version,
+                        generation,
+                        shards,
+                        refused,
+                        canary: arms.remove(&name),
+                    };
+                    (name, running)
+                })
+                .collect(),
+        }
     };
     let mut last = None;
     loop {
@@ -67,6 +71,9 @@ pub async fn run(
             _ = stop.cancelled() => break,
             _ = poll.tick() => {
                 converge(&fleet, &deployer).await;
+                for (name, revision, rollout) in follow_rollouts(&fleet, &deployer).await {
+                    super::decide::rollout(&fleet, &me.owner, &name, revision, &rollout).await;
+                }
                 continue;
             }
             _ = beat.tick() => {}
@@ -83,6 +90,20 @@ pub async fn run(
     {
         tracing::warn!("cannot remove this instance's heartbeat: {e}");
     }
+}
+
+/// Follows every subscription's rollout; answers the running ones.
+async fn follow_rollouts(
+    fleet: &Fleet,
+    deployer: &Deployer,
+) -> Vec<(String, u64, crate::lease::Rollout)> {
+    let mut running = Vec::new();
+    for name in deployer.subscriptions() {
+        if let Some((revision, rollout)) = deployer.follow_canary(fleet, &name).await {
+            running.push((name, revision, rollout));
+        }
+    }
+    running
 }
 
 /// Reads every subscription's desired version and converges on it.

@@ -19,7 +19,8 @@ use async_trait::async_trait;
 
 pub use dynamo::{
     BadRow, CHUNK_BYTES, Desired, DesiredRead, DynamoLeaseStore, DynamoOptions, MAX_GENERATION,
-    Seen, SetDesired, StoredComponent, is_id, is_version, new_id,
+    Rollout, RolloutRead, RolloutState, Seen, SetDesired, StoredComponent, is_id, is_version,
+    new_id,
 };
 pub(crate) use handle::{KeepAlive, LeaseHandle};
 pub use memory::MemoryLeaseStore;

@@ -43,6 +43,17 @@ pub struct Running {
     /// The last desired version it refused, if the one it runs is not that one.
     #[serde(default)]
     pub refused: Option<Refusal>,
+    /// While a rollout runs: what both arms did here since it began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanaryArms>,
+}
+
+/// What the shards of a rollout (`canary`) and the others (`base`) did on one instance.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CanaryArms {
+    pub canary_id: String,
+    pub canary: crate::canary::rules::Arm,
+    pub base: crate::canary::rules::Arm,
 }
 
 /// A desired version an instance would not run, and why.
@@ -90,6 +101,9 @@ pub struct DesiredReport {
     /// Why the row cannot be used, when it cannot (every instance refuses it).
     #[serde(default)]
     pub problem: Option<String>,
+    /// The subscription's last rollout (`deploy --canary`), running or decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<crate::lease::Rollout>,
 }
 
 /// The whole fleet of one service.
@@ -211,6 +225,7 @@ mod tests {
                 generation: g,
                 error: "too big".into(),
             }),
+            canary: None,
         };
         InstanceReport {
             heartbeat: Heartbeat {

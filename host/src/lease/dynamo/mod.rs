@@ -24,6 +24,7 @@
 //! envelope key (`secret`), its desired handler versions and their bytes (`desired`), and its
 //! heartbeats (`roster`).
 
+mod canary;
 mod component;
 mod desired;
 mod legacy;
@@ -44,6 +45,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 
 use super::{Checkpoint, Lease, LeaseError, LeaseKey, LeaseStore, now_ms};
+pub use canary::{Rollout, RolloutRead, RolloutState};
 pub use component::new_id;
 pub use desired::{
     BadRow, CHUNK_BYTES, Desired, DesiredRead, MAX_GENERATION, Seen, SetDesired, StoredComponent,

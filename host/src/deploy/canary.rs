@@ -1,0 +1,107 @@
+//! Following a rollout: while the subscription's rollout row says `running`, this instance runs
+//! the rollout's version on the rollout's shards (fetched, checked against its version and
+//! validated under its own limits, as a deploy); once it is decided, every shard runs the
+//! fleet's desired version again (after a promotion, that is the rollout's version).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::Deployer;
+use crate::canary::Canary;
+use crate::fleet::Fleet;
+use crate::handler::HandlerFactory;
+use crate::lease::{Rollout, RolloutState};
+use crate::status::fleet::CanaryArms;
+use crate::wasm::short_version;
+
+impl Deployer {
+    /// Reads `subscription`'s rollout row and follows it. Answers the rollout read when it is
+    /// running (for the decider).
+    pub async fn follow_canary(&self, fleet: &Fleet, subscription: &str) -> Option<(u64, Rollout)> {
+        let target = self.target(subscription).ok()?;
+        let read = match fleet.rollout(subscription).await {
+            Ok(read) => read,
+            Err(e) => {
+                tracing::warn!(subscription, "cannot follow the rollout: {e}");
+                return None;
+            }
+        };
+        let running = read.filter(|(_, r)| r.state == RolloutState::Running);
+        let have = target.slot.canary();
+        match (&running, have) {
+            (None, None) => {}
+            (None, Some(ended)) => {
+                target.slot.set_canary(None);
+                tracing::info!(
+                    subscription,
+                    version = short_version(&ended.factory.version()),
+                    "the rollout ended: every shard runs the fleet's version"
+                );
+                self.changed.notify_one();
+            }
+            (Some((_, r)), Some(c)) if c.id == r.canary_id => {}
+            (Some((_, r)), _) => self.start_canary(fleet, subscription, r).await,
+        }
+        running
+    }
+
+    async fn start_canary(&self, fleet: &Fleet, subscription: &str, r: &Rollout) {
+        let Ok(target) = self.target(subscription) else {
+            return;
+        };
+        let refused_before = {
+            let refused = target.canary_refused.lock().expect("deployer poisoned");
+            refused.as_deref() == Some(r.canary_id.as_str())
+        };
+        if refused_before {
+            return;
+        }
+        let origin = format!("rollout {}", r.canary_id);
+        let loaded = match fleet.fetch(subscription, &r.component()).await {
+            Ok(bytes) => self
+                .validate(subscription, target, &bytes, &origin)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match loaded {
+            Ok(component) => {
+                let factory = component as Arc<dyn HandlerFactory>;
+                let canary = Canary::new(&r.canary_id, factory, &r.shards);
+                target.slot.set_canary(Some(Arc::new(canary)));
+                tracing::info!(
+                    subscription,
+                    version = short_version(&r.version),
+                    shards = ?r.shards,
+                    "a rollout runs: its shards switch to its version at their next batch"
+                );
+            }
+            Err(e) => {
+                tracing::error!(
+                    subscription,
+                    version = short_version(&r.version),
+                    "this instance cannot run the rollout's version; its shards keep the fleet's: {e}"
+                );
+                *target.canary_refused.lock().expect("deployer poisoned") =
+                    Some(r.canary_id.clone());
+            }
+        }
+        self.changed.notify_one();
+    }
+
+    /// What both arms of each running rollout did on this instance, by subscription.
+    pub fn canary_arms(&self) -> BTreeMap<String, CanaryArms> {
+        self.targets
+            .iter()
+            .filter_map(|(name, t)| {
+                let c = t.slot.canary()?;
+                let arms = CanaryArms {
+                    canary_id: c.id.clone(),
+                    canary: c.canary.arm(),
+                    base: c.base.arm(),
+                };
+                Some((name.clone(), arms))
+            })
+            .collect()
+    }
+}

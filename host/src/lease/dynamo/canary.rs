@@ -1,0 +1,277 @@
+//! A subscription's rollout (`deploy --canary`), in a row of its own beside its desired row:
+//!
+//! | `lease_key`                              | attributes |
+//! |------------------------------------------|------------|
+//! | `#shardhost#canary#SERVICE#SUBSCRIPTION` | `rollout` (S, a JSON [`Rollout`], at most [`MAX_ROLLOUT_BYTES`]), `revision` (N) |
+//!
+//! Every write is conditional on `revision` as read (or on no row), so two deciders, or a
+//! decider and an operator, never both write a decision. The row outlives its rollout (its
+//! `state` says how it ended) until the next rollout replaces it. Like a desired row, it is
+//! untrusted input: [`Rollout::check`] bounds and checks every field before anything is
+//! fetched.
+
+use serde::{Deserialize, Serialize};
+
+use super::DynamoLeaseStore;
+use super::desired::{escape, is_id, is_version};
+use super::row::{KEY, n, s};
+use crate::lease::{LeaseError, StoredComponent};
+
+/// The largest rollout document read or written.
+pub const MAX_ROLLOUT_BYTES: usize = 64 << 10;
+/// The most shards a rollout names.
+pub const MAX_SHARDS: usize = 4000;
+/// The longest window a rollout may have: a week.
+pub const MAX_WINDOW_MS: u64 = 7 * 24 * 3600 * 1000;
+
+const ROLLOUT: &str = "rollout";
+const REVISION: &str = "revision";
+
+fn canary_key(service: &str, subscription: &str) -> String {
+    format!(
+        "#shardhost#canary#{}#{}",
+        escape(service),
+        escape(subscription)
+    )
+}
+
+/// Where a rollout stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RolloutState {
+    Running,
+    /// Its window passed clean: its version was deployed to every shard.
+    Promoted,
+    /// A rule broke, or an operator stopped it: every shard runs the base version again.
+    Aborted,
+}
+
+/// A rollout, as its row holds it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rollout {
+    pub canary_id: String,
+    /// The new version and its stored parts.
+    pub version: String,
+    pub size: u64,
+    pub chunks: u32,
+    pub upload: String,
+    /// Per mille of the shards.
+    pub share_permille: u32,
+    /// The shards that run the new version.
+    pub shards: Vec<String>,
+    pub started_at_ms: u64,
+    pub window_ms: u64,
+    /// The rules ([`crate::canary::rules`]).
+    pub abort_on: String,
+    pub started_by: String,
+    pub state: RolloutState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+}
+
+impl Rollout {
+    /// The new version's stored parts.
+    pub fn component(&self) -> StoredComponent {
+        StoredComponent {
+            version: self.version.clone(),
+            size: self.size,
+            chunks: self.chunks,
+            upload: Some(self.upload.clone()),
+        }
+    }
+
+    /// Every field within bounds; the first that is not, named.
+    pub fn check(&self) -> Result<(), String> {
+        let short = |field: &str, text: &str, max: usize| {
+            if text.len() > max {
+                Err(format!("`{field}` is longer than {max} bytes"))
+            } else {
+                Ok(())
+            }
+        };
+        if !is_id(&self.canary_id) {
+            return Err("`canary_id` is not an id".into());
+        }
+        if !is_version(&self.version) {
+            return Err("`version` is not a sha256".into());
+        }
+        if !is_id(&self.upload) {
+            return Err("`upload` is not an id".into());
+        }
+        if !(1..1000).contains(&self.share_permille) {
+            return Err("`share_permille` is not between 1 and 999".into());
+        }
+        if self.shards.is_empty() || self.shards.len() > MAX_SHARDS {
+            return Err(format!("`shards` holds 0 or more than {MAX_SHARDS} shards"));
+        }
+        for shard in &self.shards {
+            short("shards", shard, 128)?;
+        }
+        if self.window_ms > MAX_WINDOW_MS {
+            return Err("`window_ms` is longer than a week".into());
+        }
+        crate::canary::rules::AbortOn::parse(&self.abort_on)
+            .map_err(|e| format!("`abort_on`: {e}"))?;
+        short("started_by", &self.started_by, 256)?;
+        short("reason", self.reason.as_deref().unwrap_or_default(), 1024)?;
+        short(
+            "decided_by",
+            self.decided_by.as_deref().unwrap_or_default(),
+            256,
+        )?;
+        Ok(())
+    }
+}
+
+/// A rollout row as read: its revision (none: no row) and the rollout, or why it is unusable.
+#[derive(Clone, Debug)]
+pub struct RolloutRead {
+    pub revision: Option<u64>,
+    pub rollout: Option<Result<Rollout, String>>,
+}
+
+impl DynamoLeaseStore {
+    /// The rollout row of `subscription`.
+    pub async fn rollout(
+        &self,
+        service: &str,
+        subscription: &str,
+    ) -> Result<RolloutRead, LeaseError> {
+        let key = canary_key(service, subscription);
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(KEY, s(key.as_str()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| self.sdk_error("read the rollout", &key, e))?;
+        let Some(item) = out.item() else {
+            return Ok(RolloutRead {
+                revision: None,
+                rollout: None,
+            });
+        };
+        let revision = item
+            .get(REVISION)
+            .and_then(|v| v.as_n().ok())
+            .and_then(|n| n.parse::<u64>().ok());
+        let rollout = match item.get(ROLLOUT).and_then(|v| v.as_s().ok()) {
+            None => Err("no `rollout` text".to_owned()),
+            Some(text) if text.len() > MAX_ROLLOUT_BYTES => Err(format!(
+                "`rollout` is larger than {MAX_ROLLOUT_BYTES} bytes"
+            )),
+            Some(text) => serde_json::from_str::<Rollout>(text)
+                .map_err(|e| format!("`rollout` does not parse: {e}"))
+                .and_then(|r| r.check().map(|()| r)),
+        };
+        let rollout = match (revision, rollout) {
+            (None, _) => Err("`revision` is not a number".to_owned()),
+            (Some(_), r) => r,
+        };
+        Ok(RolloutRead {
+            revision: Some(revision.unwrap_or(0)),
+            rollout: Some(rollout),
+        })
+    }
+
+    /// Writes `rollout` as the row of `subscription` if its revision is still `seen` (`None`:
+    /// if there is no row); whether it was written.
+    pub async fn set_rollout(
+        &self,
+        service: &str,
+        subscription: &str,
+        rollout: &Rollout,
+        seen: Option<u64>,
+    ) -> Result<bool, LeaseError> {
+        let key = canary_key(service, subscription);
+        let text = serde_json::to_string(rollout).expect("a rollout serializes");
+        let mut put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item(KEY, s(key.as_str()))
+            .item(ROLLOUT, s(text.as_str()))
+            .item(REVISION, n(seen.map_or(1, |r| r + 1)));
+        put = match seen {
+            None => put
+                .condition_expression("attribute_not_exists(#k)")
+                .expression_attribute_names("#k", KEY),
+            Some(r) => put
+                .condition_expression("#r = :seen")
+                .expression_attribute_names("#r", REVISION)
+                .expression_attribute_values(":seen", n(r)),
+        };
+        match put.send().await {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(self.sdk_error("write the rollout", &key, e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rollout() -> Rollout {
+        Rollout {
+            canary_id: "0123abcd".into(),
+            version: "a".repeat(64),
+            size: 10,
+            chunks: 1,
+            upload: "feed".into(),
+            share_permille: 100,
+            shards: vec!["shardId-000000000000".into()],
+            started_at_ms: 1,
+            window_ms: 60_000,
+            abort_on: "traps>1%".into(),
+            started_by: "me".into(),
+            state: RolloutState::Running,
+            reason: None,
+            decided_at_ms: None,
+            decided_by: None,
+        }
+    }
+
+    #[test]
+    fn a_rollout_row_is_checked_field_by_field_before_it_is_believed() {
+        assert_eq!(rollout().check(), Ok(()));
+        let broken: Vec<(&str, Box<dyn Fn(&mut Rollout)>)> = vec![
+            ("canary_id", Box::new(|r| r.canary_id = "../x".into())),
+            ("version", Box::new(|r| r.version = "nope".into())),
+            ("upload", Box::new(|r| r.upload = String::new())),
+            ("share_permille", Box::new(|r| r.share_permille = 1000)),
+            ("shards", Box::new(|r| r.shards.clear())),
+            ("shards", Box::new(|r| r.shards = vec!["s".into(); MAX_SHARDS + 1])),
+            ("shards", Box::new(|r| r.shards = vec!["x".repeat(200)])),
+            ("window_ms", Box::new(|r| r.window_ms = MAX_WINDOW_MS + 1)),
+            ("abort_on", Box::new(|r| r.abort_on = "lag>1%".into())),
+            ("reason", Box::new(|r| r.reason = Some("x".repeat(2000)))),
+        ];
+        for (field, break_it) in broken {
+            let mut r = rollout();
+            break_it(&mut r);
+            let e = r.check().expect_err(field);
+            assert!(e.contains(field), "{field}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_rollout_reads_back_as_written() {
+        let r = rollout();
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains(r#""state":"running""#), "{text}");
+        assert_eq!(serde_json::from_str::<Rollout>(&text).unwrap(), r);
+    }
+}
