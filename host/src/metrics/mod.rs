@@ -325,10 +325,10 @@ impl Metrics {
         let labels = SubscriptionLabels {
             subscription: subscription.to_owned(),
         };
-        self.renewal_failures.get_or_create(&labels);
-        self.leases_held.get_or_create(&labels);
+        let _ = self.renewal_failures.get_or_create(&labels);
+        let _ = self.leases_held.get_or_create(&labels);
         for kind in crate::handler::CallError::KINDS {
-            self.traps.get_or_create(&TrapLabels {
+            let _ = self.traps.get_or_create(&TrapLabels {
                 subscription: subscription.to_owned(),
                 kind,
             });
