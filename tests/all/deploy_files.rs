@@ -15,9 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use hyper::Method;
 
-use crate::support::{
-    HostToml, Running, Scratch, Subscription, guest, root, text_record, wait_until_else,
-};
+use crate::support::{HostToml, Running, Scratch, Subscription, guest, root, text_record};
 
 const TOKEN: &str = "deploy-files-token";
 
