@@ -172,6 +172,16 @@ impl CallError {
         )
     }
 
+    /// Every [`kind`](Self::kind) a failed call can have.
+    pub const KINDS: [&'static str; 6] = [
+        "trap",
+        "timeout",
+        "memory",
+        "fuel",
+        "wrong-answer",
+        "instantiate",
+    ];
+
     /// A short name of the kind of failure, for metrics and dead letters.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -12,6 +12,7 @@ mod cli;
 mod conformance;
 mod containment;
 mod delivery;
+mod deploy_files;
 mod dynamo;
 mod fan_out;
 mod faults;

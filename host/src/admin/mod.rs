@@ -4,7 +4,7 @@
 //! |----------------------------------------|-------------------------------------------------|
 //! | `GET /healthz`                         | `ok`, or 503 naming each failed task (never asks for the token: liveness probes) |
 //! | `GET /status`                          | a [`Report`] as JSON                             |
-//! | `GET /metrics`                         | OpenMetrics text                                 |
+//! | `GET /metrics`                         | OpenMetrics text when `Accept` names it (Prometheus does), else the classic text format 0.0.4 (`promtool check metrics`, curl) |
 //! | `PUT /subscriptions/{name}/handler`    | validates the body as a component and swaps it in; 200 with the old and new versions, 422 with the reason, 413 past `max_upload` |
 //! | `POST /subscriptions/{name}/rollback`  | restores the version before the last swap; 409 when there is none |
 //!
@@ -85,6 +85,8 @@ use reply::{ErrorReply, SwapReply};
 
 /// The content type of `GET /metrics`.
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The content type of `GET /metrics` for a client that does not ask for OpenMetrics.
+const CLASSIC_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Why the admin API cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -245,12 +247,25 @@ pub fn report(state: &AdminState) -> Report {
     }
 }
 
-async fn metrics_text(State(shared): State<Arc<Shared>>) -> Response {
-    (
-        [(header::CONTENT_TYPE, OPENMETRICS)],
-        shared.state.metrics.encode(),
-    )
-        .into_response()
+async fn metrics_text(
+    State(shared): State<Arc<Shared>>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    let metrics = &shared.state.metrics;
+    if openmetrics {
+        ([(header::CONTENT_TYPE, OPENMETRICS)], metrics.encode()).into_response()
+    } else {
+        (
+            [(header::CONTENT_TYPE, CLASSIC_TEXT)],
+            metrics.encode_classic(),
+        )
+            .into_response()
+    }
 }
 
 async fn rollback(

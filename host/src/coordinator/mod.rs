@@ -53,6 +53,7 @@ impl Coordinator {
     /// A failed worker stops the subscription the same way and answers why.
     pub async fn run(self, stop: CancellationToken) -> Result<(), TaskFailed> {
         let mut s = Shards::default();
+        self.plan.metrics.subscription_started(&self.plan.name);
         let mut list = tokio::time::interval(self.timings.list_every);
         let failure = loop {
             tokio::select! {

@@ -267,9 +267,16 @@ impl Run<'_> {
         );
     }
 
-    /// Shows the batch's result in the shard's status.
-    fn report(&self, error: Option<String>) {
+    /// Shows the batch's result in the shard's status (and since when a record is held, in
+    /// the metrics).
+    fn report(&mut self, error: Option<String>) {
         let counts = self.tracker.counts();
+        let blocked = self.tracker.blocked_at();
+        if self.held.as_ref().map(|(at, _)| at) != blocked {
+            self.held = blocked.map(|at| (at.clone(), std::time::SystemTime::now()));
+            let since = self.held.as_ref().map(|(_, since)| *since);
+            self.worker.metrics.held_since(since);
+        }
         let held_at = self.tracker.blocked_at().map(|p| p.to_string());
         let version = &self.version;
         self.worker.status.update(|s| {

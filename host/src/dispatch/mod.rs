@@ -163,6 +163,8 @@ struct Run<'w> {
     delayed: Vec<Delayed>,
     /// A handler sought here: the reader reopens at it after the batch.
     seek_to: Option<Position>,
+    /// The record that stops the checkpoint, and since when this worker holds it.
+    held: Option<(Position, std::time::SystemTime)>,
     /// What every call of this shard is told (the reader's lag updated per read).
     info: Arc<BatchInfo>,
     /// The shard's stream: reads, retry copies and dead letters.
@@ -247,6 +249,7 @@ impl ShardWorker {
             env: None,
             delayed: Vec::new(),
             seek_to: None,
+            held: None,
             info: Arc::new(BatchInfo {
                 stream: self.plan.stream.to_string(),
                 shard_id: self.ctx.shard_id.to_string(),
@@ -272,6 +275,10 @@ impl ShardWorker {
             WorkerExit::Failed(_) => ShardState::Failed,
         };
         self.status.update(|s| s.state = state);
+        // A shard held at its end stays leased here with its record held: its sample stays.
+        if !matches!(exit, WorkerExit::HeldAtEnd) {
+            self.metrics.held_since(None);
+        }
         exit
     }
 

@@ -1,4 +1,5 @@
-//! What the host counts, in Prometheus' model (served as OpenMetrics text on `GET /metrics`).
+//! What the host counts, in Prometheus' model (served on `GET /metrics` as OpenMetrics text to
+//! a client that asks for it, as Prometheus does, else in the classic text format: `text.rs`).
 //!
 //! Hot paths never look a label set up per record: a shard worker takes its [`ShardMetrics`]
 //! (cheap handles into the families) once, and counts per batch.
@@ -14,6 +15,7 @@ mod http;
 mod shadow;
 mod shard;
 mod state;
+mod text;
 
 pub use shard::ShardMetrics;
 
@@ -83,6 +85,7 @@ pub struct Metrics {
     call_seconds: Family<SubscriptionLabels, Histogram, fn() -> Histogram>,
     traps: Family<TrapLabels, Counter>,
     millis_behind: Family<ShardLabels, Gauge>,
+    held_since: Family<ShardLabels, Gauge>,
     leases_held: Family<SubscriptionLabels, Gauge>,
     renewal_failures: Family<SubscriptionLabels, Counter>,
     checkpoint_writes: Family<ShardLabels, Counter>,
@@ -116,6 +119,7 @@ impl Metrics {
             call_seconds: Family::new_with_constructor(call_histogram),
             traps: Family::default(),
             millis_behind: Family::default(),
+            held_since: Family::default(),
             leases_held: Family::default(),
             renewal_failures: Family::default(),
             checkpoint_writes: Family::default(),
@@ -179,6 +183,11 @@ impl Metrics {
             "millis_behind_latest",
             "How far the last read of a shard was behind the tip of the stream, in ms",
             self.millis_behind.clone(),
+        );
+        registry.register(
+            "held_since_timestamp_seconds",
+            "Since when (Unix time) this instance holds the record that stops a shard's checkpoint (a retry answer or a failed call, held until it settles); no sample while none is held",
+            self.held_since.clone(),
         );
         registry.register(
             "leases_held",
@@ -264,6 +273,12 @@ impl Metrics {
         out
     }
 
+    /// The same metrics in Prometheus' classic text format (0.0.4), which `promtool check
+    /// metrics` reads.
+    pub fn encode_classic(&self) -> String {
+        text::classic(&self.encode())
+    }
+
     /// The handles a shard worker counts with.
     pub fn shard(&self, subscription: &str, shard: &str) -> ShardMetrics {
         let record = |outcome| {
@@ -283,6 +298,7 @@ impl Metrics {
             retry: record("retry"),
             retry_after: record("retry-after"),
             millis_behind: self.millis_behind.get_or_create_owned(&shard_labels),
+            held_since: self.held_since.clone(),
             checkpoint_writes: self.checkpoint_writes.get_or_create_owned(&shard_labels),
             reads: self.reads.get_or_create_owned(&shard_labels),
             read_throttles: self.read_throttles.get_or_create_owned(&shard_labels),
@@ -292,6 +308,7 @@ impl Metrics {
             call_seconds: self.call_seconds.get_or_create_owned(&SubscriptionLabels {
                 subscription: subscription.to_owned(),
             }),
+            shard: shard_labels,
         }
     }
 
@@ -303,6 +320,23 @@ impl Metrics {
                 kind,
             })
             .inc();
+    }
+
+    /// Makes a subscription's failure counters and its leases gauge exist at 0 from its
+    /// start, so that `increase()` over them sees the first failure and a dashboard shows 0
+    /// rather than no data.
+    pub fn subscription_started(&self, subscription: &str) {
+        let labels = SubscriptionLabels {
+            subscription: subscription.to_owned(),
+        };
+        let _ = self.renewal_failures.get_or_create(&labels);
+        let _ = self.leases_held.get_or_create(&labels);
+        for kind in crate::handler::CallError::KINDS {
+            let _ = self.traps.get_or_create(&TrapLabels {
+                subscription: subscription.to_owned(),
+                kind,
+            });
+        }
     }
 
     pub fn set_leases_held(&self, subscription: &str, n: usize) {
@@ -424,6 +458,29 @@ mod tests {
         assert!(
             !text.contains(r#"version="aaa""#),
             "the old version is gone: {text}"
+        );
+    }
+
+    #[test]
+    fn a_held_record_shows_since_when_until_it_is_no_longer_held() {
+        use std::time::{Duration, SystemTime};
+        let m = Metrics::new();
+        let s = m.shard("ship", "shardId-000000000001");
+        s.held_since(Some(
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        ));
+        let text = m.encode_classic();
+        assert!(
+            text.contains(
+                r#"shardhost_held_since_timestamp_seconds{subscription="ship",shard="shardId-000000000001"} 1700000000"#
+            ),
+            "{text}"
+        );
+        s.held_since(None);
+        let text = m.encode_classic();
+        assert!(
+            !text.contains("shardhost_held_since_timestamp_seconds{"),
+            "nothing held, no sample: {text}"
         );
     }
 }

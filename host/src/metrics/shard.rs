@@ -1,11 +1,13 @@
 //! One shard's handles into the metric families, taken once by its worker.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 
+use super::ShardLabels;
 use crate::record::Outcome;
 
 /// One shard worker's handles into the families.
@@ -21,6 +23,9 @@ pub struct ShardMetrics {
     pub(super) read_records: Histogram,
     pub(super) read_throttles: Counter,
     pub(super) call_seconds: Histogram,
+    /// The family itself: a shard with no held record has no sample in it.
+    pub(super) held_since: Family<ShardLabels, Gauge>,
+    pub(super) shard: ShardLabels,
 }
 
 impl ShardMetrics {
@@ -59,6 +64,24 @@ impl ShardMetrics {
     pub fn millis_behind(&self, ms: Option<u64>) {
         if let Some(ms) = ms {
             self.millis_behind.set(ms as i64);
+        }
+    }
+
+    /// Shows since when the record that stops the checkpoint is held; `None` removes the
+    /// shard's sample (nothing held, or the shard no longer read here).
+    pub fn held_since(&self, since: Option<SystemTime>) {
+        match since {
+            Some(at) => {
+                let secs = at
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                self.held_since
+                    .get_or_create(&self.shard)
+                    .set(i64::try_from(secs).unwrap_or(i64::MAX));
+            }
+            None => {
+                self.held_since.remove(&self.shard);
+            }
         }
     }
 

@@ -196,3 +196,48 @@ fn keys_and_comments_are_not_interpolated() {
     assert_eq!(places(&problems), [(6, "subscription[0].config.\"${A}\"")]);
     assert!(problems[0].message.contains("is not a config name"));
 }
+
+/// What a Kubernetes pod gives the host: its name (downward API) and the admin token (a Secret)
+/// as environment variables.
+const POD: &str = "[host]\nowner_id = \"${POD_NAME}\"\n[admin]\nlisten = \"0.0.0.0:9750\"\n\
+                   token = \"${SHARDHOST_ADMIN_TOKEN}\"\n";
+
+#[test]
+fn the_owner_id_and_the_admin_token_come_from_the_environment() {
+    let text = format!("{POD}{MINIMAL}");
+    let config = Scratch::new()
+        .parse_with(
+            &text,
+            &[
+                ("POD_NAME", "shipping-7d9f-x2k4p"),
+                ("SHARDHOST_ADMIN_TOKEN", "tok-0123456789"),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.host.owner_id.as_deref(), Some("shipping-7d9f-x2k4p"));
+    let admin = config.admin.unwrap();
+    assert_eq!(admin.token.as_deref(), Some("tok-0123456789"));
+    assert!(!format!("{admin:?}").contains("tok-0123456789"));
+}
+
+#[test]
+fn a_missing_owner_id_or_token_variable_names_file_line_key_and_variable() {
+    let s = Scratch::new();
+    let problems = s.problems_with(&format!("{POD}{MINIMAL}"), &[]);
+    let file = s.0.join("shardhost.toml").display().to_string();
+    let shown: Vec<_> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        [
+            format!(
+                "{file}:2: host.owner_id: the environment variable POD_NAME is not set \
+                 (write \"${{POD_NAME:-default}}\" for a default)"
+            ),
+            format!(
+                "{file}:5: admin.token: the environment variable SHARDHOST_ADMIN_TOKEN is not \
+                 set (write \"${{SHARDHOST_ADMIN_TOKEN:-default}}\" for a default)"
+            ),
+        ],
+        "{problems:#?}"
+    );
+}
