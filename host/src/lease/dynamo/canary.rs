@@ -244,16 +244,22 @@ mod tests {
         }
     }
 
+    /// A change that breaks one field.
+    type Breaks = Box<dyn Fn(&mut Rollout)>;
+
     #[test]
     fn a_rollout_row_is_checked_field_by_field_before_it_is_believed() {
         assert_eq!(rollout().check(), Ok(()));
-        let broken: Vec<(&str, Box<dyn Fn(&mut Rollout)>)> = vec![
+        let broken: Vec<(&str, Breaks)> = vec![
             ("canary_id", Box::new(|r| r.canary_id = "../x".into())),
             ("version", Box::new(|r| r.version = "nope".into())),
             ("upload", Box::new(|r| r.upload = String::new())),
             ("share_permille", Box::new(|r| r.share_permille = 1000)),
             ("shards", Box::new(|r| r.shards.clear())),
-            ("shards", Box::new(|r| r.shards = vec!["s".into(); MAX_SHARDS + 1])),
+            (
+                "shards",
+                Box::new(|r| r.shards = vec!["s".into(); MAX_SHARDS + 1]),
+            ),
             ("shards", Box::new(|r| r.shards = vec!["x".repeat(200)])),
             ("window_ms", Box::new(|r| r.window_ms = MAX_WINDOW_MS + 1)),
             ("abort_on", Box::new(|r| r.abort_on = "lag>1%".into())),
