@@ -7,6 +7,9 @@
 //! | `GET /metrics`                         | OpenMetrics text when `Accept` names it (Prometheus does), else the classic text format 0.0.4 (`promtool check metrics`, curl) |
 //! | `PUT /subscriptions/{name}/handler`    | validates the body as a component and swaps it in; 200 with the old and new versions, 422 with the reason, 413 past `max_upload` |
 //! | `POST /subscriptions/{name}/rollback`  | restores the version before the last swap; 409 when there is none |
+//! | `PUT /subscriptions/{name}/shadow`     | validates the body and runs it in shadow (`crate::shadow`); 422, 413 as a deploy |
+//! | `DELETE /subscriptions/{name}/shadow`  | drops the shadow; 409 when there is none |
+//! | `POST /subscriptions/{name}/promote`   | deploys the shadow's bytes and drops it; 409 when there is none |
 //!
 //! With `token` set, every route but `/healthz` wants `Authorization: Bearer TOKEN` (401
 //! otherwise; the scheme in any case, the token compared in constant time). The config refuses
