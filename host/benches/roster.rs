@@ -104,6 +104,7 @@ fn heartbeat(i: usize) -> Heartbeat {
         shards: 4,
         refused: None,
         canary: None,
+        shadow: None,
     };
     let now = now_ms();
     Heartbeat {

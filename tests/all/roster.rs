@@ -32,6 +32,7 @@ fn heartbeat(owner: &str, beat_ms: u64, beat_every_ms: u64) -> Heartbeat {
         shards: 4,
         refused: None,
         canary: None,
+        shadow: None,
     };
     Heartbeat {
         owner: owner.to_owned(),

@@ -275,3 +275,59 @@ fn promote_makes_the_shadow_current_at_a_batch_boundary_and_shadow_off_drops_it(
     }
     f.host.stop();
 }
+
+#[test]
+fn a_fleet_shadow_runs_on_every_instance_and_promotes_fleet_wide() {
+    use crate::fleet::{Fleet as Table, SUBSCRIPTION, text};
+    let Some(f) = Table::new(2, "shadow-fleet") else {
+        return;
+    };
+    let config = |owner: &str| {
+        f.st.fleet_config(Some(owner), "always_ack")
+            .set("fleet", "poll", "300ms")
+            .set("fleet", "heartbeat", "500ms")
+    };
+    let _a = f.start_with("a", config("a"));
+    let _b = f.start_with("b", config("b"));
+    let drop = guest("always_drop");
+    let out = f.cli(
+        "deploy",
+        &[SUBSCRIPTION, drop.to_str().unwrap(), "--shadow"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let drop_v = version("always_drop");
+    for i in 0..40 {
+        f.st.k.put(&f.st.stream, &format!("key-{i}"), "x");
+    }
+    // Both instances run it, each on its own shards, and count what differs.
+    let shadows = || {
+        f.report()
+            .instances
+            .iter()
+            .filter(|i| i.live)
+            .filter_map(|i| i.heartbeat.subscriptions.get(SUBSCRIPTION)?.shadow.clone())
+            .collect::<Vec<_>>()
+    };
+    wait_until_else(
+        "every instance comparing the fleet's shadow",
+        Duration::from_secs(60),
+        || {
+            let s = shadows();
+            s.len() == 2 && s.iter().all(|c| c.version == drop_v && c.differ > 0)
+        },
+        || format!("{:#?}", f.report()),
+    );
+    let differ: u64 = shadows().iter().map(|c| c.differ).sum();
+    assert!(differ <= 40, "{differ}");
+    let out = f.cli("deploy", &[SUBSCRIPTION, "--promote"]);
+    assert!(out.status.success(), "{}", text(&out));
+    f.wait_running(&["a", "b"], &drop_v);
+    wait_until_else(
+        "the shadow gone everywhere",
+        Duration::from_secs(60),
+        || shadows().is_empty(),
+        || format!("{:#?}", f.report()),
+    );
+    let desired = f.report().desired_of(SUBSCRIPTION).cloned().unwrap();
+    assert_eq!(desired.version.as_deref(), Some(drop_v.as_str()));
+}

@@ -49,16 +49,17 @@ pub struct DeployArgs {
     /// Run FILE in shadow on the instance: after the current version on every batch, its
     /// answers compared and counted (status, metrics), never settled; its publishes, seeks,
     /// HTTP requests and state writes recorded, never performed.
-    #[arg(long, requires = "file", conflicts_with = "config")]
+    /// With a DynamoDB lease table every instance runs it (--config: straight to the table).
+    #[arg(long, requires = "file")]
     shadow: bool,
 
-    /// Drop the instance's shadow.
-    #[arg(long, conflicts_with_all = ["config", "shadow", "promote"])]
+    /// Drop the shadow (the fleet's, with a DynamoDB lease table).
+    #[arg(long, conflicts_with_all = ["shadow", "promote"])]
     shadow_off: bool,
 
-    /// Make the instance's shadow the current version, exactly as a deploy of it (fleet-wide
-    /// with a DynamoDB lease table), and drop the shadow.
-    #[arg(long, conflicts_with_all = ["config", "shadow"])]
+    /// Make the shadow the current version, exactly as a deploy of it (fleet-wide with a
+    /// DynamoDB lease table), and drop the shadow.
+    #[arg(long, conflicts_with = "shadow")]
     promote: bool,
 
     /// Roll FILE out on this share of the stream's shards (whole shards, e.g. 10%), the
@@ -112,6 +113,18 @@ pub fn deploy(args: &DeployArgs) -> Result<(), CliError> {
         Some(path) => Some(SignKey::read(path)?),
         None => None,
     };
+    if let (true, Some(path)) = (args.shadow || args.shadow_off || args.promote, &args.config) {
+        let config = load(path)?;
+        let fleet_shadow = super::shadow::FleetShadowArgs {
+            subscription: &args.subscription,
+            file: args.file.as_ref(),
+            component,
+            off: args.shadow_off,
+            promote: args.promote,
+            key: key.as_ref(),
+        };
+        return super::block_on(super::shadow::through_table(&config, fleet_shadow));
+    }
     if args.shadow || args.shadow_off {
         return super::block_on(shadow(args, component));
     }

@@ -13,6 +13,7 @@ mod invoke;
 mod keygen;
 mod replay;
 mod run;
+mod shadow;
 mod status;
 
 use std::path::PathBuf;

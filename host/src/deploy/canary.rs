@@ -89,6 +89,26 @@ impl Deployer {
         self.changed.notify_one();
     }
 
+    /// Each subscription's shadow comparison on this instance, by subscription.
+    pub fn shadow_counts(&self) -> BTreeMap<String, crate::status::fleet::ShadowCounts> {
+        self.targets
+            .iter()
+            .filter_map(|(name, t)| {
+                let r = t.slot.shadow().1?.report();
+                let counts = crate::status::fleet::ShadowCounts {
+                    version: r.version,
+                    agree: r.agree,
+                    differ: r.differ,
+                    trapped: r.trapped,
+                    timed_out: r.timed_out,
+                    skipped: r.skipped,
+                    batches_dropped: r.batches_dropped,
+                };
+                Some((name.clone(), counts))
+            })
+            .collect()
+    }
+
     /// What both arms of each running rollout did on this instance, by subscription.
     pub fn canary_arms(&self) -> BTreeMap<String, CanaryArms> {
         self.targets

@@ -1,6 +1,6 @@
 //! Shadows through the deployer: set one (validated as a deploy validates), drop it, or promote
-//! it (a deploy of its bytes, fleet-wide with a fleet). A shadow is this instance's: with a
-//! fleet, each instance runs the shadow it was given.
+//! it (a deploy of its bytes). With a fleet each of these goes through the lease table's shadow
+//! row first, and every instance follows the row ([`Deployer::follow_shadow`]).
 
 use std::sync::Arc;
 
@@ -31,7 +31,13 @@ impl Deployer {
         let _one_at_a_time = target.swapping.lock().await;
         let component = self.validate(subscription, target, bytes, origin).await?;
         let factory = component as Arc<dyn HandlerFactory>;
-        let shadow = Arc::new(Shadow::new(factory, bytes.to_vec()));
+        let mut shadow = Shadow::new(factory, bytes.to_vec());
+        if let Some(link) = &self.fleet {
+            let by = format!("{} ({origin})", link.owner);
+            let row = link.fleet.set_shadow(subscription, bytes, &by).await?;
+            shadow = shadow.of_fleet(&row.shadow_id);
+        }
+        let shadow = Arc::new(shadow);
         let set = ShadowSet {
             shadow: shadow.version(),
             current: target.slot.version(),
@@ -50,6 +56,10 @@ impl Deployer {
     pub async fn shadow_off(&self, subscription: &str) -> Result<String, DeployError> {
         let target = self.target(subscription)?;
         let _one_at_a_time = target.swapping.lock().await;
+        if let Some(link) = &self.fleet {
+            let by = format!("{} (shadow off)", link.owner);
+            link.fleet.shadow_off(subscription, &by).await?;
+        }
         let dropped = target
             .slot
             .set_shadow(None)
@@ -78,11 +88,62 @@ impl Deployer {
             .await?;
         // Dropped only if it is still the shadow promoted (not one set meanwhile).
         let _one_at_a_time = target.swapping.lock().await;
+        if let Some(link) = &self.fleet {
+            let by = format!("{} (shadow promoted)", link.owner);
+            link.fleet.shadow_off(subscription, &by).await?;
+        }
         if let (_, Some(now)) = target.slot.shadow()
             && Arc::ptr_eq(&now, &shadow)
         {
             target.slot.set_shadow(None);
         }
         Ok(deployed)
+    }
+}
+
+impl Deployer {
+    /// Follows the fleet's shadow row of `subscription`: runs the shadow it names while it is
+    /// on (fetched, checked and validated as a deploy), drops a fleet shadow once it is off.
+    pub async fn follow_shadow(&self, fleet: &crate::fleet::Fleet, subscription: &str) {
+        let Ok(target) = self.target(subscription) else {
+            return;
+        };
+        let row = match fleet.shadow(subscription).await {
+            Ok(row) => row.map(|(_, s)| s).filter(|s| s.on),
+            Err(e) => {
+                tracing::warn!(subscription, "cannot follow the fleet's shadow: {e}");
+                return;
+            }
+        };
+        let (_, have) = target.slot.shadow();
+        let have_id = have.as_ref().and_then(|s| s.fleet_id.clone());
+        match row {
+            None if have_id.is_some() => {
+                target.slot.set_shadow(None);
+                tracing::info!(subscription, "the fleet's shadow was dropped");
+            }
+            None => {}
+            Some(row) if have_id.as_deref() == Some(row.shadow_id.as_str()) => {}
+            Some(row) => {
+                let origin = format!("the fleet's shadow {}", short_version(&row.version));
+                let bytes = match fleet.fetch(subscription, &row.component()).await {
+                    Ok(bytes) => bytes,
+                    Err(e) => {
+                        tracing::warn!(subscription, "cannot fetch {origin}: {e}");
+                        return;
+                    }
+                };
+                let _one_at_a_time = target.swapping.lock().await;
+                match self.validate(subscription, target, &bytes, &origin).await {
+                    Ok(component) => {
+                        let factory = component as Arc<dyn HandlerFactory>;
+                        let shadow = Shadow::new(factory, bytes).of_fleet(&row.shadow_id);
+                        target.slot.set_shadow(Some(Arc::new(shadow)));
+                        tracing::info!(subscription, "{origin} runs here too");
+                    }
+                    Err(e) => tracing::error!(subscription, "{origin} does not run here: {e}"),
+                }
+            }
+        }
     }
 }

@@ -23,7 +23,7 @@ impl Fleet {
     pub async fn rollout(&self, subscription: &str) -> Result<Option<(u64, Rollout)>, FleetError> {
         self.read(1);
         let read = self.store.rollout(&self.service, subscription).await?;
-        match (read.revision, read.rollout) {
+        match (read.revision, read.doc) {
             (Some(revision), Some(Ok(rollout))) => Ok(Some((revision, rollout))),
             (_, Some(Err(why))) => Err(FleetError::BadRollout {
                 subscription: subscription.to_owned(),
@@ -53,7 +53,7 @@ impl Fleet {
         self.fits(subscription, bytes.len())?;
         self.read(1);
         let read = self.store.rollout(&self.service, subscription).await?;
-        if let Some(Ok(r)) = &read.rollout
+        if let Some(Ok(r)) = &read.doc
             && r.state == RolloutState::Running
         {
             return Err(refused(format!(

@@ -27,6 +27,7 @@ mod canary;
 mod decide;
 pub mod last_ran;
 mod publish;
+mod shadow;
 
 pub use canary::CanaryPlan;
 

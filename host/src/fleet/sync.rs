@@ -38,6 +38,7 @@ pub async fn run(
     let changed = deployer.changes();
     let heartbeat = |status: &StatusBoard| {
         let mut arms = deployer.canary_arms();
+        let mut shadows = deployer.shadow_counts();
         Heartbeat {
             owner: me.owner.to_string(),
             admin: me.admin.clone(),
@@ -59,6 +60,7 @@ pub async fn run(
                         shards,
                         refused,
                         canary: arms.remove(&name),
+                        shadow: shadows.remove(&name),
                     };
                     (name, running)
                 })
@@ -110,5 +112,6 @@ async fn follow_rollouts(
 async fn converge(fleet: &Fleet, deployer: &Deployer) {
     for name in deployer.subscriptions() {
         deployer.follow(fleet, &name).await;
+        deployer.follow_shadow(fleet, &name).await;
     }
 }

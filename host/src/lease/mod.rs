@@ -18,9 +18,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 
 pub use dynamo::{
-    BadRow, CHUNK_BYTES, Desired, DesiredRead, DynamoLeaseStore, DynamoOptions, MAX_GENERATION,
-    Rollout, RolloutRead, RolloutState, Seen, SetDesired, StoredComponent, is_id, is_version,
-    new_id,
+    BadRow, CHUNK_BYTES, Desired, DesiredRead, DocRead, DynamoLeaseStore, DynamoOptions,
+    FleetShadow, MAX_GENERATION, Rollout, RolloutRead, RolloutState, Seen, SetDesired,
+    StoredComponent, is_id, is_version, new_id,
 };
 pub(crate) use handle::{KeepAlive, LeaseHandle};
 pub use memory::MemoryLeaseStore;

@@ -35,6 +35,8 @@ pub struct Shadow {
     pub stats: ShadowStats,
     /// ms since the Unix epoch.
     pub since_ms: u64,
+    /// The fleet's shadow this is (its `shadow_id`), when it came from the lease table.
+    pub fleet_id: Option<String>,
 }
 
 impl Shadow {
@@ -45,7 +47,14 @@ impl Shadow {
             effects: Effects::new(false, OVERLAY_LIMIT),
             stats: ShadowStats::default(),
             since_ms: crate::lease::now_ms(),
+            fleet_id: None,
         }
+    }
+
+    /// The fleet's shadow `id`.
+    pub fn of_fleet(mut self, id: &str) -> Shadow {
+        self.fleet_id = Some(id.to_owned());
+        self
     }
 
     pub fn version(&self) -> String {

@@ -46,6 +46,21 @@ pub struct Running {
     /// While a rollout runs: what both arms did here since it began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<CanaryArms>,
+    /// While a shadow runs here: its version and how its answers compared so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowCounts>,
+}
+
+/// A shadow's comparison on one instance.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShadowCounts {
+    pub version: String,
+    pub agree: u64,
+    pub differ: u64,
+    pub trapped: u64,
+    pub timed_out: u64,
+    pub skipped: u64,
+    pub batches_dropped: u64,
 }
 
 /// What the shards of a rollout (`canary`) and the others (`base`) did on one instance.
@@ -226,6 +241,7 @@ mod tests {
                 error: "too big".into(),
             }),
             canary: None,
+            shadow: None,
         };
         InstanceReport {
             heartbeat: Heartbeat {

@@ -2,7 +2,7 @@
 //!
 //! | `lease_key`                              | attributes |
 //! |------------------------------------------|------------|
-//! | `#shardhost#canary#SERVICE#SUBSCRIPTION` | `rollout` (S, a JSON [`Rollout`], at most [`MAX_ROLLOUT_BYTES`]), `revision` (N) |
+//! | `#shardhost#canary#SERVICE#SUBSCRIPTION` | `rollout` (S, a JSON [`Rollout`], at most 64 KiB), `revision` (N) |
 //!
 //! Every write is conditional on `revision` as read (or on no row), so two deciders, or a
 //! decider and an operator, never both write a decision. The row outlives its rollout (its
@@ -14,18 +14,14 @@ use serde::{Deserialize, Serialize};
 
 use super::DynamoLeaseStore;
 use super::desired::{escape, is_id, is_version};
-use super::row::{KEY, n, s};
+use super::doc::DocRead;
 use crate::lease::{LeaseError, StoredComponent};
-
-/// The largest rollout document read or written.
-pub const MAX_ROLLOUT_BYTES: usize = 64 << 10;
 /// The most shards a rollout names.
 pub const MAX_SHARDS: usize = 4000;
 /// The longest window a rollout may have: a week.
 pub const MAX_WINDOW_MS: u64 = 7 * 24 * 3600 * 1000;
 
 const ROLLOUT: &str = "rollout";
-const REVISION: &str = "revision";
 
 fn canary_key(service: &str, subscription: &str) -> String {
     format!(
@@ -128,11 +124,7 @@ impl Rollout {
 }
 
 /// A rollout row as read: its revision (none: no row) and the rollout, or why it is unusable.
-#[derive(Clone, Debug)]
-pub struct RolloutRead {
-    pub revision: Option<u64>,
-    pub rollout: Option<Result<Rollout, String>>,
-}
+pub type RolloutRead = DocRead<Rollout>;
 
 impl DynamoLeaseStore {
     /// The rollout row of `subscription`.
@@ -142,42 +134,8 @@ impl DynamoLeaseStore {
         subscription: &str,
     ) -> Result<RolloutRead, LeaseError> {
         let key = canary_key(service, subscription);
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key(KEY, s(key.as_str()))
-            .consistent_read(true)
-            .send()
+        self.read_doc(&key, ROLLOUT, "the rollout", Rollout::check)
             .await
-            .map_err(|e| self.sdk_error("read the rollout", &key, e))?;
-        let Some(item) = out.item() else {
-            return Ok(RolloutRead {
-                revision: None,
-                rollout: None,
-            });
-        };
-        let revision = item
-            .get(REVISION)
-            .and_then(|v| v.as_n().ok())
-            .and_then(|n| n.parse::<u64>().ok());
-        let rollout = match item.get(ROLLOUT).and_then(|v| v.as_s().ok()) {
-            None => Err("no `rollout` text".to_owned()),
-            Some(text) if text.len() > MAX_ROLLOUT_BYTES => Err(format!(
-                "`rollout` is larger than {MAX_ROLLOUT_BYTES} bytes"
-            )),
-            Some(text) => serde_json::from_str::<Rollout>(text)
-                .map_err(|e| format!("`rollout` does not parse: {e}"))
-                .and_then(|r| r.check().map(|()| r)),
-        };
-        let rollout = match (revision, rollout) {
-            (None, _) => Err("`revision` is not a number".to_owned()),
-            (Some(_), r) => r,
-        };
-        Ok(RolloutRead {
-            revision: Some(revision.unwrap_or(0)),
-            rollout: Some(rollout),
-        })
     }
 
     /// Writes `rollout` as the row of `subscription` if its revision is still `seen` (`None`:
@@ -190,33 +148,8 @@ impl DynamoLeaseStore {
         seen: Option<u64>,
     ) -> Result<bool, LeaseError> {
         let key = canary_key(service, subscription);
-        let text = serde_json::to_string(rollout).expect("a rollout serializes");
-        let mut put = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .item(KEY, s(key.as_str()))
-            .item(ROLLOUT, s(text.as_str()))
-            .item(REVISION, n(seen.map_or(1, |r| r + 1)));
-        put = match seen {
-            None => put
-                .condition_expression("attribute_not_exists(#k)")
-                .expression_attribute_names("#k", KEY),
-            Some(r) => put
-                .condition_expression("#r = :seen")
-                .expression_attribute_names("#r", REVISION)
-                .expression_attribute_values(":seen", n(r)),
-        };
-        match put.send().await {
-            Ok(_) => Ok(true),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(self.sdk_error("write the rollout", &key, e)),
-        }
+        self.write_doc(&key, ROLLOUT, "the rollout", rollout, seen)
+            .await
     }
 }
 

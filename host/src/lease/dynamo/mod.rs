@@ -27,10 +27,12 @@
 mod canary;
 mod component;
 mod desired;
+mod doc;
 mod legacy;
 mod roster;
 mod row;
 mod secret;
+mod shadow;
 mod table;
 mod write;
 
@@ -51,8 +53,10 @@ pub use desired::{
     BadRow, CHUNK_BYTES, Desired, DesiredRead, MAX_GENERATION, Seen, SetDesired, StoredComponent,
     is_id, is_version,
 };
+pub use doc::DocRead;
 use legacy::Legacy;
 use row::{CHECKPOINT, COUNTER, EXPIRY, HANDOFF_TO, KEY, OPENED, OWNER, n, s};
+pub use shadow::FleetShadow;
 use write::{HELD, UNASKED};
 
 /// A [`LeaseStore`] in a DynamoDB table (`[leases] store = "dynamodb"`).

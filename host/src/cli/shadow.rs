@@ -1,0 +1,75 @@
+//! `shardhost deploy --config CFG SUBSCRIPTION FILE.wasm --shadow`, `--shadow-off` and
+//! `--promote`: the fleet's shadow, straight through the lease table the config names (every
+//! instance follows it at its next poll).
+
+use std::path::PathBuf;
+
+use super::CliError;
+use super::fleet::{FleetSource, subscription, who};
+use crate::config::Config;
+use crate::fleet::Sign;
+use crate::signing::SignKey;
+use crate::wasm::{Runtime, short_version};
+
+/// What is asked of the fleet's shadow.
+pub struct FleetShadowArgs<'a> {
+    pub subscription: &'a str,
+    pub file: Option<&'a PathBuf>,
+    pub component: Option<Vec<u8>>,
+    pub off: bool,
+    pub promote: bool,
+    pub key: Option<&'a SignKey>,
+}
+
+pub async fn through_table(config: &Config, args: FleetShadowArgs<'_>) -> Result<(), CliError> {
+    let s = subscription(config, args.subscription)?;
+    let fleet = FleetSource::table(config).await?;
+    let by = format!("{} (deploy --config)", who());
+    if let Some(bytes) = &args.component {
+        let file = args.file.cloned().unwrap_or_default();
+        let runtime =
+            Runtime::for_host(&config.host, config.meters_fuel()).map_err(CliError::Engine)?;
+        runtime
+            .load_bytes(&file.display().to_string(), bytes, s.limits, &s.wasi)
+            .await
+            .map_err(|source| CliError::Refused {
+                file,
+                subscription: s.name.clone(),
+                source,
+            })?;
+        let shadow = fleet.set_shadow(&s.name, bytes, &by).await?;
+        println!(
+            "subscription `{}`: every instance runs {} in shadow from its next poll: compared, never settled",
+            s.name, shadow.version
+        );
+        return Ok(());
+    }
+    let running = fleet.shadow(&s.name).await?.filter(|(_, sh)| sh.on);
+    let Some((_, shadow)) = running else {
+        return Err(CliError::NoShadow(s.name.clone()));
+    };
+    if args.promote {
+        let sign = match args.key {
+            Some(key) => Sign::Key(key),
+            None => Sign::No,
+        };
+        let bytes = fleet.fetch(&s.name, &shadow.component()).await?;
+        let desired = fleet.publish(&s.name, &bytes, None, &by, &sign).await?;
+        fleet.shadow_off(&s.name, &by).await?;
+        println!(
+            "subscription `{}`: shadow {} promoted: fleet generation {} runs it",
+            s.name,
+            short_version(&shadow.version),
+            desired.generation
+        );
+        return Ok(());
+    }
+    debug_assert!(args.off);
+    fleet.shadow_off(&s.name, &by).await?;
+    println!(
+        "subscription `{}`: the fleet's shadow {} dropped",
+        s.name,
+        short_version(&shadow.version)
+    );
+    Ok(())
+}

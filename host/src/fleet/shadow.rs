@@ -1,0 +1,95 @@
+//! A fleet's shadow (see `lease/dynamo/shadow.rs`): set for every instance, dropped, read.
+
+use super::{Fleet, FleetError};
+use crate::lease::{FleetShadow, new_id, now_ms};
+use crate::wasm::version_of;
+
+impl Fleet {
+    /// The shadow row of `subscription` and its revision; `None` when none was ever set.
+    pub async fn shadow(
+        &self,
+        subscription: &str,
+    ) -> Result<Option<(u64, FleetShadow)>, FleetError> {
+        self.read(1);
+        let read = self.store.fleet_shadow(&self.service, subscription).await?;
+        match (read.revision, read.doc) {
+            (Some(revision), Some(Ok(shadow))) => Ok(Some((revision, shadow))),
+            (_, Some(Err(why))) => Err(FleetError::BadRollout {
+                subscription: subscription.to_owned(),
+                why: format!("the shadow row: {why}"),
+            }),
+            _ => Ok(None),
+        }
+    }
+
+    /// Makes `bytes` (validated by the caller) the shadow every instance runs, replacing any.
+    pub async fn set_shadow(
+        &self,
+        subscription: &str,
+        bytes: &[u8],
+        by: &str,
+    ) -> Result<FleetShadow, FleetError> {
+        self.fits(subscription, bytes.len())?;
+        let stored = self
+            .store
+            .put_component(&self.service, subscription, &version_of(bytes), bytes)
+            .await?;
+        self.wrote(u64::from(stored.chunks));
+        let shadow = FleetShadow {
+            shadow_id: new_id(),
+            version: stored.version.clone(),
+            size: stored.size,
+            chunks: stored.chunks,
+            upload: stored.upload.clone().unwrap_or_default(),
+            set_by: by.chars().take(256).collect(),
+            set_at_ms: now_ms(),
+            on: true,
+        };
+        let old = self.shadow(subscription).await.ok().flatten();
+        self.wrote(1);
+        let written = self
+            .store
+            .set_fleet_shadow(
+                &self.service,
+                subscription,
+                &shadow,
+                old.as_ref().map(|(r, _)| *r),
+            )
+            .await?;
+        if !written {
+            self.remove(subscription, &stored).await;
+            return Err(FleetError::Contended(subscription.to_owned()));
+        }
+        if let Some((_, old)) = old {
+            self.remove(subscription, &old.component()).await;
+        }
+        Ok(shadow)
+    }
+
+    /// Turns the fleet's shadow of `subscription` off; answers the one dropped (`None`: none).
+    pub async fn shadow_off(
+        &self,
+        subscription: &str,
+        by: &str,
+    ) -> Result<Option<FleetShadow>, FleetError> {
+        let Some((revision, shadow)) = self.shadow(subscription).await?.filter(|(_, s)| s.on)
+        else {
+            return Ok(None);
+        };
+        let off = FleetShadow {
+            on: false,
+            set_by: by.chars().take(256).collect(),
+            set_at_ms: now_ms(),
+            ..shadow.clone()
+        };
+        self.wrote(1);
+        if !self
+            .store
+            .set_fleet_shadow(&self.service, subscription, &off, Some(revision))
+            .await?
+        {
+            return Err(FleetError::Contended(subscription.to_owned()));
+        }
+        Ok(Some(shadow))
+    }
+}

@@ -1,0 +1,107 @@
+//! Rows that hold one JSON document and a revision (a rollout, a fleet's shadow): read whole,
+//! checked before they are believed (anyone who can write the table can write them), and
+//! written whole, on the condition that the revision is still the one read.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::DynamoLeaseStore;
+use super::row::{KEY, n, s};
+use crate::lease::LeaseError;
+
+/// The largest document read or written.
+pub const MAX_DOC_BYTES: usize = 64 << 10;
+
+const REVISION: &str = "revision";
+
+/// A document row as read: its revision (none: no row) and the document, or why it is
+/// unusable.
+#[derive(Clone, Debug)]
+pub struct DocRead<T> {
+    pub revision: Option<u64>,
+    pub doc: Option<Result<T, String>>,
+}
+
+impl DynamoLeaseStore {
+    /// The document in attribute `attr` of row `key` (`what` names it in errors), checked.
+    pub(super) async fn read_doc<T: DeserializeOwned>(
+        &self,
+        key: &str,
+        attr: &str,
+        what: &str,
+        check: impl Fn(&T) -> Result<(), String>,
+    ) -> Result<DocRead<T>, LeaseError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(KEY, s(key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| self.sdk_error(&format!("read {what}"), key, e))?;
+        let Some(item) = out.item() else {
+            return Ok(DocRead {
+                revision: None,
+                doc: None,
+            });
+        };
+        let revision = item
+            .get(REVISION)
+            .and_then(|v| v.as_n().ok())
+            .and_then(|n| n.parse::<u64>().ok());
+        let doc = match item.get(attr).and_then(|v| v.as_s().ok()) {
+            _ if revision.is_none() => Err(format!("`{REVISION}` is not a number")),
+            None => Err(format!("no `{attr}` text")),
+            Some(text) if text.len() > MAX_DOC_BYTES => {
+                Err(format!("`{attr}` is larger than {MAX_DOC_BYTES} bytes"))
+            }
+            Some(text) => serde_json::from_str::<T>(text)
+                .map_err(|e| format!("`{attr}` does not parse: {e}"))
+                .and_then(|d| check(&d).map(|()| d)),
+        };
+        Ok(DocRead {
+            revision: Some(revision.unwrap_or(0)),
+            doc: Some(doc),
+        })
+    }
+
+    /// Writes `doc` into attribute `attr` of row `key` if its revision is still `seen` (`None`:
+    /// if there is no row); whether it was written.
+    pub(super) async fn write_doc<T: Serialize>(
+        &self,
+        key: &str,
+        attr: &str,
+        what: &str,
+        doc: &T,
+        seen: Option<u64>,
+    ) -> Result<bool, LeaseError> {
+        let text = serde_json::to_string(doc).expect("a document serializes");
+        let mut put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item(KEY, s(key))
+            .item(attr, s(text.as_str()))
+            .item(REVISION, n(seen.map_or(1, |r| r + 1)));
+        put = match seen {
+            None => put
+                .condition_expression("attribute_not_exists(#k)")
+                .expression_attribute_names("#k", KEY),
+            Some(r) => put
+                .condition_expression("#r = :seen")
+                .expression_attribute_names("#r", REVISION)
+                .expression_attribute_values(":seen", n(r)),
+        };
+        match put.send().await {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(self.sdk_error(&format!("write {what}"), key, e)),
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! A fleet's shadow of a subscription (`deploy --shadow` with a DynamoDB lease table), in a
+//! row of its own: `#shardhost#shadow#SERVICE#SUBSCRIPTION`, attributes `shadow` (S, a JSON
+//! [`FleetShadow`]) and `revision` (N). Every instance runs the shadow the row names while it
+//! is `on`; its bytes are stored as a deploy's are.
+
+use serde::{Deserialize, Serialize};
+
+use super::DynamoLeaseStore;
+use super::desired::{escape, is_id, is_version};
+use super::doc::DocRead;
+use crate::lease::{LeaseError, StoredComponent};
+
+const SHADOW: &str = "shadow";
+
+fn shadow_key(service: &str, subscription: &str) -> String {
+    format!(
+        "#shardhost#shadow#{}#{}",
+        escape(service),
+        escape(subscription)
+    )
+}
+
+/// The shadow a fleet runs for one subscription.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetShadow {
+    /// Made anew by each `deploy --shadow`: an instance follows a change of it.
+    pub shadow_id: String,
+    pub version: String,
+    pub size: u64,
+    pub chunks: u32,
+    pub upload: String,
+    pub set_by: String,
+    pub set_at_ms: u64,
+    /// Off: dropped (`--shadow-off`) or promoted.
+    pub on: bool,
+}
+
+impl FleetShadow {
+    pub fn component(&self) -> StoredComponent {
+        StoredComponent {
+            version: self.version.clone(),
+            size: self.size,
+            chunks: self.chunks,
+            upload: Some(self.upload.clone()),
+        }
+    }
+
+    /// Every field within bounds; the first that is not, named.
+    pub fn check(&self) -> Result<(), String> {
+        if !is_id(&self.shadow_id) {
+            return Err("`shadow_id` is not an id".into());
+        }
+        if !is_version(&self.version) {
+            return Err("`version` is not a sha256".into());
+        }
+        if !is_id(&self.upload) {
+            return Err("`upload` is not an id".into());
+        }
+        if self.set_by.len() > 256 {
+            return Err("`set_by` is longer than 256 bytes".into());
+        }
+        Ok(())
+    }
+}
+
+impl DynamoLeaseStore {
+    /// The shadow row of `subscription`.
+    pub async fn fleet_shadow(
+        &self,
+        service: &str,
+        subscription: &str,
+    ) -> Result<DocRead<FleetShadow>, LeaseError> {
+        let key = shadow_key(service, subscription);
+        self.read_doc(&key, SHADOW, "the fleet's shadow", FleetShadow::check)
+            .await
+    }
+
+    /// Writes the shadow row of `subscription` if its revision is still `seen`.
+    pub async fn set_fleet_shadow(
+        &self,
+        service: &str,
+        subscription: &str,
+        shadow: &FleetShadow,
+        seen: Option<u64>,
+    ) -> Result<bool, LeaseError> {
+        let key = shadow_key(service, subscription);
+        self.write_doc(&key, SHADOW, "the fleet's shadow", shadow, seen)
+            .await
+    }
+}
