@@ -1,14 +1,20 @@
-//! Deciding a running rollout: the live instance with the smallest owner id does it (the next one
-//! when it stops beating; conditional writes keep two from both deciding). At every poll it
-//! sums both arms over the heartbeats of this rollout: the first rule broken rolls it back; a
-//! window passed clean, with enough records on both arms to judge, promotes it.
+//! Deciding a running rollout: the instance that holds the lease of the rollout's first shard
+//! does it (whoever takes that shard over takes the decisions over; a decision is a conditional
+//! write, so a lease moving mid-decision never makes two). Only it reads the roster: at every
+//! poll it sums both arms over the live heartbeats of this rollout; the first rule broken rolls
+//! it back; a window passed clean, with enough records on both arms to judge, promotes it.
 
 use super::Fleet;
 use crate::canary::rules::{AbortOn, Arm, MIN_RECORDS};
 use crate::lease::{Rollout, RolloutState, now_ms};
 
-/// Decides `rollout` (read at `revision`) of `subscription` if this instance (`me`) is the
-/// decider and the time has come.
+/// The shard whose lease holder decides `r`.
+pub fn decider_shard(r: &Rollout) -> Option<&str> {
+    r.shards.iter().min().map(String::as_str)
+}
+
+/// Decides `rollout` (read at `revision`) of `subscription` if the time has come; called by the
+/// instance (`me`) that holds [`decider_shard`].
 pub async fn rollout(fleet: &Fleet, me: &str, subscription: &str, revision: u64, r: &Rollout) {
     let report = match fleet.report(&[]).await {
         Ok(report) => report,
@@ -21,10 +27,6 @@ pub async fn rollout(fleet: &Fleet, me: &str, subscription: &str, revision: u64,
         }
     };
     let live: Vec<_> = report.instances.iter().filter(|i| i.live).collect();
-    let decider = live.iter().map(|i| i.heartbeat.owner.as_str()).min();
-    if decider != Some(me) {
-        return;
-    }
     let (mut canary, mut base) = (Arm::default(), Arm::default());
     for instance in &live {
         let arms = instance

@@ -74,7 +74,15 @@ pub async fn run(
             _ = poll.tick() => {
                 converge(&fleet, &deployer).await;
                 for (name, revision, rollout) in follow_rollouts(&fleet, &deployer).await {
-                    super::decide::rollout(&fleet, &me.owner, &name, revision, &rollout).await;
+                    let decides = super::decide::decider_shard(&rollout).is_some_and(|shard| {
+                        status.shards_of(&name).iter().any(|s| {
+                            s.shard_id == shard && s.status.state.holds_lease()
+                        })
+                    });
+                    if decides {
+                        super::decide::rollout(&fleet, &me.owner, &name, revision, &rollout)
+                            .await;
+                    }
                 }
                 continue;
             }
