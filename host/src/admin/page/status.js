@@ -135,8 +135,9 @@
 
   // ---- charts ----
 
-  // A line chart of `series` ({name: [[atMs, value], ...]}) as an inline <svg>.
-  function chart(kind, series, format) {
+  // A line chart of `series` ({name: [[atMs, value], ...]}) as an inline <svg>; its scale
+  // reaches at least `floor`, so a flat zero line reads as zero, not as noise.
+  function chart(kind, series, format, floor) {
     const W = 360, H = 110, L = 44, R = 6, T = 8, B = 16;
     const all = Object.values(series).flat();
     const count = Math.max(0, ...Object.values(series).map((s) => s.length));
@@ -158,7 +159,7 @@
     }
     const x0 = Math.min(...all.map((p) => p[0]));
     const x1 = Math.max(...all.map((p) => p[0]), x0 + 1);
-    const top = Math.max(...all.map((p) => p[1]), 1e-9);
+    const top = Math.max(...all.map((p) => p[1]), floor);
     const x = (at) => L + ((at - x0) / (x1 - x0)) * (W - L - R);
     const y = (v) => H - B - (v / top) * (H - B - T);
     for (const [name, points] of Object.entries(series)) {
@@ -194,8 +195,8 @@
     return el(
       "div",
       { class: "charts" },
-      el("figure", {}, chart("outcomes", outcomes, rate), el("figcaption", {}, "records per second by outcome", legend)),
-      el("figure", {}, chart("lag", { lag: lags }, lag), el("figcaption", {}, "largest lag (millis behind latest)"))
+      el("figure", {}, chart("outcomes", outcomes, (n) => rate(n) + "/s", 1), el("figcaption", {}, "records per second by outcome", legend)),
+      el("figure", {}, chart("lag", { lag: lags }, lag, 1000), el("figcaption", {}, "largest lag (millis behind latest)"))
     );
   }
 
@@ -236,7 +237,7 @@
       el(
         "tr",
         { class: "shard state-" + (s.state || "starting").replace(/[^a-z]+/g, "-"), "data-shard": s.shard_id },
-        el("td", { class: "mono" }, s.shard_id),
+        el("td", { class: "mono shard-id" }, s.shard_id),
         el("td", {}, s.owner),
         el("td", {}, s.state || "–"),
         el("td", { class: "mono", title: s.checkpoint || "" }, s.checkpoint || "–"),
