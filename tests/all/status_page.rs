@@ -448,3 +448,57 @@ fn the_history_shows_outcomes_per_second_and_lag_of_flowing_records() {
     flowing.cancel();
     host.stop();
 }
+
+#[test]
+fn the_status_page_shows_the_fleet_its_desired_version_and_each_instance_heartbeat() {
+    let Some(endpoint) = crate::support::dynamodb_endpoint() else {
+        return;
+    };
+    let Some(browser) = chromium() else { return };
+    let table = crate::support::unique("status-page");
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(crate::support::dynamo::Dynamo::new(&endpoint).create_lease_table(&table));
+    let dir = Scratch::new("status-page-fleet");
+    dir.write("handler.wasm", wasm("always_ack"));
+    let config = config()
+        .dynamodb_leases(&table, &endpoint)
+        .set("fleet", "poll", "500ms")
+        .set("fleet", "heartbeat", "1s");
+    let host = Running::start(&dir, config);
+    // A fleet deploy: the table's desired version, which the instance then runs.
+    assert_eq!(deploy(&host, "scripted"), StatusCode::OK);
+    let flowing = keep_records_flowing(&host, false);
+    let scripted = shardhost::testing::version_of(&wasm("scripted"));
+    let owner = host
+        .block_on(host.admin(Some(TOKEN)).status())
+        .unwrap()
+        .owner;
+    let url = format!("http://{}/#token={TOKEN}", host.admin.unwrap());
+
+    let instance = |dom: &str| -> Option<String> {
+        let row = &dom[dom.find(&format!("data-owner=\"{owner}\""))?..];
+        Some(row[..row.find("</tr>")?].to_owned())
+    };
+    let dom = rendered(browser, &url, "the fleet", |dom| {
+        instance(dom).is_some_and(|row| row.contains(&scripted[..12]))
+    });
+    let row = instance(&dom).unwrap();
+    assert!(row.contains(">live<"), "the instance is live: {row}");
+    assert!(row.contains("ago<"), "its last heartbeat is shown: {row}");
+    assert!(
+        row.contains(&format!("http://{}", host.admin.unwrap())),
+        "its admin address is shown: {row}"
+    );
+    let desired = &dom[dom
+        .find("class=\"desired\" data-subscription=\"orders\"")
+        .expect("the desired version is shown")..];
+    let desired = &desired[..desired.find("</tr>").unwrap()];
+    assert!(desired.contains(&scripted), "{desired}");
+    assert!(
+        attribute(&dom, "id=\"fleet\"", "hidden").is_none(),
+        "the fleet section is shown"
+    );
+    flowing.cancel();
+    host.stop();
+}

@@ -238,7 +238,7 @@
         "tr",
         { class: "shard state-" + (s.state || "starting").replace(/[^a-z]+/g, "-"), "data-shard": s.shard_id },
         el("td", { class: "mono shard-id" }, s.shard_id),
-        el("td", {}, s.owner),
+        el("td", { class: "owner" }, s.owner),
         el("td", {}, s.state || "–"),
         el("td", { class: "mono", title: s.checkpoint || "" }, s.checkpoint || "–"),
         el("td", { class: "num" }, lag(s.millis_behind_latest)),
