@@ -25,10 +25,15 @@ use crate::support::{HostToml, Running, Scratch, Subscription, guest, root, wait
 const TOKEN: &str = "page-s3cret";
 const SHARDS: [&str; 2] = ["shardId-000000000000", "shardId-000000000001"];
 
-/// Subscription `orders` on 2 shards of the embedded stream, running the scripted handler.
+/// Subscription `orders` on 2 shards of the embedded stream `orders`, running `handler.wasm`.
 fn config() -> HostToml {
-    HostToml::memory().admin_with_token(TOKEN).subscription(
-        Subscription::new("orders", "orders", "handler.wasm")
+    config_on(HostToml::memory(), "orders")
+}
+
+/// Subscription `orders` on 2 shards of `stream` of `base`'s stream service.
+fn config_on(base: HostToml, stream: &str) -> HostToml {
+    base.admin_with_token(TOKEN).subscription(
+        Subscription::new("orders", stream, "handler.wasm")
             .create_if_missing(2)
             .trim_horizon()
             .batch(10)
@@ -61,20 +66,26 @@ fn deploy(host: &Running, name: &str) -> StatusCode {
 /// second (the pace changing every few seconds): on both shards, mostly acked, some dropped,
 /// and (with `held`) one retried record per shard that stays held.
 fn keep_records_flowing(host: &Running, held: bool) -> CancellationToken {
+    keep_records_flowing_into(host, "orders", held)
+}
+
+/// As [`keep_records_flowing`], into `stream`.
+fn keep_records_flowing_into(host: &Running, stream: &str, held: bool) -> CancellationToken {
     let stop = CancellationToken::new();
+    let stream = stream.to_owned();
     let (source, until) = (host.source.clone(), stop.clone());
     host.block_on(async move {
         tokio::spawn(async move {
             if held {
                 for shard in 0..SHARDS.len() {
                     let key = crate::support::key_on_shard(shard, SHARDS.len(), "held");
-                    source.put("orders", &key, b"retry".to_vec()).await.unwrap();
+                    source.put(&stream, &key, b"retry".to_vec()).await.unwrap();
                 }
             }
             for i in 0u64.. {
                 let data = if i % 4 == 3 { "drop" } else { "ack" };
                 source
-                    .put("orders", &format!("order-{i}"), data.as_bytes().to_vec())
+                    .put(&stream, &format!("order-{i}"), data.as_bytes().to_vec())
                     .await
                     .unwrap();
                 let pace = [20, 10, 40, 20][(i / 200 % 4) as usize];
@@ -450,25 +461,29 @@ fn the_history_shows_outcomes_per_second_and_lag_of_flowing_records() {
 }
 
 #[test]
-fn the_status_page_shows_the_fleet_its_desired_version_and_each_instance_heartbeat() {
-    let Some(endpoint) = crate::support::dynamodb_endpoint() else {
+fn the_status_page_shows_the_fleet_its_desired_version_each_instance_heartbeat_and_a_rollout() {
+    let (Some(kinesis), Some(endpoint)) = (
+        crate::support::kinesis_endpoint(),
+        crate::support::dynamodb_endpoint(),
+    ) else {
         return;
     };
     let Some(browser) = chromium() else { return };
     let table = crate::support::unique("status-page");
+    let stream = crate::support::unique("status-page");
     tokio::runtime::Runtime::new()
         .unwrap()
         .block_on(crate::support::dynamo::Dynamo::new(&endpoint).create_lease_table(&table));
     let dir = Scratch::new("status-page-fleet");
     dir.write("handler.wasm", wasm("always_ack"));
-    let config = config()
+    let config = config_on(HostToml::kinesis(&kinesis), &stream)
         .dynamodb_leases(&table, &endpoint)
         .set("fleet", "poll", "500ms")
         .set("fleet", "heartbeat", "1s");
     let host = Running::start(&dir, config);
     // A fleet deploy: the table's desired version, which the instance then runs.
     assert_eq!(deploy(&host, "scripted"), StatusCode::OK);
-    let flowing = keep_records_flowing(&host, false);
+    let flowing = keep_records_flowing_into(&host, &stream, false);
     let scripted = shardhost::testing::version_of(&wasm("scripted"));
     let owner = host
         .block_on(host.admin(Some(TOKEN)).status())
@@ -499,6 +514,32 @@ fn the_status_page_shows_the_fleet_its_desired_version_and_each_instance_heartbe
         attribute(&dom, "id=\"fleet\"", "hidden").is_none(),
         "the fleet section is shown"
     );
+
+    // A rollout in progress: half the shards on another version for ten minutes.
+    let config = dir.0.join("shardhost.toml");
+    let canary = guest("always_ack");
+    let out = crate::support::fleet::shardhost(&[
+        "deploy",
+        "--config",
+        config.to_str().unwrap(),
+        "orders",
+        canary.to_str().unwrap(),
+        "--canary",
+        "50%",
+        "--canary-for",
+        "10m",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let running = format!(
+        "running {} on 50.0%",
+        &shardhost::testing::version_of(&wasm("always_ack"))[..12]
+    );
+    rendered(browser, &url, "the rollout", |dom| dom.contains(&running));
     flowing.cancel();
     host.stop();
 }
