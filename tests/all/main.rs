@@ -35,5 +35,6 @@ mod sandbox;
 mod sdks;
 mod shadow;
 mod state;
+mod status_page;
 mod throughput;
 mod worker;

@@ -3,7 +3,9 @@
 //! | route                                  | answers                                         |
 //! |----------------------------------------|-------------------------------------------------|
 //! | `GET /healthz`                         | `ok`, or 503 naming each failed task (never asks for the token: liveness probes) |
+//! | `GET /`, `/page/status.js`, `/page/status.css` | the status page ([`page`]): no data, so no token; its script asks the routes below with it |
 //! | `GET /status`                          | a [`Report`] as JSON                             |
+//! | `GET /status/history`                  | the last 15 minutes' outcomes per second and lag, and recent errors ([`history`]) |
 //! | `GET /metrics`                         | OpenMetrics text when `Accept` names it (Prometheus does), else the classic text format 0.0.4 (`promtool check metrics`, curl) |
 //! | `PUT /subscriptions/{name}/handler`    | validates the body as a component and swaps it in; 200 with the old and new versions, 422 with the reason, 413 past `max_upload` |
 //! | `POST /subscriptions/{name}/rollback`  | restores the version before the last swap; 409 when there is none |
@@ -11,7 +13,7 @@
 //! | `DELETE /subscriptions/{name}/shadow`  | drops the shadow; 409 when there is none |
 //! | `POST /subscriptions/{name}/promote`   | deploys the shadow's bytes and drops it; 409 when there is none |
 //!
-//! With `token` set, every route but `/healthz` wants `Authorization: Bearer TOKEN` (401
+//! With `token` set, every route but `/healthz` and the status page's three static files wants `Authorization: Bearer TOKEN` (401
 //! otherwise; the scheme in any case, the token compared in constant time). The config refuses
 //! a listen address off loopback without a token.
 //!
@@ -59,6 +61,8 @@
 
 mod conns;
 mod guard;
+mod history;
+mod page;
 pub mod reply;
 mod serve;
 pub mod signed;
@@ -123,6 +127,8 @@ pub struct SubscriptionInfo {
 /// What the routes share besides [`AdminState`].
 struct Shared {
     state: Arc<AdminState>,
+    /// What the status page charts.
+    history: Arc<history::History>,
     max_upload: usize,
     /// The subscriptions with an upload in progress.
     uploading: std::sync::Mutex<std::collections::HashSet<String>>,
@@ -132,6 +138,8 @@ struct Shared {
 pub struct AdminServer {
     listener: TcpListener,
     router: Router,
+    state: Arc<AdminState>,
+    history: Arc<history::History>,
 }
 
 impl AdminServer {
@@ -144,9 +152,13 @@ impl AdminServer {
                 source,
             })?;
         let listen = listener.local_addr().unwrap_or(config.listen);
+        let state = Arc::new(state);
+        let history = Arc::new(history::History::new());
         Ok(AdminServer {
             listener,
-            router: router(Arc::new(state), config, listen),
+            router: router(state.clone(), history.clone(), config, listen),
+            state,
+            history,
         })
     }
 
@@ -157,22 +169,32 @@ impl AdminServer {
             .expect("a bound listener has an address")
     }
 
-    /// Serves until `stop` fires.
+    /// Serves until `stop` fires, sampling the status page's history meanwhile.
     pub async fn serve(self, stop: CancellationToken) {
-        serve::serve(self.listener, self.router, stop).await
+        tokio::join!(
+            serve::serve(self.listener, self.router, stop.clone()),
+            history::run(self.history, self.state, stop),
+        );
     }
 }
 
-fn router(state: Arc<AdminState>, config: &AdminConfig, listen: SocketAddr) -> Router {
+fn router(
+    state: Arc<AdminState>,
+    history: Arc<history::History>,
+    config: &AdminConfig,
+    listen: SocketAddr,
+) -> Router {
     let health = state.status.clone();
     let metrics = state.metrics.clone();
     let shared = Arc::new(Shared {
         state,
+        history,
         max_upload: usize::try_from(config.max_upload).unwrap_or(usize::MAX),
         uploading: Default::default(),
     });
     let guarded = Router::new()
         .route("/status", get(status))
+        .route("/status/history", get(status_history))
         .route("/metrics", get(metrics_text))
         .route("/subscriptions/{name}/handler", put(deploy))
         .route("/subscriptions/{name}/rollback", post(rollback))
@@ -189,6 +211,10 @@ fn router(state: Arc<AdminState>, config: &AdminConfig, listen: SocketAddr) -> R
     let origin = Arc::new(guard::Origins::new(listen, metrics));
     Router::new()
         .route("/healthz", get(move || healthz(health.clone())))
+        // The status page's files hold no data: a browser's navigation cannot send the token.
+        .route("/", get(page::index))
+        .route(page::SCRIPT_PATH, get(page::script))
+        .route(page::STYLE_PATH, get(page::style))
         .merge(guarded)
         .layer(middleware::from_fn_with_state(origin, guard::same_origin))
 }
@@ -221,6 +247,11 @@ async fn status(State(shared): State<Arc<Shared>>) -> axum::Json<Report> {
         }
     }
     axum::Json(report)
+}
+
+/// `GET /status/history`: the samples the status page charts.
+async fn status_history(State(shared): State<Arc<Shared>>) -> axum::Json<history::HistoryReport> {
+    axum::Json(shared.history.report())
 }
 
 /// The status of every subscription of this host.

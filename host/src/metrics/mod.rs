@@ -12,11 +12,13 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 mod http;
+mod outcomes;
 mod shadow;
 mod shard;
 mod state;
 mod text;
 
+pub use outcomes::OutcomeTotals;
 pub use shard::ShardMetrics;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
