@@ -123,7 +123,7 @@ fn render(report: &Report) -> String {
 fn render_shadow(s: &crate::shadow::ShadowReport) -> String {
     let mut out = format!(
         "  shadow {} (deploy --promote makes it current): {} agree, {} differ, {} trapped, \
-         {} timed out, {} skipped; {} batch(es) compared, {} dropped\n",
+         {} timed out, {} skipped; {} batch(es) compared, {} dropped ({} records)\n",
         s.version,
         s.agree,
         s.differ,
@@ -131,7 +131,8 @@ fn render_shadow(s: &crate::shadow::ShadowReport) -> String {
         s.timed_out,
         s.skipped,
         s.batches_compared,
-        s.batches_dropped
+        s.batches_dropped,
+        s.records_dropped
     );
     for d in &s.differences {
         out += &format!(

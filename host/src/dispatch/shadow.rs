@@ -47,7 +47,8 @@ impl Run<'_> {
             return;
         };
         let Ok(permit) = tx.try_reserve() else {
-            shadow.stats.batch(false);
+            let records = lanes.iter().map(|l| l.records.len() as u64).sum();
+            shadow.stats.batch(false, records);
             self.worker
                 .plan
                 .metrics
@@ -139,7 +140,7 @@ impl Task {
                     self.compare(&job.info, record, current, candidate);
                 }
             }
-            self.shadow.stats.batch(true);
+            self.shadow.stats.batch(true, 0);
             let name = &self.env.ctx.subscription;
             self.metrics.shadow_batch(name, true);
         }

@@ -76,6 +76,7 @@ impl Shadow {
             skipped: n(&s.skipped),
             batches_compared: n(&s.batches_compared),
             batches_dropped: n(&s.batches_dropped),
+            records_dropped: n(&s.records_dropped),
             differences: pairs
                 .iter()
                 .map(|((current, candidate), records)| DifferenceCount {
@@ -121,6 +122,7 @@ pub struct ShadowStats {
     skipped: AtomicU64,
     batches_compared: AtomicU64,
     batches_dropped: AtomicU64,
+    records_dropped: AtomicU64,
     pairs: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     first: Mutex<Vec<FirstDifference>>,
 }
@@ -151,13 +153,14 @@ impl ShadowStats {
         true
     }
 
-    pub fn batch(&self, compared: bool) {
-        let counter = if compared {
-            &self.batches_compared
+    /// Counts a batch of `records` compared, or dropped (the shadow was busy).
+    pub fn batch(&self, compared: bool, records: u64) {
+        if compared {
+            self.batches_compared.fetch_add(1, Ordering::Relaxed);
         } else {
-            &self.batches_dropped
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+            self.batches_dropped.fetch_add(1, Ordering::Relaxed);
+            self.records_dropped.fetch_add(records, Ordering::Relaxed);
+        }
     }
 }
 
@@ -193,6 +196,9 @@ pub struct ShadowReport {
     pub skipped: u64,
     pub batches_compared: u64,
     pub batches_dropped: u64,
+    /// Records of the dropped batches (never compared).
+    #[serde(default)]
+    pub records_dropped: u64,
     pub differences: Vec<DifferenceCount>,
     pub first_differences: Vec<FirstDifference>,
     /// What it would have done, by kind (`publish`, `seek`, `http-not-sent`, `state-write`).
