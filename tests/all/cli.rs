@@ -131,6 +131,42 @@ fn invoke_reports_a_trap_and_exits_1() {
 }
 
 #[test]
+fn invoke_isolates_a_failing_record_in_a_batch_as_run_does() {
+    // Issue 32, 1: with batch 100, a handler failing on the second of three records failed all
+    // three under `invoke`, while `run` settles the first and third and retries only the second.
+    let dir = Scratch::new("invoke-isolates");
+    let records = dir.write(
+        "r.ndjson",
+        format!(
+            "{}\n{}\n{}\n",
+            support::text_record("a", "ack"),
+            support::text_record("b", "panic"),
+            support::text_record("c", "drop")
+        ),
+    );
+    let out = shardhost()
+        .arg("invoke")
+        .arg(guest("scripted"))
+        .args(["--batch", "100", "--json", "--records"])
+        .arg(&records)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let outcomes: Vec<&str> = lines
+        .iter()
+        .map(|l| l["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["ack", "retry", "drop"]);
+    assert!(lines[0].get("error").is_none() && lines[2].get("error").is_none());
+    let error = lines[1]["error"].as_str().unwrap();
+    assert!(error.contains("poison record"), "{error}");
+}
+
+#[test]
 fn invoke_takes_the_memory_and_timeout_limits_a_subscription_would_have() {
     let dir = Scratch::new("invoke-limits");
     let records = dir.write(

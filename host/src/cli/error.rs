@@ -93,7 +93,7 @@ pub enum CliError {
     #[error("cannot write the output: {0}")]
     Output(#[source] std::io::Error),
     /// `invoke`: calls failed (each is shown in the output and logged).
-    #[error("{0} handler call(s) failed")]
+    #[error("the handler failed on {0} record(s)")]
     CallsFailed(usize),
     #[error(transparent)]
     Admin(#[from] AdminError),

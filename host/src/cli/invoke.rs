@@ -14,8 +14,9 @@ use crate::config::{
     ConfigValue, HttpGrant, Limits, MAX_CALL_TIMEOUT, MAX_MEMORY, MIN_MEMORY, Origin, StateGrant,
     StateStoreKind, WasiGrants, defaults,
 };
+use crate::dispatch::{Judge, Judged};
 use crate::feed::{self, FeedRecord};
-use crate::handler::{CallContext, Handler, HandlerFactory, outcomes_per_record};
+use crate::handler::{CallContext, HandlerFactory};
 use crate::record::{BatchInfo, Outcome, Record};
 use crate::source::memory::{MemoryStreams, shard_id};
 use crate::wasm::Runtime;
@@ -155,7 +156,7 @@ async fn invoke_async(args: &InvokeArgs) -> Result<(), CliError> {
     let records = in_file_order(input);
     // The handler's log lines name the shard, as they do in a running host.
     let span = tracing::info_span!("shard", shard = %shard_id(0));
-    let calls = call_in_batches(args, component.as_ref(), &records);
+    let calls = call_in_batches(args, component, &records);
     match calls.instrument(span).await? {
         0 => Ok(()),
         failed => Err(CliError::CallsFailed(failed)),
@@ -176,12 +177,13 @@ fn in_file_order(input: Vec<FeedRecord>) -> Vec<Record> {
         .expect("the stream was just created")
 }
 
-/// Calls the handler with `--batch` records at a time, printing each record's outcome (a
-/// failed call retries its records); answers how many calls failed. A failed call's instance
-/// is dropped and the next batch gets a fresh one.
+/// Calls the handler with `--batch` records at a time, exactly as a shard of `run` answers
+/// them: one lane, calls of at most `--batch` records, and a failed call halved until the
+/// records that fail on their own are found (each is retried, with its error). Prints each
+/// record's outcome; answers how many records a call failed on.
 async fn call_in_batches(
     args: &InvokeArgs,
-    component: &dyn HandlerFactory,
+    component: Arc<dyn HandlerFactory>,
     records: &[Record],
 ) -> Result<usize, CliError> {
     let ctx = CallContext {
@@ -200,58 +202,49 @@ async fn call_in_batches(
         millis_behind_latest: None,
         attempt: 1,
     };
+    let version = component.version();
+    let budget = ctx.log_budget.clone();
+    let mut judge = Judge::new(component, ctx, args.batch as usize, 1);
     let mut out = std::io::stdout().lock();
-    let mut instance: Option<Box<dyn Handler>> = None;
-    let mut failed_calls = 0;
+    let mut failed = 0;
     for batch in records.chunks(args.batch as usize) {
-        let mut handler = match instance.take() {
-            Some(h) => h,
-            None => component
-                .instantiate(&ctx)
-                .await
-                .map_err(CliError::Instantiate)?,
-        };
-        let result = handler
-            .handle(&info, batch)
-            .await
-            .and_then(|a| outcomes_per_record(a, batch.len(), handler.version()));
-        let (outcomes, error) = match result {
-            Ok(o) => {
-                instance = Some(handler);
-                (o, None)
-            }
-            Err(e) => {
-                failed_calls += 1;
-                tracing::error!("{e}");
-                (vec![Outcome::Retry; batch.len()], Some(e.to_string()))
-            }
-        };
-        print_outcomes(&mut out, args.json, batch, outcomes, error.as_deref())?;
+        let pairs: Vec<(Record, u32)> = batch.iter().cloned().map(|r| (r, 1)).collect();
+        for (record, judged) in batch.iter().zip(judge.judge(&info, &pairs).await) {
+            let (outcome, error) = match judged {
+                Judged::Outcome(o) => (o, None),
+                Judged::Failed(e) => {
+                    failed += 1;
+                    (Outcome::Retry, Some(e))
+                }
+                // Only a seek leaves records unanswered: `run` reads them again from there.
+                Judged::Unanswered => (
+                    Outcome::Retry,
+                    Some("not answered: the handler sought".into()),
+                ),
+            };
+            print_outcome(&mut out, args.json, record, outcome, error.as_deref())?;
+        }
         // Guest log lines the call lost to the budget are said once per call, as a host does
         // once per batch.
-        ctx.log_budget
-            .report(crate::wasm::short_version(&component.version()));
+        budget.report(crate::wasm::short_version(&version));
     }
-    Ok(failed_calls)
+    Ok(failed)
 }
 
-/// A line per record of the batch.
-fn print_outcomes(
+/// A record's line.
+fn print_outcome(
     out: &mut impl Write,
     json: bool,
-    batch: &[Record],
-    outcomes: Vec<Outcome>,
+    record: &Record,
+    outcome: Outcome,
     error: Option<&str>,
 ) -> Result<(), CliError> {
-    for (record, outcome) in batch.iter().zip(outcomes) {
-        let line = if json {
-            json_line(record, outcome, error)
-        } else {
-            text_line(record, outcome, error)
-        };
-        writeln!(out, "{line}").map_err(CliError::Output)?;
-    }
-    Ok(())
+    let line = if json {
+        json_line(record, outcome, error)
+    } else {
+        text_line(record, outcome, error)
+    };
+    writeln!(out, "{line}").map_err(CliError::Output)
 }
 
 fn json_line(record: &Record, outcome: Outcome, error: Option<&str>) -> String {
