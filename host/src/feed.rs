@@ -16,46 +16,103 @@ pub struct FeedRecord {
     pub data: Vec<u8>,
 }
 
-/// A record file that cannot be read, with the place of the problem.
+/// What every line of a record file must look like (said with every bad line).
+pub const LINE_SHAPE: &str = r#"each line must be one JSON object: {"partition_key": "order-1", "data": {"id": 1}} (`data`: any JSON value, a string is taken as its text; or `data_base64`: "AAEC")"#;
+
+/// A record file that cannot be read, with every bad line of it.
 #[derive(Debug, thiserror::Error)]
-#[error("{}{}: {message}", file.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
 pub struct FeedError {
     pub file: PathBuf,
-    pub line: Option<usize>,
+    /// The bad lines, by line number (none when the file itself cannot be read).
+    pub lines: Vec<BadLine>,
+    /// Why the file cannot be read at all, when that is the problem.
+    pub unreadable: Option<String>,
+}
+
+/// One bad line of a record file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadLine {
+    pub line: usize,
     pub message: String,
+}
+
+impl std::fmt::Display for FeedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let file = self.file.display();
+        if let Some(why) = &self.unreadable {
+            return write!(f, "{file}: cannot read the record file: {why}");
+        }
+        match self.lines.as_slice() {
+            [one] => write!(f, "{file}:{}: {}; {LINE_SHAPE}", one.line, one.message),
+            lines => {
+                write!(f, "{file}: {} bad lines", lines.len())?;
+                for bad in lines {
+                    write!(f, "\n  line {}: {}", bad.line, bad.message)?;
+                }
+                write!(f, "\n{LINE_SHAPE}")
+            }
+        }
+    }
 }
 
 /// Reads a whole record file.
 pub fn load(path: &Path) -> Result<Vec<FeedRecord>, FeedError> {
     let text = std::fs::read_to_string(path).map_err(|e| FeedError {
         file: path.to_owned(),
-        line: None,
-        message: format!("cannot read the record file: {e}"),
+        lines: Vec::new(),
+        unreadable: Some(e.to_string()),
     })?;
     parse(path, &text)
 }
 
-/// Parses record-file text as if read from `path`.
+/// Parses record-file text as if read from `path`; a bad line does not stop the reading, so
+/// the error names every one.
 pub fn parse(path: &Path, text: &str) -> Result<Vec<FeedRecord>, FeedError> {
     let mut out = Vec::new();
+    let mut bad = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let record = parse_line(line).map_err(|message| FeedError {
-            file: path.to_owned(),
-            line: Some(i + 1),
-            message,
-        })?;
-        out.push(record);
+        match parse_line(line) {
+            Ok(record) => out.push(record),
+            Err(message) => bad.push(BadLine {
+                line: i + 1,
+                message,
+            }),
+        }
     }
-    Ok(out)
+    if bad.is_empty() {
+        Ok(out)
+    } else {
+        Err(FeedError {
+            file: path.to_owned(),
+            lines: bad,
+            unreadable: None,
+        })
+    }
+}
+
+/// The start of a line, for a message: at most 40 characters.
+fn quoted(line: &str) -> String {
+    let line = line.trim();
+    match line.char_indices().nth(40) {
+        Some((end, _)) => format!("`{}…`", &line[..end]),
+        None => format!("`{line}`"),
+    }
 }
 
 fn parse_line(line: &str) -> Result<FeedRecord, String> {
-    let value: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+    let value: Value = serde_json::from_str(line).map_err(|e| {
+        format!(
+            "not JSON ({} at column {}): {}",
+            describe_json_error(&e),
+            e.column(),
+            quoted(line)
+        )
+    })?;
     let Value::Object(mut object) = value else {
-        return Err("expected a JSON object with `partition_key` and `data`".into());
+        return Err(format!("not a JSON object: {}", quoted(line)));
     };
     let partition_key = match object.remove("partition_key") {
         Some(Value::String(s)) if !s.is_empty() => s,
@@ -84,6 +141,15 @@ fn parse_line(line: &str) -> Result<FeedRecord, String> {
     })
 }
 
+/// serde_json's reason without its own "at line 1 column N" (a record is one line).
+fn describe_json_error(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,13 +175,36 @@ mod tests {
             "{\"partition_key\":\"a\",\"data\":1}\n\n{\"data\":2}\n",
         )
         .unwrap_err();
-        assert_eq!(err.line, Some(3));
+        assert_eq!(err.lines.len(), 1);
+        assert_eq!(err.lines[0].line, 3);
         assert_eq!(
             err.to_string(),
-            "shipments.ndjson:3: missing `partition_key`"
+            format!("shipments.ndjson:3: missing `partition_key`; {LINE_SHAPE}")
         );
         assert!(one("[1]").is_err());
         assert!(one(r#"{"partition_key":"k"}"#).is_err());
         assert!(one(r#"{"partition_key":"k","data":1,"extra":2}"#).is_err());
+    }
+
+    #[test]
+    fn every_bad_line_is_reported_not_only_the_first() {
+        let err = parse(
+            Path::new("r.ndjson"),
+            "hello world\n{\"partition_key\":\"a\",\"data\":1}\n7\n{\"partition_key\":\"b\"}\n",
+        )
+        .unwrap_err();
+        let lines: Vec<usize> = err.lines.iter().map(|b| b.line).collect();
+        assert_eq!(lines, [1, 3, 4]);
+        assert_eq!(
+            err.lines[0].message,
+            "not JSON (expected value at column 1): `hello world`"
+        );
+        assert_eq!(err.lines[1].message, "not a JSON object: `7`");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("r.ndjson: 3 bad lines\n  line 1: "),
+            "{text}"
+        );
+        assert!(text.ends_with(LINE_SHAPE), "{text}");
     }
 }
