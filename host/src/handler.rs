@@ -113,6 +113,10 @@ pub trait Handler: Send {
     fn take_seek(&mut self) -> Option<String> {
         None
     }
+
+    /// This instance calls records again to find the ones a failed call failed on: what it
+    /// logs repeats the first call, so it logs at debug.
+    fn replaying(&mut self) {}
 }
 
 /// Polls `future` once: its output when it is ready at once, else `None` (poll it on). Lets a
@@ -137,28 +141,51 @@ pub trait HandlerFactory: Send + Sync {
     async fn instantiate(&self, ctx: &CallContext) -> Result<Box<dyn Handler>, CallError>;
 }
 
-/// Why a handler call failed.
+/// Why a handler call failed. Its text names the handler by its short version (the first 12
+/// hex digits, as every log line does).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CallError {
-    #[error("handler {version} trapped: {message}")]
-    Trap { version: String, message: String },
-    #[error("handler {version} ran past its timeout of {timeout_ms} ms")]
+    /// `message`: what the handler said about it (its last error line, or the end of its
+    /// stderr) when it said anything, else the trap itself. `said`: the handler's own error
+    /// line already went to the log (so a report need not repeat it).
+    #[error("handler {} trapped: {message}", short(version))]
+    Trap {
+        version: String,
+        message: String,
+        said: bool,
+    },
+    #[error("handler {} ran past its timeout of {timeout_ms} ms", short(version))]
     Timeout { version: String, timeout_ms: u64 },
-    #[error("handler {version} reached its memory limit: {message}")]
+    #[error("handler {} reached its memory limit: {message}", short(version))]
     MemoryLimit { version: String, message: String },
-    #[error("handler {version} answered {got} outcomes for a batch of {expected} records")]
+    #[error(
+        "handler {} answered {got} outcomes for a batch of {expected} records",
+        short(version)
+    )]
     WrongOutcomeCount {
         version: String,
         expected: usize,
         got: usize,
     },
-    #[error("handler {version} burned all its fuel ({fuel} units per call)")]
+    #[error(
+        "handler {} burned all its fuel ({fuel} units per call)",
+        short(version)
+    )]
     OutOfFuel { version: String, fuel: u64 },
-    #[error("handler {version} could not be instantiated: {message}")]
+    #[error("handler {} could not be instantiated: {message}", short(version))]
     Instantiate { version: String, message: String },
 }
 
+fn short(version: &str) -> &str {
+    crate::wasm::short_version(version)
+}
+
 impl CallError {
+    /// Whether the handler's own error line already said what this reports.
+    pub fn said_by_the_handler(&self) -> bool {
+        matches!(self, CallError::Trap { said: true, .. })
+    }
+
     /// A failure some record of the batch may have caused on its own (trap, timeout, memory,
     /// fuel): splitting the batch can isolate it. A bad answer or a failed instantiation is
     /// the handler's, not a record's.

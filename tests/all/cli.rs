@@ -656,3 +656,4 @@ fn deploy_rollback_and_status_drive_a_running_host() {
 mod grants;
 mod records_files;
 mod retry_keys;
+mod trap_reports;

@@ -77,7 +77,7 @@ impl Language {
 }
 
 /// Runs `DIR/build` (once per process) and answers `DIR/OUTPUT`.
-fn built(dir: &str, output: &str) -> PathBuf {
+pub(crate) fn built(dir: &str, output: &str) -> PathBuf {
     static BUILT: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
     let dir = root().join(dir);
     let done = BUILT.get_or_init(Default::default);

@@ -117,6 +117,7 @@ def call(info, records, types):
         return types.BatchOutcome_Each(_convert(types, result))
     except BaseException as e:
         _log._log_always(4, _describe(e))
+        _log._failing()
         raise
     finally:
         _log._flush_streams()

@@ -72,6 +72,9 @@ _NAMES = {
 # 0: everything is; a huge number: nothing is. Everything until the host says otherwise.
 _NOTHING = 1 << 30
 _disabled_upto = 0
+# Set once the handler raised in the current call: what the runtime then prints to
+# `sys.stderr` (the traceback) goes at debug, as the SDK's one error line already said it.
+_failed = False
 # The `logging.disable()` value the SDK set last; None: the SDK does not drive `logging`.
 _logging_disable = None
 
@@ -151,6 +154,12 @@ def error(message, *args):
         _host._backend.log(4, str(message % args if args else message))
 
 
+def _failing():
+    """The handler raised: the rest of this call's stderr (the runtime's traceback) is debug."""
+    global _failed
+    _failed = True
+
+
 def _log_always(level, message):
     """Whatever the threshold (the SDK's report of an exception: the host names the last
     error line of a failed call in its report)."""
@@ -159,7 +168,8 @@ def _log_always(level, message):
 
 def _refresh():
     """Asks the host which levels it records (once per call) and applies the answer."""
-    global _disabled_upto, _logging_disable
+    global _disabled_upto, _logging_disable, _failed
+    _failed = False
     upto = _DISABLE_FOR[_host._backend.max_log_level()]
     _disabled_upto = upto
     if _logging_disable is not None and upto != _logging_disable:
@@ -231,8 +241,9 @@ class _LineStream(io.TextIOBase):
         lines[0] = "".join(self._buffer) + lines[0]
         rest = lines.pop()
         self._buffer = [rest] if rest else []
-        if self._levelno > _disabled_upto:
-            level = host_level(self._levelno)
+        levelno = DEBUG if _failed and self._levelno >= WARN else self._levelno
+        if levelno > _disabled_upto:
+            level = host_level(levelno)
             for line in lines:
                 backend.log(level, line)
         return len(s)
@@ -242,8 +253,9 @@ class _LineStream(io.TextIOBase):
         if self._buffer:
             line = "".join(self._buffer)
             self._buffer = []
-            if self._levelno > _disabled_upto and getattr(_host._backend, "armed", True):
-                _host._backend.log(host_level(self._levelno), line)
+            levelno = DEBUG if _failed and self._levelno >= WARN else self._levelno
+            if levelno > _disabled_upto and getattr(_host._backend, "armed", True):
+                _host._backend.log(host_level(levelno), line)
         elif self._original is not None and not getattr(_host._backend, "armed", True):
             self._original.flush()
 

@@ -111,14 +111,17 @@ impl Lane {
         budget: &mut TimeoutBudget,
     ) {
         let mut todo = vec![range];
-        let mut bisecting = false;
+        // The first failure of this run of records, once it was reported.
+        let mut first: Option<CallError> = None;
+        let mut isolated = Vec::new();
         while let Some(range) = todo.pop() {
-            if bisecting {
+            if first.is_some() {
                 // Each part on a fresh instance: what an earlier part left behind (memory,
                 // state) must not make a record look guilty.
                 self.handler = None;
             }
-            let Some((result, seek)) = self.call(env, info, range.clone()).await else {
+            let replaying = first.is_some();
+            let Some((result, seek)) = self.call(env, info, range.clone(), replaying).await else {
                 env.all_metrics
                     .contained(&env.ctx.subscription, "call-interrupted");
                 tracing::warn!(
@@ -141,13 +144,15 @@ impl Lane {
                     }
                 }
                 Err(e) => {
-                    if self.should_split(env, &e, &range, budget) {
+                    let split = self.should_split(env, &e, &range, budget, first.as_ref());
+                    first.get_or_insert_with(|| e.clone());
+                    if split {
                         let mid = range.start + range.len() / 2;
                         todo.push(mid..range.end);
                         todo.push(range.start..mid);
-                        bisecting = true;
                     } else {
                         env.metrics.failed(range.len());
+                        isolated.push((range.start, e.clone()));
                         for i in range {
                             self.answers[i] = Answer::Failed(e.clone());
                         }
@@ -156,6 +161,25 @@ impl Lane {
             }
             if !todo.is_empty() && Self::interrupted(env) {
                 return;
+            }
+        }
+        if let Some(first) = first {
+            self.report_isolated(env, &first, &isolated);
+        }
+    }
+
+    /// Once bisecting is over: which records fail on their own, and why when that is not what
+    /// the first failure said (the guest's lines while bisecting went at debug).
+    fn report_isolated(&self, env: &LaneEnv, first: &CallError, isolated: &[(usize, CallError)]) {
+        let version = env.factory.version();
+        let handler = short_version(&version);
+        for (i, e) in isolated {
+            let record = &self.records[*i];
+            let (seq, key) = (&record.sequence_number, &record.partition_key);
+            if e.to_string() == first.to_string() {
+                tracing::warn!(handler, sequence_number = %seq, partition_key = %key, "the record that failed the call");
+            } else {
+                tracing::warn!(handler, sequence_number = %seq, partition_key = %key, "a record fails on its own: {e}");
             }
         }
     }
@@ -181,11 +205,13 @@ impl Lane {
         e: &CallError,
         range: &Range<usize>,
         budget: &mut TimeoutBudget,
+        first: Option<&CallError>,
     ) -> bool {
         env.all_metrics.trap(&env.ctx.subscription, e.kind());
         if range.len() <= 1 || !e.may_be_a_record() {
             return false;
         }
+        let earlier = first;
         let first = self.records[range.start].position();
         if budget.spend(e) {
             env.all_metrics
@@ -198,10 +224,24 @@ impl Lane {
             );
             return false;
         }
-        tracing::warn!(
-            records = range.len(), first_sequence_number = %first,
-            "{e}; calling the records again in halves to find the ones that fail"
-        );
+        match earlier {
+            // Halving goes on: said at the first failure.
+            Some(_) => tracing::debug!(
+                records = range.len(), first_sequence_number = %first,
+                "{e}; calling the records again in halves"
+            ),
+            // The handler's own error line said why: not again.
+            None if e.said_by_the_handler() => tracing::warn!(
+                handler = short_version(&env.factory.version()), records = range.len(),
+                first_sequence_number = %first,
+                "a call failed ({}: the handler's error line above says why); calling the records again in halves to find the ones that fail",
+                e.kind()
+            ),
+            None => tracing::warn!(
+                records = range.len(), first_sequence_number = %first,
+                "{e}; calling the records again in halves to find the ones that fail"
+            ),
+        }
         true
     }
 
@@ -212,6 +252,7 @@ impl Lane {
         env: &LaneEnv,
         info: &BatchInfo,
         range: Range<usize>,
+        replaying: bool,
     ) -> Option<(Result<Vec<Outcome>, CallError>, Option<String>)> {
         // A lease found lost while this lane waited (say, on a checkpoint write that stalled
         // past the fence and then answered) ends the lane before the handler sees anything.
@@ -222,7 +263,12 @@ impl Lane {
         let mut handler = match self.handler.take() {
             Some(h) => h,
             None => match env.factory.instantiate(&env.ctx).await {
-                Ok(h) => h,
+                Ok(mut h) => {
+                    if replaying {
+                        h.replaying();
+                    }
+                    h
+                }
                 Err(e) => return Some((Err(e), None)),
             },
         };

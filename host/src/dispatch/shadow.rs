@@ -217,6 +217,7 @@ mod tests {
         let trap = Answer::Failed(CallError::Trap {
             version: "v".into(),
             message: "boom".into(),
+            said: false,
         });
         assert_eq!(compare(&ack, &ack), Some(Compared::Agree));
         assert_eq!(

@@ -17,6 +17,7 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
 use super::bindings::Level;
 use super::log_budget::{LogBudget, Take, report_dropped};
+use super::runtime_noise::{Noise, Said};
 use super::short_version;
 use crate::handler::CallContext;
 
@@ -39,6 +40,19 @@ struct Inner {
     /// Since the current call started: the last error-level line and the last stderr lines.
     last_error: Option<String>,
     stderr_tail: VecDeque<String>,
+    /// The runtime's dying words on stderr, told from the guest's own.
+    noise: Noise,
+    /// This instance repeats a failed call's records to find the ones that fail (bisecting):
+    /// what it logs was said by the first call, so it goes at debug.
+    replaying: bool,
+}
+
+/// What a guest said about its failed call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reason {
+    pub text: String,
+    /// Its error line went to the log (not its stderr, not while replaying).
+    pub logged: bool,
 }
 
 /// Which of the guest's output streams.
@@ -66,6 +80,8 @@ impl GuestLog {
             partial: [Vec::new(), Vec::new()],
             last_error: None,
             stderr_tail: VecDeque::new(),
+            noise: Noise::default(),
+            replaying: false,
         })))
     }
 
@@ -110,6 +126,13 @@ impl GuestLog {
         let mut inner = self.lock();
         inner.last_error = None;
         inner.stderr_tail.clear();
+        inner.noise.reset();
+    }
+
+    /// This instance's calls repeat records of a failed call (bisecting): its lines go at
+    /// debug, as the first call's already went to the log.
+    pub fn replaying(&self) {
+        self.lock().replaying = true;
     }
 
     /// A call ended: lines not ended yet go to the log as they are.
@@ -120,18 +143,27 @@ impl GuestLog {
                 inner.end_line(stdio);
             }
         }
+        if let Some(said) = inner.noise.end() {
+            inner.stderr(said);
+        }
     }
 
     /// What the guest said about its failure in the current call: its last error-level line,
     /// else the last lines it wrote to stderr (joined by ` | `).
-    pub fn guest_reason(&self) -> Option<String> {
+    pub fn guest_reason(&self) -> Option<Reason> {
         self.end_call();
         let inner = self.lock();
         if let Some(e) = &inner.last_error {
-            return Some(e.clone());
+            return Some(Reason {
+                text: e.clone(),
+                logged: !inner.replaying,
+            });
         }
         let tail: Vec<&str> = inner.stderr_tail.iter().map(String::as_str).collect();
-        (!tail.is_empty()).then(|| tail.join(" | "))
+        (!tail.is_empty()).then(|| Reason {
+            text: tail.join(" | "),
+            logged: false,
+        })
     }
 
     /// An output stream for the guest's stdout or stderr.
@@ -148,16 +180,35 @@ impl Inner {
         let bytes = std::mem::take(&mut self.partial[stdio as usize]);
         let text = String::from_utf8_lossy(&bytes);
         let text = text.strip_suffix('\r').unwrap_or(&text);
-        let level = match stdio {
-            Stdio::Stdout => Level::Info,
-            Stdio::Stderr => Level::Warn,
-        };
-        let kept = self.emit(level, Some(stdio), text);
-        if stdio == Stdio::Stderr && !kept.trim().is_empty() {
-            if self.stderr_tail.len() == STDERR_TAIL_LINES {
-                self.stderr_tail.pop_front();
+        match stdio {
+            Stdio::Stdout => {
+                self.emit(Level::Info, Some(stdio), text);
             }
-            self.stderr_tail.push_back(kept);
+            Stdio::Stderr => {
+                let said = self.noise.line(text, self.last_error.as_deref());
+                for said in said {
+                    self.stderr(said);
+                }
+            }
+        }
+    }
+
+    /// A stderr line: the guest's own at warn (and kept for a trap report), the runtime's at
+    /// debug.
+    fn stderr(&mut self, said: Said) {
+        match said {
+            Said::Loud(text) => {
+                let kept = self.emit(Level::Warn, Some(Stdio::Stderr), &text);
+                if !kept.trim().is_empty() {
+                    if self.stderr_tail.len() == STDERR_TAIL_LINES {
+                        self.stderr_tail.pop_front();
+                    }
+                    self.stderr_tail.push_back(kept);
+                }
+            }
+            Said::Quiet(text) => {
+                self.emit(Level::Debug, Some(Stdio::Stderr), &text);
+            }
         }
     }
 
@@ -169,6 +220,11 @@ impl Inner {
             self.ctx.contained("guest-log-truncated");
         }
         let handler = short_version(&self.version);
+        let level = if self.replaying && level != Level::Trace {
+            Level::Debug
+        } else {
+            level
+        };
         // A line the host's log level leaves out costs the shard's budget nothing: a lane
         // chattering at debug must not silence another lane's errors.
         let written = match level {
@@ -337,13 +393,13 @@ mod tests {
         log.write(Stdio::Stdout, b"printed, not a reason\n");
         log.write(Stdio::Stderr, b"KeyError: 'id'");
         assert_eq!(
-            log.guest_reason().as_deref(),
+            log.guest_reason().map(|r| r.text).as_deref(),
             Some("Traceback (most recent call last): |   File \"app.py\", line 3 | KeyError: 'id'")
         );
         // An error-level line says it better; a new call forgets both.
         log.line(Level::Error, "panicked at src/lib.rs:9: boom");
         assert_eq!(
-            log.guest_reason().as_deref(),
+            log.guest_reason().map(|r| r.text).as_deref(),
             Some("panicked at src/lib.rs:9: boom")
         );
         log.start_call();

@@ -189,11 +189,23 @@ impl WasmInstance {
             };
         }
         let cause = root_cause(&error);
-        let message = match self.store.data().log.guest_reason() {
-            Some(guest) => format!("{guest} ({cause})"),
-            None => cause,
-        };
-        CallError::Trap { version, message }
+        // The handler's own words when it said anything; the trap's text (the runtime's
+        // `unreachable`, a wasm backtrace) only at debug then: it is the same on every record.
+        match self.store.data().log.guest_reason() {
+            Some(reason) => {
+                tracing::debug!(handler = %super::short_version(&version), "the trap behind the handler's failure: {cause}");
+                CallError::Trap {
+                    version,
+                    message: reason.text,
+                    said: reason.logged,
+                }
+            }
+            None => CallError::Trap {
+                version,
+                message: cause,
+                said: false,
+            },
+        }
     }
 }
 
@@ -261,5 +273,9 @@ impl Handler for WasmInstance {
 
     fn take_seek(&mut self) -> Option<String> {
         self.store.data_mut().seek.take()
+    }
+
+    fn replaying(&mut self) {
+        self.store.data().log.replaying();
     }
 }

@@ -16,6 +16,7 @@ mod imports;
 mod instance;
 mod limits;
 mod log_budget;
+mod runtime_noise;
 mod state;
 mod ticker;
 
