@@ -127,8 +127,8 @@ fn assert_contained(bad: (ShardStatus, ShardStatus), expect_in_error: &str) {
         "error `{error}` should mention `{expect_in_error}`"
     );
     assert!(
-        error.contains(&bad.handler_version),
-        "error `{error}` names the handler version"
+        error.contains(&bad.handler_version[..12]) && !error.contains(&bad.handler_version),
+        "error `{error}` names the handler by its short version"
     );
     assert_eq!(good.counts.settled, 4, "the other shard is untouched");
     assert_eq!(good.last_error, None);
@@ -146,7 +146,8 @@ fn a_trap_is_reported_with_what_the_guest_wrote_to_stderr_not_a_backtrace() {
     let (bad, good) = run_with_bad_record(bad);
     let error = bad.last_error.clone().unwrap_or_default();
     assert!(!error.contains("backtrace"), "{error}");
-    assert!(error.contains("unreachable"), "the trap itself: {error}");
+    // The trap's own text (the same on every record) only at debug (issue 32, 3).
+    assert!(!error.contains("unreachable"), "the trap itself: {error}");
     assert_contained((bad, good), "ValueError: no such carrier");
 }
 

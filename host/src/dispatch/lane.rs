@@ -176,10 +176,18 @@ impl Lane {
         for (i, e) in isolated {
             let record = &self.records[*i];
             let (seq, key) = (&record.sequence_number, &record.partition_key);
+            // Named in the message, not as fields: `sequence_number` and `partition_key`
+            // fields are the per-record outcome lines'.
             if e.to_string() == first.to_string() {
-                tracing::warn!(handler, sequence_number = %seq, partition_key = %key, "the record that failed the call");
+                tracing::warn!(
+                    handler,
+                    "the record that failed the call: sequence number {seq}, partition key {key}"
+                );
             } else {
-                tracing::warn!(handler, sequence_number = %seq, partition_key = %key, "a record fails on its own: {e}");
+                tracing::warn!(
+                    handler,
+                    "a record fails on its own: sequence number {seq}, partition key {key}: {e}"
+                );
             }
         }
     }
