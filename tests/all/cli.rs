@@ -655,3 +655,4 @@ fn deploy_rollback_and_status_drive_a_running_host() {
 
 mod grants;
 mod retry_keys;
+mod summary;
