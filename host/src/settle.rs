@@ -31,6 +31,8 @@ enum State {
 struct Slot {
     position: Position,
     state: State,
+    /// A held record's partition key (for status: the record that stops the checkpoint).
+    held_key: Option<Box<str>>,
 }
 
 /// What a shard's tracker has seen; kept for status and tests.
@@ -50,6 +52,8 @@ pub struct Tracker {
     next: Ticket,
     /// A held record reached the front: the checkpoint cannot move again under this reader.
     blocked_at: Option<Position>,
+    /// Its partition key, when it was held through [`Tracker::hold`].
+    blocked_key: Option<Box<str>>,
     checkpoint: Option<Checkpoint>,
     /// The checkpoint moved since [`Tracker::take_checkpoint`] last answered.
     moved: bool,
@@ -66,6 +70,7 @@ impl Tracker {
             base: 0,
             next: 0,
             blocked_at: None,
+            blocked_key: None,
             checkpoint: start,
             moved: false,
             read_to_end: false,
@@ -82,6 +87,7 @@ impl Tracker {
             self.slots.push_back(Slot {
                 position,
                 state: State::InFlight,
+                held_key: None,
             });
         }
         ticket
@@ -95,15 +101,31 @@ impl Tracker {
         } else {
             self.counts.held += 1;
         }
-        if let Some(slot) = ticket
-            .checked_sub(self.base)
-            .and_then(|i| self.slots.get_mut(i as usize))
+        if let Some(slot) = self.slot_mut(ticket)
             && slot.state == State::InFlight
         {
             slot.state = if settles { State::Settled } else { State::Held };
         }
         self.advance();
         settles
+    }
+
+    /// As [`Tracker::settle`], for a record that `outcome` may hold: its partition key is kept
+    /// while it is held, so that status can name the record that stops the checkpoint.
+    pub fn hold(&mut self, ticket: Ticket, outcome: Outcome, partition_key: &str) -> bool {
+        if !outcome.settles()
+            && let Some(slot) = self.slot_mut(ticket)
+            && slot.state == State::InFlight
+        {
+            slot.held_key = Some(partition_key.into());
+        }
+        self.settle(ticket, outcome)
+    }
+
+    fn slot_mut(&mut self, ticket: Ticket) -> Option<&mut Slot> {
+        ticket
+            .checked_sub(self.base)
+            .and_then(|i| self.slots.get_mut(i as usize))
     }
 
     /// The shard's reader is repositioned at `at` (a handler's seek): what was delivered from
@@ -118,6 +140,7 @@ impl Tracker {
         }
         if self.blocked_at.as_ref().is_some_and(|b| *b >= *at) {
             self.blocked_at = None;
+            self.blocked_key = None;
             // Tickets handed out while blocked had no slots; start the slots afresh.
             self.base = self.next;
         }
@@ -160,6 +183,7 @@ impl Tracker {
                 }
                 State::Held => {
                     self.blocked_at = Some(front.position.clone());
+                    self.blocked_key = front.held_key.clone();
                     self.base += self.slots.len() as u64;
                     self.slots.clear();
                     return;
@@ -193,6 +217,12 @@ impl Tracker {
     /// The held record that stops the checkpoint, once it is the first unsettled one.
     pub fn blocked_at(&self) -> Option<&Position> {
         self.blocked_at.as_ref()
+    }
+
+    /// The partition key of the record [`Tracker::blocked_at`] names, when it was held
+    /// through [`Tracker::hold`].
+    pub fn blocked_key(&self) -> Option<&str> {
+        self.blocked_key.as_deref()
     }
 
     pub fn counts(&self) -> Counts {
@@ -315,6 +345,20 @@ mod tests {
         }
         assert_eq!(t.checkpoint(), at(1).as_ref());
         assert!(t.slots.is_empty());
+    }
+
+    #[test]
+    fn the_held_record_that_stops_the_checkpoint_is_named_by_its_key_until_a_seek_reads_it_again() {
+        let mut t = Tracker::new(None);
+        let tickets: Vec<_> = (1..=4).map(|n| t.deliver(pos(n))).collect();
+        assert!(!t.hold(tickets[2], Outcome::RetryAfter(0), "order-3"));
+        assert!(!t.hold(tickets[1], Outcome::Retry, "order-2"));
+        assert_eq!(t.blocked_key(), None, "record 1 is still in flight");
+        assert!(t.hold(tickets[0], Outcome::Ack, "order-1"));
+        assert_eq!(t.blocked_at(), Some(&pos(2)));
+        assert_eq!(t.blocked_key(), Some("order-2"), "the first held one");
+        t.seek(&pos(2));
+        assert_eq!((t.blocked_at(), t.blocked_key()), (None, None));
     }
 
     #[test]

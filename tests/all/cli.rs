@@ -656,4 +656,5 @@ fn deploy_rollback_and_status_drive_a_running_host() {
 mod grants;
 mod records_files;
 mod retry_keys;
+mod summary;
 mod trap_reports;

@@ -87,7 +87,7 @@ use crate::deploy::Deployed;
 use crate::deploy::{DeployError, Deployer};
 use crate::fleet::Fleet;
 use crate::metrics::Metrics;
-use crate::status::{Report, StatusBoard, SubscriptionReport};
+use crate::status::{Report, StatusBoard, SubscriptionReport, Totals};
 use reply::{ErrorReply, SwapReply};
 
 /// The content type of `GET /metrics`.
@@ -272,6 +272,7 @@ pub fn report(state: &AdminState) -> Report {
                     previous_version: handler.and_then(|h| h.previous_version.clone()),
                     last_deploy_error: handler.and_then(|h| h.last_deploy_error.clone()),
                     shadow: handler.and_then(|h| h.shadow.clone()),
+                    totals: Some(Totals::of(&s.name, &state.status, &state.metrics)),
                     shards: state.status.shards_of(&s.name),
                 }
             })

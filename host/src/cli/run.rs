@@ -5,12 +5,19 @@ use std::path::Path;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::supervisor::Host;
+use crate::lease::now_ms;
+use crate::status::summary::stop_summary;
+use crate::supervisor::{Host, StartError};
 
 use super::CliError;
 
 pub fn run(path: &Path) -> Result<(), CliError> {
     let config = Config::load(path)?;
+    let names: Vec<String> = config
+        .subscriptions
+        .iter()
+        .map(|s| s.name.clone())
+        .collect();
     crate::allocator::release_large_buffers();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -25,7 +32,16 @@ pub fn run(path: &Path) -> Result<(), CliError> {
             })?;
         let stop = CancellationToken::new();
         tokio::spawn(stop_on_signal(stop.clone()));
-        host.run(stop).await.map_err(CliError::Stopped)
+        let (board, metrics) = (host.status(), host.metrics());
+        let ran = host.run(stop).await;
+        // Once the shards ran and stopped (their checkpoints written, leases released): where
+        // each checkpoint ended, what is held, how the records were answered.
+        if matches!(ran, Ok(()) | Err(StartError::Failed(_))) {
+            for line in stop_summary(&board, &metrics, &names, now_ms()) {
+                tracing::info!("{line}");
+            }
+        }
+        ran.map_err(CliError::Stopped)
     })
 }
 

@@ -6,7 +6,9 @@ use clap::Args;
 
 use super::fleet::{FleetSource, load, render as render_fleet};
 use super::{AdminArgs, CliError};
+use crate::lease::now_ms;
 use crate::status::Report;
+use crate::status::summary::held;
 
 #[derive(Args, Debug)]
 pub struct StatusArgs {
@@ -78,6 +80,9 @@ fn render(report: &Report) -> String {
         if let Some(shadow) = &s.shadow {
             out += &render_shadow(shadow);
         }
+        if let Some(totals) = &s.totals {
+            out += &format!("  since this instance started: {totals}\n");
+        }
         if s.shards.is_empty() {
             out += "  no shards read by this instance\n";
             continue;
@@ -112,6 +117,15 @@ fn render(report: &Report) -> String {
             ]);
         }
         out += &table(&rows);
+        let now = now_ms();
+        for shard in &s.shards {
+            if let Some(held) = held(&shard.status, now) {
+                out += &format!(
+                    "  {} holds {held}: its checkpoint waits in front of it\n",
+                    shard.shard_id
+                );
+            }
+        }
     }
     if let Some(fleet) = &report.fleet {
         out += &render_fleet(fleet);
@@ -176,4 +190,61 @@ pub(super) fn table<const N: usize>(rows: &[[String; N]]) -> String {
         out += &format!("  {}\n", line.join("  ").trim_end());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::{ShardReport, ShardState, ShardStatus, SubscriptionReport, Totals};
+
+    #[test]
+    fn a_subscription_shows_its_totals_and_each_held_record_under_its_shards() {
+        let held = ShardStatus {
+            checkpoint: Some("495".into()),
+            held_at: Some("496".into()),
+            held_key: Some("order-1006".into()),
+            held_since_ms: Some(now_ms()),
+            state: ShardState::Reading,
+            ..ShardStatus::default()
+        };
+        let shard = |id: &str, status: ShardStatus| ShardReport {
+            shard_id: id.into(),
+            status,
+        };
+        let report = Report {
+            owner: "me".into(),
+            subscriptions: vec![SubscriptionReport {
+                name: "ship".into(),
+                stream: "shipments".into(),
+                read: String::new(),
+                handler_version: "v".into(),
+                previous_version: None,
+                last_deploy_error: None,
+                shadow: None,
+                totals: Some(Totals {
+                    records: 3,
+                    ack: 2,
+                    retry: 1,
+                    held: 1,
+                    ..Totals::default()
+                }),
+                shards: vec![shard("s-0", held), shard("s-1", ShardStatus::default())],
+            }],
+            failures: Vec::new(),
+            fleet: None,
+        };
+        let text = render(&report);
+        assert!(
+            text.contains(
+                "  since this instance started: 3 records: 2 ack, 0 drop, 1 retry (1 held)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("  s-0 holds 496 (order-1006) for ")
+                && text.contains("s: its checkpoint waits in front of it\n"),
+            "{text}"
+        );
+        assert!(!text.contains("s-1 holds"), "{text}");
+    }
 }

@@ -249,7 +249,8 @@ impl Run<'_> {
                     // The handler's fault (a bad answer, an instance that cannot start), not
                     // the record's: held whatever the retry policy, so no attempts are used up.
                     self.tap(&record, Outcome::Retry);
-                    self.tracker.settle(meta.ticket, Outcome::Retry);
+                    self.tracker
+                        .hold(meta.ticket, Outcome::Retry, &record.partition_key);
                 }
                 return Some(error);
             }
@@ -268,8 +269,9 @@ impl Run<'_> {
     }
 
     /// Shows the batch's result in the shard's status (and since when a record is held, in
-    /// the metrics).
-    fn report(&mut self, error: Option<String>) {
+    /// the metrics); also once more when the worker ends, for what settled after the last batch
+    /// (a delayed copy published, the shard's end).
+    pub(super) fn report(&mut self, error: Option<String>) {
         let counts = self.tracker.counts();
         let blocked = self.tracker.blocked_at();
         if self.held.as_ref().map(|(at, _)| at) != blocked {
@@ -278,10 +280,18 @@ impl Run<'_> {
             self.worker.metrics.held_since(since);
         }
         let held_at = self.tracker.blocked_at().map(|p| p.to_string());
+        let held_key = self.tracker.blocked_key().map(str::to_owned);
+        let held_since_ms = self.held.as_ref().map(|(_, since)| {
+            since
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64)
+        });
         let version = &self.version;
         self.worker.status.update(|s| {
             s.counts = counts;
             s.held_at = held_at;
+            s.held_key = held_key;
+            s.held_since_ms = held_since_ms;
             if *s.handler_version != **version {
                 s.handler_version = version.to_string();
             }

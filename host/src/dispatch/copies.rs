@@ -141,7 +141,8 @@ impl Run<'_> {
                 "{error}; it is not given to the handler but held (no retry cap): the shard's \
                  checkpoint waits in front of it"
             );
-            self.tracker.settle(u.ticket, Outcome::Retry);
+            self.tracker
+                .hold(u.ticket, Outcome::Retry, &u.record.partition_key);
             return error;
         };
         tracing::error!(

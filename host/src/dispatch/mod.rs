@@ -267,6 +267,7 @@ impl ShardWorker {
             worker: &self,
         };
         let exit = run.read_loop(reader).await;
+        run.report(None);
         let state = match &exit {
             WorkerExit::Stopped => ShardState::Stopped,
             WorkerExit::ShardEnded => ShardState::Ended,

@@ -105,7 +105,8 @@ impl Run<'_> {
         let w = self.worker;
         self.tap(&record, outcome);
         let Some(policy) = &w.plan.retry else {
-            self.tracker.settle(meta.ticket, outcome);
+            self.tracker
+                .hold(meta.ticket, outcome, &record.partition_key);
             tracing::warn!(
                 sequence_number = %record.position(), partition_key = %record.partition_key,
                 handler = short_version(&self.version),

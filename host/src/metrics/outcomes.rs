@@ -1,6 +1,6 @@
 //! Reading the records counters back: what the status page's history samples.
 
-use super::{Metrics, RecordLabels};
+use super::{Metrics, RecordLabels, ShardLabels, SubscriptionLabels};
 
 /// Records answered per outcome, summed over some shards of one subscription.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -51,6 +51,35 @@ impl Metrics {
         }
         totals
     }
+
+    /// `records_failed_total` of `subscription`, summed over `shards`: records whose call
+    /// failed (counted as retry in [`Metrics::outcome_totals`] too).
+    pub fn failed_records<'a>(
+        &self,
+        subscription: &str,
+        shards: impl IntoIterator<Item = &'a str>,
+    ) -> u64 {
+        shards
+            .into_iter()
+            .filter_map(|shard| {
+                let labels = ShardLabels {
+                    subscription: subscription.to_owned(),
+                    shard: shard.to_owned(),
+                };
+                self.records_failed.get(&labels).map(|c| c.get())
+            })
+            .sum()
+    }
+
+    /// The retry copies and dead letters `subscription` published.
+    pub fn copies_and_dead_letters(&self, subscription: &str) -> (u64, u64) {
+        let labels = SubscriptionLabels {
+            subscription: subscription.to_owned(),
+        };
+        let copies = self.retry_copies.get(&labels).map_or(0, |c| c.get());
+        let letters = self.dead_letters.get(&labels).map_or(0, |c| c.get());
+        (copies, letters)
+    }
 }
 
 #[cfg(test)]
@@ -78,5 +107,20 @@ mod tests {
         );
         let later = m.outcome_totals("ship", ["b"]);
         assert_eq!(later.since(&t).ack, 0, "never negative");
+    }
+
+    #[test]
+    fn failed_records_count_as_retry_and_as_failed_and_copies_and_letters_per_subscription() {
+        let m = Metrics::new();
+        m.shard("ship", "a").failed(2);
+        m.shard("ship", "b").failed(1);
+        m.shard("other", "a").failed(5);
+        m.retry_copy("ship");
+        m.dead_letter("ship");
+        m.dead_letter("ship");
+        assert_eq!(m.outcome_totals("ship", ["a", "b"]).retry, 3);
+        assert_eq!(m.failed_records("ship", ["a", "b", "never-read"]), 3);
+        assert_eq!(m.copies_and_dead_letters("ship"), (1, 2));
+        assert_eq!(m.copies_and_dead_letters("other"), (0, 0));
     }
 }

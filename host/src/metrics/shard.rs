@@ -17,6 +17,8 @@ pub struct ShardMetrics {
     pub(super) drop: Counter,
     pub(super) retry: Counter,
     pub(super) retry_after: Counter,
+    /// Records whose call failed (also counted as `retry`).
+    pub(super) failed: Counter,
     pub(super) millis_behind: Gauge,
     pub(super) checkpoint_writes: Counter,
     pub(super) reads: Counter,
@@ -52,9 +54,10 @@ impl ShardMetrics {
         }
     }
 
-    /// Counts records held because their call failed.
+    /// Counts records whose call failed: as retry (their outcome), and as failed.
     pub fn failed(&self, records: usize) {
         self.retry.inc_by(records as u64);
+        self.failed.inc_by(records as u64);
     }
 
     pub fn call(&self, took: Duration) {

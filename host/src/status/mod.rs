@@ -3,11 +3,13 @@
 //! renders one.
 
 pub mod fleet;
+pub mod summary;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 pub use crate::settle::Counts;
+pub use summary::Totals;
 
 /// The state of one shard of one subscription.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -20,6 +22,12 @@ pub struct ShardStatus {
     pub counts: Counts,
     /// The position of the held record that stops the checkpoint, if any.
     pub held_at: Option<String>,
+    /// That record's partition key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_key: Option<String>,
+    /// Since when this instance holds it (ms since the Unix epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_since_ms: Option<u64>,
     pub last_error: Option<String>,
     pub state: ShardState,
 }
@@ -211,6 +219,10 @@ pub struct SubscriptionReport {
     /// The candidate in shadow (`deploy --shadow`), and how its answers compare.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shadow: Option<crate::shadow::ShadowReport>,
+    /// How its records were answered since this instance started (absent from hosts before
+    /// these were reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub totals: Option<Totals>,
     pub shards: Vec<ShardReport>,
 }
 
