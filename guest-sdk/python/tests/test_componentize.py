@@ -133,6 +133,8 @@ class Arguments(unittest.TestCase):
             (["app", "nosuch", "out.wasm"],
              r"^componentize: no module nosuch in app \(no app/nosuch\.py, no app/nosuch/__init__\.py\)$"),
             (["app/nosuch.py", "out.wasm"], r"^componentize: app/nosuch\.py: no such file$"),
+            (["app/orders", "out.wasm"],
+             r"^componentize: app/orders: no such file: pass the handler's file, componentize app/orders\.py out\.wasm$"),
             (["nodir", "orders", "out.wasm"], r"^componentize: nodir: no such directory$"),
             (["app/orders.py", "out"], r"^componentize: out: the output should end in \.wasm$"),
             (["app", "orders-1", "out.wasm"], r"^componentize: orders-1: not a module name$"),
