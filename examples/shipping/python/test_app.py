@@ -1,17 +1,15 @@
 """The Python shipping handler gives the Rust example's outcome, record for record.
-Run: python3 -m unittest (in this directory)."""
+Run, with the SDK installed (guest-sdk/python/README.md, "Tests"): python -m unittest (in this
+directory). Not part of the component: the build copies only what app.py imports."""
 
 import json
 import os
-import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "guest-sdk", "python"))
+import shardhost
+from shardhost import BatchInfo, Record, http, testing
 
-import shardhost  # noqa: E402
-from shardhost import BatchInfo, Record, http, testing  # noqa: E402
-
-import app  # noqa: E402
+import app
 
 ACK, DROP, RETRY = shardhost.ack, shardhost.drop, shardhost.retry
 

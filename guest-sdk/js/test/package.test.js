@@ -33,7 +33,7 @@ test("the packaged WIT is the repository's (handler.wit and deps/)", (t) => {
 
 test("the build tool: componentize --help, and its tools pinned exactly", () => {
   const help = execFileSync(fileURLToPath(new URL("../componentize", import.meta.url)), ["--help"], { encoding: "utf8" });
-  assert.match(help, /^usage: componentize \[--no-aot\] \[--http \| --no-http\] \[--state \| --no-state\] APP\.js OUT\.wasm$/m);
+  assert.match(help, /^usage: componentize \[-v\] \[--no-aot\] \[--http \| --no-http\] \[--state \| --no-state\] APP\.js OUT\.wasm$/m);
   const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
   for (const [name, version] of Object.entries(pkg.devDependencies)) {
     assert.match(version, /^\d+\.\d+\.\d+$/, `${name} pinned to one version`);

@@ -33,6 +33,8 @@ origins its `[subscription.http]` allows; `shardhost.state` (`from shardhost imp
 keeps keys and values in the store its `[subscription.state]` grants.
 """
 
+from typing import TYPE_CHECKING, Any, Callable, Iterable, List, TypeVar, Union
+
 from . import _host
 from . import config
 from . import log
@@ -66,8 +68,18 @@ __all__ = [
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:
+    from . import http, state  # noqa: F401  (imported on first use: __getattr__)
 
-def handler(fn):
+#: A per-record handler: `(record: Record) -> Outcome`.
+RecordHandler = TypeVar("RecordHandler", bound=Callable[[Record], Outcome])
+#: A per-batch handler: `(info: BatchInfo, records: list[Record]) -> Outcome | list[Outcome]`.
+BatchHandler = TypeVar(
+    "BatchHandler", bound=Callable[[BatchInfo, List[Record]], Union[Outcome, Iterable[Outcome]]]
+)
+
+
+def handler(fn: RecordHandler) -> RecordHandler:
     """Declares the component's per-record handler: `fn(record: Record) -> Outcome`.
 
     It is called once per record, in shard order; the outcomes go back in the same order.
@@ -76,7 +88,7 @@ def handler(fn):
     return _register("record", fn)
 
 
-def batch_handler(fn):
+def batch_handler(fn: BatchHandler) -> BatchHandler:
     """Declares the component's per-batch handler:
     `fn(info: BatchInfo, records: list[Record]) -> Outcome | list[Outcome]`.
 
@@ -86,7 +98,7 @@ def batch_handler(fn):
     return _register("batch", fn)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     # `shardhost.http` and `shardhost.state` without an import of them: imported on first use.
     # (An app that sends requests or keeps state should still name them in an import or as
     # `shardhost.http` / `shardhost.state`, which the build tool looks for to give the

@@ -14,8 +14,11 @@ what the test says (state from an in-memory store, `testing.MemoryStore`).
 Levels are ints here: 0 trace, 1 debug, 2 info, 3 warn, 4 error (the WIT enum's order).
 """
 
+from __future__ import annotations
+
 import os
 import sys
+from typing import Union
 
 __all__ = ["HostError", "PublishError", "SeekError", "publish", "seek"]
 
@@ -65,7 +68,7 @@ def http_failures(round_, reason):
 class HostError(Exception):
     """The host refused a call; `reason` is its answer."""
 
-    def __init__(self, reason):
+    def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
 
@@ -253,7 +256,7 @@ def set_backend(new):
     return old
 
 
-def publish(stream, partition_key, data):
+def publish(stream: str, partition_key: str, data: Union[bytes, bytearray, memoryview, str]) -> str:
     """Puts a record into a Kinesis stream through the host; answers its sequence number.
 
     `data` is bytes (or bytearray/memoryview), or str, sent as UTF-8. Raises PublishError with
@@ -268,7 +271,7 @@ def publish(stream, partition_key, data):
     return _backend.publish(str(stream), str(partition_key), data)
 
 
-def seek(sequence_number):
+def seek(sequence_number: str) -> None:
     """Asks the host to restart reading of the calling shard at this sequence number (one
     this reader delivered, e.g. of a record answered with `retry`), once the call returns.
     Raises SeekError with the host's reason when it refuses."""

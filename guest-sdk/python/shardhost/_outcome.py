@@ -1,6 +1,9 @@
 """The answers a handler gives."""
 
+from __future__ import annotations
+
 import datetime
+from typing import Any, Optional, Tuple, Union
 
 __all__ = ["Outcome", "ack", "drop", "retry", "retry_after"]
 
@@ -20,7 +23,10 @@ class Outcome:
 
     __slots__ = ("_kind", "_delay_ms", "_wit")
 
-    def __init__(self, kind, delay_ms=None):
+    _kind: str
+    _delay_ms: Optional[int]
+
+    def __init__(self, kind: str, delay_ms: Optional[int] = None) -> None:
         if kind not in ("ack", "drop", "retry", "retry-after"):
             raise ValueError("unknown outcome %r" % (kind,))
         if (kind == "retry-after") != (delay_ms is not None):
@@ -29,35 +35,35 @@ class Outcome:
         object.__setattr__(self, "_delay_ms", delay_ms)
         object.__setattr__(self, "_wit", None)
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("outcomes are immutable")
 
     @property
-    def kind(self):
+    def kind(self) -> str:
         return self._kind
 
     @property
-    def delay_ms(self):
+    def delay_ms(self) -> Optional[int]:
         return self._delay_ms
 
     @property
-    def settles(self):
+    def settles(self) -> bool:
         return self._kind in ("ack", "drop")
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, Outcome):
             return NotImplemented
         return self._kind == other._kind and self._delay_ms == other._delay_ms
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((self._kind, self._delay_ms))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self._kind == "retry-after":
             return "shardhost.retry_after(%d)" % self._delay_ms
         return "shardhost." + self._kind
 
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Any, Tuple[str, Optional[int]]]:
         return (Outcome, (self._kind, self._delay_ms))
 
 
@@ -70,7 +76,7 @@ drop = Outcome("drop")
 retry = Outcome("retry")
 
 
-def retry_after(delay):
+def retry_after(delay: Union[int, datetime.timedelta]) -> Outcome:
     """`retry`, after at least `delay`: whole milliseconds (an int) or a `datetime.timedelta`
     (rounded down to milliseconds). Saturates at 2**64 - 1 ms."""
     if isinstance(delay, datetime.timedelta):

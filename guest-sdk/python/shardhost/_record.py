@@ -1,5 +1,9 @@
 """The records a handler receives and where they come from."""
 
+from __future__ import annotations
+
+from typing import Any, Optional, Union
+
 from . import _json
 
 __all__ = ["Record", "BatchInfo", "DecodeError"]
@@ -12,7 +16,7 @@ class DecodeError(ValueError):
     invalid byte) or `"json"` (the text is not JSON by the SDK's rule; `offset` is the
     character offset where decoding stopped, when known)."""
 
-    def __init__(self, kind, message, offset=None):
+    def __init__(self, kind: str, message: str, offset: Optional[int] = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.offset = offset
@@ -28,14 +32,14 @@ class Record:
 
     def __init__(
         self,
-        partition_key,
-        sequence_number,
-        data=b"",
+        partition_key: str,
+        sequence_number: str,
+        data: Union[bytes, bytearray, memoryview, str] = b"",
         *,
-        sub_sequence_number=0,
-        arrival_millis=0,
-        attempt=1,
-    ):
+        sub_sequence_number: int = 0,
+        arrival_millis: int = 0,
+        attempt: int = 1,
+    ) -> None:
         if isinstance(data, str):
             data = data.encode("utf-8")
         self._pk = str(partition_key)
@@ -58,36 +62,36 @@ class Record:
         )
 
     @property
-    def partition_key(self):
+    def partition_key(self) -> str:
         """The partition key the producer gave the record."""
         return self._pk
 
     @property
-    def sequence_number(self):
+    def sequence_number(self) -> str:
         """The record's sequence number in its shard (a decimal string)."""
         return self._seq
 
     @property
-    def sub_sequence_number(self):
+    def sub_sequence_number(self) -> int:
         """The position of this user record inside a KPL aggregate; 0 for a plain record."""
         return self._sub
 
     @property
-    def arrival_millis(self):
+    def arrival_millis(self) -> int:
         """When Kinesis accepted the record, in milliseconds since the Unix epoch."""
         return self._ts
 
     @property
-    def attempt(self):
+    def attempt(self) -> int:
         """1 on the first delivery; 2, 3, ... for copies under a retry cap."""
         return self._attempt
 
     @property
-    def data(self):
+    def data(self) -> bytes:
         """The record's data (bytes), as the producer put it."""
         return self._data
 
-    def text(self):
+    def text(self) -> str:
         """The data as UTF-8 text (a leading byte order mark is kept, as in Rust).
 
         Raises DecodeError (kind "utf8") when it is not UTF-8."""
@@ -100,7 +104,7 @@ class Record:
                 e.start,
             ) from None
 
-    def json(self):
+    def json(self) -> Any:
         """The data decoded as JSON by the rule every shardhost SDK follows (guest-sdk/JSON.md;
         README.md "JSON"): dicts, lists, str, int (integer literals in [-2**63, 2**64)),
         float (every other number: `1.0` and `1e3` too), bool and None.
@@ -117,15 +121,15 @@ class Record:
         except _json.JsonError as e:
             raise DecodeError("json", "record data is not valid JSON: %s" % e, e.pos) from None
 
-    def __bytes__(self):
+    def __bytes__(self) -> bytes:
         return bytes(self._data)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, Record):
             return NotImplemented
         return self._key() == other._key()
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(self._key())
 
     def _key(self):
@@ -138,7 +142,7 @@ class Record:
             self._attempt,
         )
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         parts = [
             "partition_key=%r" % self.partition_key,
             "sequence_number=%r" % self.sequence_number,
@@ -184,7 +188,8 @@ class BatchInfo:
 
     __slots__ = ("_stream", "_shard_id", "_millis_behind_latest", "_attempt")
 
-    def __init__(self, stream, shard_id, *, millis_behind_latest=None, attempt=1):
+    def __init__(self, stream: str, shard_id: str, *, millis_behind_latest: Optional[int] = None,
+                 attempt: int = 1) -> None:
         self._stream = str(stream)
         self._shard_id = str(shard_id)
         self._millis_behind_latest = millis_behind_latest
@@ -200,26 +205,26 @@ class BatchInfo:
         )
 
     @property
-    def stream(self):
+    def stream(self) -> str:
         """The stream's name."""
         return self._stream
 
     @property
-    def shard_id(self):
+    def shard_id(self) -> str:
         """The shard's id, e.g. `shardId-000000000000`."""
         return self._shard_id
 
     @property
-    def millis_behind_latest(self):
+    def millis_behind_latest(self) -> Optional[int]:
         """How far the reader is behind the tip of the shard, in ms; None when unknown."""
         return self._millis_behind_latest
 
     @property
-    def attempt(self):
+    def attempt(self) -> int:
         """1 for a first delivery; higher for a copy published under a retry cap."""
         return self._attempt
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, BatchInfo):
             return NotImplemented
         return (self._stream, self._shard_id, self._millis_behind_latest, self._attempt) == (
@@ -229,10 +234,10 @@ class BatchInfo:
             other._attempt,
         )
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((self._stream, self._shard_id, self._millis_behind_latest, self._attempt))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "BatchInfo(stream=%r, shard_id=%r, millis_behind_latest=%r, attempt=%d)" % (
             self._stream,
             self._shard_id,

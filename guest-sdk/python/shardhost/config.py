@@ -11,12 +11,26 @@ tests) they come from the environment, `SHARDHOST_CONFIG_<NAME>` (the name upper
 character but letters and digits as `_`), or from `shardhost.testing.FakeHost(config={...})`.
 """
 
+from __future__ import annotations
+
+from typing import Dict, Optional, TypeVar, Union, overload
+
 from . import _host
+
+_D = TypeVar("_D")
 
 __all__ = ["get", "all"]
 
 
-def get(name, default=None):
+@overload
+def get(name: str) -> Optional[str]: ...
+
+
+@overload
+def get(name: str, default: _D) -> Union[str, _D]: ...
+
+
+def get(name: str, default: object = None) -> object:
     """The value of `name` (a str), or `default` when the subscription's config has none."""
     if not isinstance(name, str):
         raise TypeError("a config name is a str, not %s" % type(name).__name__)
@@ -24,6 +38,6 @@ def get(name, default=None):
     return default if value is None else value
 
 
-def all():  # noqa: A001 (the Rust SDK's name)
+def all() -> Dict[str, str]:  # noqa: A001 (the Rust SDK's name)
     """Every value, as a dict by name (empty outside a component, but for a FakeHost's)."""
     return dict(_host.backend().config_all())

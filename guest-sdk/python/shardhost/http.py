@@ -24,12 +24,17 @@ it only for a subscription with a `[subscription.http]` table. Outside a compone
 every request fails unless `shardhost.testing.FakeHost(http=...)` answers it.
 """
 
+from __future__ import annotations
+
 import json as _stdjson
+from typing import Any, Iterable, Iterator, List, Mapping, Optional, Tuple, TypeVar, Union, overload
 
 from . import _host
 from . import _json
 from ._record import DecodeError
 from ._url import BadUrl, Url
+
+_D = TypeVar("_D")
 
 __all__ = [
     "MAX_REDIRECTS",
@@ -67,15 +72,15 @@ class HttpError(Exception):
 
     transient = False
 
-    def __init__(self, url=None, reason=""):
+    def __init__(self, url: Optional[str] = None, reason: str = "") -> None:
         super().__init__(url, reason)
         self.url = url
         self.reason = reason
 
-    def _what(self):
+    def _what(self) -> str:
         return self.reason or "failed"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "%s: %s" % (self.url, self._what()) if self.url is not None else self._what()
 
 
@@ -83,11 +88,11 @@ class Denied(HttpError):
     """The subscription does not allow this origin (or grants no HTTP at all). Not transient:
     the subscription's `[subscription.http] allow` must list the origin."""
 
-    def __init__(self, origin, url=None):
+    def __init__(self, origin: str, url: Optional[str] = None) -> None:
         super().__init__(url, "")
         self.origin = origin
 
-    def __str__(self):
+    def __str__(self) -> str:
         return (
             "%s: denied: this origin is not in the subscription's [subscription.http] allow"
             % self.origin
@@ -99,7 +104,7 @@ class Timeout(HttpError):
 
     transient = True
 
-    def _what(self):
+    def _what(self) -> str:
         return "timed out"
 
 
@@ -108,21 +113,21 @@ class ConnectError(HttpError):
 
     transient = True
 
-    def _what(self):
+    def _what(self) -> str:
         return "cannot connect" + (": " + self.reason if self.reason else "")
 
 
 class BodyTooLarge(HttpError):
     """The response body is larger than the subscription's `max_body`."""
 
-    def _what(self):
+    def _what(self) -> str:
         return "the response body is larger than the subscription's max_body"
 
 
 class TooManyRedirects(HttpError):
     """More than `MAX_REDIRECTS` redirects."""
 
-    def _what(self):
+    def _what(self) -> str:
         return "more than %d redirects" % MAX_REDIRECTS
 
 
@@ -130,14 +135,21 @@ class InvalidUrl(HttpError, ValueError):
     """The URL (or a redirect's `Location`) is not an absolute http or https URL; `reason` says
     why."""
 
-    def _what(self):
+    def _what(self) -> str:
         return "not an http(s) URL: " + self.reason
 
 
 # Requests -------------------------------------------------------------------------------------
 
+#: A header value: str (sent as UTF-8), bytes or int.
+HeaderValue = Union[str, bytes, bytearray, memoryview, int]
+#: Request headers: a dict (any mapping), or (name, value) pairs (a name may repeat).
+HeadersArg = Union[Mapping[str, HeaderValue], Iterable[Tuple[str, HeaderValue]], None]
+#: A request body: bytes, or str (sent as UTF-8).
+BodyArg = Union[bytes, bytearray, memoryview, str, None]
 
-def _header_value(name, value):
+
+def _header_value(name: str, value: HeaderValue) -> bytes:
     if isinstance(value, str):
         return value.encode("utf-8")
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -147,7 +159,7 @@ def _header_value(name, value):
     raise TypeError("header %s: a value is str, bytes or int, not %s" % (name, type(value).__name__))
 
 
-def _headers(headers):
+def _headers(headers: HeadersArg) -> List[Tuple[str, bytes]]:
     if headers is None:
         return []
     items = headers.items() if hasattr(headers, "items") else headers
@@ -163,7 +175,7 @@ def _headers(headers):
     return out
 
 
-def _has(headers, name):
+def _has(headers: List[Tuple[str, bytes]], name: str) -> bool:
     name = name.lower()
     return any(n.lower() == name for n, _ in headers)
 
@@ -184,7 +196,13 @@ class Request:
 
     __slots__ = ("method", "url", "headers", "body")
 
-    def __init__(self, method, url, headers=None, body=None, json=None):
+    method: str
+    url: str
+    headers: List[Tuple[str, bytes]]
+    body: bytes
+
+    def __init__(self, method: str, url: str, headers: HeadersArg = None, body: BodyArg = None,
+                 json: Any = None) -> None:
         if not isinstance(method, str) or not method:
             raise TypeError("the method is a str such as \"GET\", not %r" % (method,))
         self.method = method.upper()
@@ -210,12 +228,12 @@ class Request:
                 % type(body).__name__
             )
 
-    def send(self):
+    def send(self) -> Response:
         """Sends the request and waits for its whole response (redirects followed). A response
         of any status (404, 503, ...) is a Response; raises an HttpError when there is none."""
         return send(self)
 
-    def _redirected(self, status, location):
+    def _redirected(self, status: int, location: object) -> Request:
         """The request a redirect (`status`, to the Url `location`) continues as."""
         keeps = status in (307, 308) or (status in (301, 302) and self.method in ("GET", "HEAD"))
         nxt = Request.__new__(Request)
@@ -230,31 +248,31 @@ class Request:
             ]
         return nxt
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<Request %s %s>" % (self.method, self.url)
 
 
-def get(url, headers=None):
+def get(url: str, headers: HeadersArg = None) -> Request:
     """A GET request (send it with `.send()`, or several at once with `send_all`)."""
     return Request("GET", url, headers)
 
 
-def post(url, headers=None, body=None, json=None):
+def post(url: str, headers: HeadersArg = None, body: BodyArg = None, json: Any = None) -> Request:
     """A POST request."""
     return Request("POST", url, headers, body, json)
 
 
-def put(url, headers=None, body=None, json=None):
+def put(url: str, headers: HeadersArg = None, body: BodyArg = None, json: Any = None) -> Request:
     """A PUT request."""
     return Request("PUT", url, headers, body, json)
 
 
-def patch(url, headers=None, body=None, json=None):
+def patch(url: str, headers: HeadersArg = None, body: BodyArg = None, json: Any = None) -> Request:
     """A PATCH request."""
     return Request("PATCH", url, headers, body, json)
 
 
-def delete(url, headers=None, body=None, json=None):
+def delete(url: str, headers: HeadersArg = None, body: BodyArg = None, json: Any = None) -> Request:
     """A DELETE request."""
     return Request("DELETE", url, headers, body, json)
 
@@ -270,44 +288,52 @@ class Headers:
 
     __slots__ = ("raw",)
 
-    def __init__(self, pairs=()):
+    raw: List[Tuple[str, bytes]]
+
+    def __init__(self, pairs: Iterable[Tuple[str, Union[bytes, str]]] = ()) -> None:
         self.raw = [
             (n, v if isinstance(v, bytes) else str(v).encode("latin-1")) for n, v in pairs
         ]
 
-    def get_all(self, name):
+    def get_all(self, name: str) -> List[str]:
         name = name.lower()
         return [v.decode("latin-1") for n, v in self.raw if n.lower() == name]
 
-    def get(self, name, default=None):
+    @overload
+    def get(self, name: str) -> Optional[str]: ...
+
+    @overload
+    def get(self, name: str, default: _D) -> Union[str, _D]: ...
+
+    def get(self, name: str, default: object = None) -> object:
         values = self.get_all(name)
         return values[0] if values else default
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> str:
         values = self.get_all(name)
         if not values:
             raise KeyError(name)
         return values[0]
 
-    def __contains__(self, name):
+    def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and bool(self.get_all(name))
 
-    def items(self):
+    def items(self) -> List[Tuple[str, str]]:
         return [(n, v.decode("latin-1")) for n, v in self.raw]
 
-    def keys(self):
+    def keys(self) -> List[str]:
         return [n for n, _ in self.raw]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self.keys())
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.raw)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Headers) and self.raw == other.raw
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Headers(%r)" % (self.items(),)
 
 
@@ -322,7 +348,13 @@ class Response:
 
     __slots__ = ("status", "url", "headers", "body")
 
-    def __init__(self, status, body=b"", headers=None, url=""):
+    status: int
+    url: str
+    headers: Headers
+    body: bytes
+
+    def __init__(self, status: int, body: Union[bytes, bytearray, memoryview, str] = b"",
+                 headers: Union[Headers, HeadersArg] = None, url: str = "") -> None:
         if not isinstance(status, int) or isinstance(status, bool):
             raise TypeError("a status is an int, not %r" % (status,))
         self.status = status
@@ -330,16 +362,16 @@ class Response:
         if isinstance(headers, Headers):
             self.headers = headers
         else:
-            pairs = headers.items() if hasattr(headers, "items") else (headers or ())
+            pairs: Any = headers.items() if hasattr(headers, "items") else (headers or ())  # type: ignore[union-attr]
             self.headers = Headers((n, _header_value(n, v)) for n, v in pairs)
         self.body = body.encode("utf-8") if isinstance(body, str) else bytes(body)
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         """Whether the status is 2xx."""
         return 200 <= self.status < 300
 
-    def text(self):
+    def text(self) -> str:
         """The body as UTF-8 text. Raises DecodeError (kind "utf8") when it is not."""
         try:
             return self.body.decode("utf-8")
@@ -348,7 +380,7 @@ class Response:
                 "utf8", "response body is not UTF-8 text (invalid byte at offset %d)" % e.start, e.start
             ) from None
 
-    def json(self):
+    def json(self) -> Any:
         """The body decoded as JSON, by the rule of `Record.json()` (README "JSON"). Raises
         DecodeError."""
         text = self.text()
@@ -357,14 +389,14 @@ class Response:
         except _json.JsonError as e:
             raise DecodeError("json", "response body is not valid JSON: %s" % e, e.pos) from None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<Response %d from %s, %d bytes>" % (self.status, self.url, len(self.body))
 
 
 # Sending --------------------------------------------------------------------------------------
 
 
-def send(request):
+def send(request: Request) -> Response:
     """Sends one request and waits for its whole response (redirects followed). A response of
     any status is a Response; raises an HttpError when there is none."""
     answer = send_all([request])[0]
@@ -373,7 +405,7 @@ def send(request):
     return answer
 
 
-def send_all(requests):
+def send_all(requests: Iterable[Request]) -> List[Union[Response, HttpError]]:
     """Sends every request at once and answers when all are done: a list with, in the order of
     the requests, a `Response`, or the `HttpError` (not raised) of a request that got none.
     Redirects are followed."""
@@ -381,7 +413,7 @@ def send_all(requests):
     for r in requests:
         if not isinstance(r, Request):
             raise TypeError("send_all takes Requests (http.get(url), ...), not %r" % (r,))
-    results = [None] * len(requests)
+    results: List[Any] = [None] * len(requests)
     todo = [(i, r, 0) for i, r in enumerate(requests)]
     while todo:
         round_ = [(r, _parse(r.url)) for _, r, _ in todo]
@@ -401,7 +433,7 @@ def send_all(requests):
     return results
 
 
-def _parse(url):
+def _parse(url: str) -> Any:
     """The Url of a request, or the InvalidUrl it is."""
     try:
         return Url.parse(url)
@@ -409,7 +441,7 @@ def _parse(url):
         return InvalidUrl(url, str(e))
 
 
-def _follow(request, response, hops):
+def _follow(request: Request, response: Response, hops: int) -> Union[Response, Request]:
     """The response itself, or the Request its redirect continues as."""
     if response.status not in (301, 302, 303, 307, 308):
         return response

@@ -23,9 +23,12 @@ alone. While the component is being built (module import at pre-initialisation) 
 host yet: lines go to the build's standard error.
 """
 
+from __future__ import annotations
+
 import io
 import logging
 import sys
+from typing import Any, Optional, Union
 
 from . import _host
 
@@ -105,13 +108,13 @@ def host_level(levelno):
 _DISABLE_FOR = {0: 0, 1: DEBUG - 1, 2: INFO - 1, 3: WARN - 1, 4: ERROR - 1, None: _NOTHING}
 
 
-def enabled(level=INFO):
+def enabled(level: Union[int, str] = INFO) -> bool:
     """Whether the host records lines of this level now (a Python level number, or a name:
     "trace", "debug", "info", "warn", "error")."""
     return _levelno(level) > _disabled_upto
 
 
-def log(level, message, *args):
+def log(level: Union[int, str], message: Any, *args: object) -> None:
     """Writes a line at `level`; `message % args` when there are args (formatted only when
     the level is on)."""
     levelno = _levelno(level)
@@ -121,25 +124,25 @@ def log(level, message, *args):
         _host._backend.log(host_level(levelno), str(message))
 
 
-def trace(message, *args):
+def trace(message: Any, *args: object) -> None:
     """A line at trace level."""
     if TRACE > _disabled_upto:
         _host._backend.log(0, str(message % args if args else message))
 
 
-def debug(message, *args):
+def debug(message: Any, *args: object) -> None:
     """A line at debug level."""
     if DEBUG > _disabled_upto:
         _host._backend.log(1, str(message % args if args else message))
 
 
-def info(message, *args):
+def info(message: Any, *args: object) -> None:
     """A line at info level."""
     if INFO > _disabled_upto:
         _host._backend.log(2, str(message % args if args else message))
 
 
-def warn(message, *args):
+def warn(message: Any, *args: object) -> None:
     """A line at warn level."""
     if WARN > _disabled_upto:
         _host._backend.log(3, str(message % args if args else message))
@@ -148,7 +151,7 @@ def warn(message, *args):
 warning = warn
 
 
-def error(message, *args):
+def error(message: Any, *args: object) -> None:
     """A line at error level."""
     if ERROR > _disabled_upto:
         _host._backend.log(4, str(message % args if args else message))
@@ -181,11 +184,11 @@ class HostHandler(logging.Handler):
     """A `logging.Handler` that writes records to the host's log. Lines carry the logger's
     name unless it is the root logger; a record's exception is appended."""
 
-    def __init__(self, level=logging.NOTSET):
+    def __init__(self, level: Union[int, str] = logging.NOTSET) -> None:
         super().__init__(level)
         self.setFormatter(_Formatter())
 
-    def emit(self, record):
+    def emit(self, record: logging.LogRecord) -> None:
         try:
             _host._backend.log(host_level(record.levelno), self.format(record))
         except RecursionError:
@@ -260,11 +263,11 @@ class _LineStream(io.TextIOBase):
             self._original.flush()
 
 
-_handler = None
-_root_level = None
+_handler: Optional[HostHandler] = None
+_root_level: int = logging.NOTSET
 
 
-def install_logging(streams=True):
+def install_logging(streams: bool = True) -> None:
     """Routes `logging` (and, with `streams`, `sys.stdout`/`sys.stderr`) to the host. The SDK
     calls it on import inside a component; tests may call it (and `uninstall_logging`)."""
     global _handler, _logging_disable, _root_level
@@ -280,7 +283,7 @@ def install_logging(streams=True):
         sys.stderr = _LineStream(WARN, sys.stderr)
 
 
-def uninstall_logging():
+def uninstall_logging() -> None:
     """Undoes `install_logging`."""
     global _handler, _logging_disable
     if _handler is not None:

@@ -31,8 +31,11 @@ answers from an in-memory store with the host's rules (`testing.MemoryStore`); w
 operation raises StateError.
 """
 
+from __future__ import annotations
+
 import inspect
 from collections.abc import Mapping
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from . import _host
 from . import log as _log
@@ -66,6 +69,11 @@ _U64_MAX = 2**64 - 1
 
 KINDS = ("no-such-store", "access-denied", "other")
 
+#: A value to store: bytes (bytearray, memoryview), or str (stored as UTF-8).
+Value = Union[bytes, bytearray, memoryview, str]
+#: What `set_many` takes: (key, value) pairs, or a mapping of key to value.
+Entries = Union[Mapping[str, Value], Iterable[Tuple[str, Value]]]
+
 
 class StateError(Exception):
     """A state operation failed. `kind` is the `wasi:keyvalue` error's case: "no-such-store",
@@ -74,7 +82,7 @@ class StateError(Exception):
     or throttled); `message` says more (for "other", the host's own words); `bucket` is the
     bucket's name when known."""
 
-    def __init__(self, kind, message=None, bucket=None):
+    def __init__(self, kind: str, message: Optional[str] = None, bucket: Optional[str] = None) -> None:
         if kind not in KINDS:
             raise ValueError("a StateError's kind is one of %s, not %r" % (KINDS, kind))
         if message is None:
@@ -84,14 +92,14 @@ class StateError(Exception):
         self.message = message
         self.bucket = bucket
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "%s: %s" % (self.kind, self.message)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "StateError(%r, %r)" % (self.kind, self.message)
 
 
-_DEFAULT_MESSAGES = {
+_DEFAULT_MESSAGES: Dict[str, Callable[[Optional[str]], str]] = {
     "no-such-store": lambda b: "the host has no store%s" % ("" if b is None else " for bucket %r" % b),
     "access-denied": lambda b: "%s is not granted to this subscription ([subscription.state] buckets)"
     % ("the bucket" if b is None else "bucket %r" % b),
@@ -99,13 +107,13 @@ _DEFAULT_MESSAGES = {
 }
 
 
-def _key(key):
+def _key(key: str) -> str:
     if not isinstance(key, str):
         raise TypeError("a state key is a str, not %s" % type(key).__name__)
     return key
 
 
-def _value(value, what="value"):
+def _value(value: Value, what: str = "value") -> bytes:
     if isinstance(value, bytes):
         return value
     if isinstance(value, str):
@@ -117,13 +125,13 @@ def _value(value, what="value"):
     )
 
 
-def _keys(keys):
+def _keys(keys: Iterable[str]) -> List[str]:
     if isinstance(keys, (str, bytes)):
         raise TypeError("keys is a list (any iterable) of str, not one %s" % type(keys).__name__)
     return [_key(k) for k in keys]
 
 
-def _entries(entries):
+def _entries(entries: Entries) -> List[Tuple[str, bytes]]:
     items = entries.items() if isinstance(entries, Mapping) else entries
     pairs = []
     for entry in items:
@@ -141,16 +149,19 @@ class Bucket:
 
     __slots__ = ("name", "_opened")
 
-    def __init__(self, name):
+    name: str
+    _opened: Optional[Tuple[Any, Any]]
+
+    def __init__(self, name: str) -> None:
         if not isinstance(name, str):
             raise TypeError("a bucket name is a str, not %s" % type(name).__name__)
         self.name = name
         self._opened = None  # (the store it was opened in, its handle)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Bucket(%r)" % self.name
 
-    def _use(self):
+    def _use(self) -> Tuple[Any, Any]:
         """(store, handle): the bucket, opened in the current backend's store when it is not."""
         store = _host.backend().keyvalue()
         opened = self._opened
@@ -159,32 +170,32 @@ class Bucket:
             self._opened = opened
         return opened
 
-    def get(self, key):
+    def get(self, key: str) -> Optional[bytes]:
         """The value of `key` (bytes), or None when it holds none. A counter (made by
         `increment`) reads as its decimal text."""
         key = _key(key)
         store, handle = self._use()
         return store.get(handle, key)
 
-    def set(self, key, value):
+    def set(self, key: str, value: Value) -> None:
         """Sets `key` to `value` (bytes, or str as UTF-8), whatever it held."""
         key, value = _key(key), _value(value)
         store, handle = self._use()
         store.set(handle, key, value)
 
-    def delete(self, key):
+    def delete(self, key: str) -> None:
         """Removes `key` (nothing happens when it holds no value)."""
         key = _key(key)
         store, handle = self._use()
         store.delete(handle, key)
 
-    def exists(self, key):
+    def exists(self, key: str) -> bool:
         """Whether `key` holds a value."""
         key = _key(key)
         store, handle = self._use()
         return bool(store.exists(handle, key))
 
-    def increment(self, key, delta=1):
+    def increment(self, key: str, delta: int = 1) -> int:
         """Adds `delta` (an int from 0 to 2**64 - 1: wasi:keyvalue counts up only) to the counter
         `key`, made at 0 when the key holds nothing, in one atomic step; answers the new value.
         A key that `set` wrote is not a counter: StateError "other"."""
@@ -196,21 +207,21 @@ class Bucket:
         store, handle = self._use()
         return int(store.increment(handle, key, delta))
 
-    def set_if_absent(self, key, value):
+    def set_if_absent(self, key: str, value: Value) -> bool:
         """Sets `key` to `value` only if it holds no value, in one atomic step; answers whether
         it did."""
         key, value = _key(key), _value(value)
         store, handle = self._use()
         return bool(store.set_if_absent(handle, key, value))
 
-    def compare_and_set(self, key, expected, value):
+    def compare_and_set(self, key: str, expected: Value, value: Value) -> bool:
         """Sets `key` to `value` only if it still holds exactly `expected` (as `get` read it),
         in one atomic step; answers whether it did (False also when it holds nothing)."""
         key, expected, value = _key(key), _value(expected, "expected value"), _value(value)
         store, handle = self._use()
         return bool(store.compare_and_set(handle, key, expected, value))
 
-    def get_many(self, keys):
+    def get_many(self, keys: Iterable[str]) -> List[Optional[bytes]]:
         """The values of `keys`, in their order: a list with bytes, or None for a key that holds
         no value."""
         keys = _keys(keys)
@@ -220,20 +231,20 @@ class Bucket:
             raise StateError("other", "the store answered %d entries for %d keys" % (len(found), len(keys)), self.name)
         return [None if entry is None else entry[1] for entry in found]
 
-    def set_many(self, entries):
+    def set_many(self, entries: Entries) -> None:
         """Sets several keys: `entries` is an iterable of (key, value) pairs, or a mapping. Not
         atomic: after a failure some may be set."""
         pairs = _entries(entries)
         store, handle = self._use()
         store.set_many(handle, pairs)
 
-    def delete_many(self, keys):
+    def delete_many(self, keys: Iterable[str]) -> None:
         """Removes several keys (not atomic: after a failure some may be removed)."""
         keys = _keys(keys)
         store, handle = self._use()
         store.delete_many(handle, keys)
 
-    def once(self, key, effect):
+    def once(self, key: str, effect: Callable[[], object]) -> bool:
         """Runs `effect()` unless `key` is marked done; marks it done when `effect` returns.
         Answers True when the effect ran now, False when the key was already marked (then the
         effect is not called).
@@ -279,10 +290,10 @@ class Bucket:
         return True
 
 
-_buckets = {}
+_buckets: Dict[str, Bucket] = {}
 
 
-def bucket(name):
+def bucket(name: str) -> Bucket:
     """The bucket `name` (the same object for the same name). Nothing is asked of the host
     until its first operation; a name the subscription's `[subscription.state] buckets` does not
     list makes every operation raise StateError "access-denied"."""
@@ -295,56 +306,56 @@ def bucket(name):
 _default = bucket(DEFAULT_BUCKET)
 
 
-def get(key):
+def get(key: str) -> Optional[bytes]:
     """`Bucket.get` in the bucket `default`: bytes, or None."""
     return _default.get(key)
 
 
-def set(key, value):  # noqa: A001 (the shared API's name)
+def set(key: str, value: Value) -> None:  # noqa: A001 (the shared API's name)
     """`Bucket.set` in the bucket `default`."""
     _default.set(key, value)
 
 
-def delete(key):
+def delete(key: str) -> None:
     """`Bucket.delete` in the bucket `default`."""
     _default.delete(key)
 
 
-def exists(key):
+def exists(key: str) -> bool:
     """`Bucket.exists` in the bucket `default`."""
     return _default.exists(key)
 
 
-def increment(key, delta=1):
+def increment(key: str, delta: int = 1) -> int:
     """`Bucket.increment` in the bucket `default`: the new value."""
     return _default.increment(key, delta)
 
 
-def set_if_absent(key, value):
+def set_if_absent(key: str, value: Value) -> bool:
     """`Bucket.set_if_absent` in the bucket `default`: whether it wrote."""
     return _default.set_if_absent(key, value)
 
 
-def compare_and_set(key, expected, value):
+def compare_and_set(key: str, expected: Value, value: Value) -> bool:
     """`Bucket.compare_and_set` in the bucket `default`: whether it wrote."""
     return _default.compare_and_set(key, expected, value)
 
 
-def get_many(keys):
+def get_many(keys: Iterable[str]) -> List[Optional[bytes]]:
     """`Bucket.get_many` in the bucket `default`: a list of bytes or None, in the order of keys."""
     return _default.get_many(keys)
 
 
-def set_many(entries):
+def set_many(entries: Entries) -> None:
     """`Bucket.set_many` in the bucket `default`."""
     _default.set_many(entries)
 
 
-def delete_many(keys):
+def delete_many(keys: Iterable[str]) -> None:
     """`Bucket.delete_many` in the bucket `default`."""
     _default.delete_many(keys)
 
 
-def once(key, effect):
+def once(key: str, effect: Callable[[], object]) -> bool:
     """`Bucket.once` in the bucket `default`: whether the effect ran now."""
     return _default.once(key, effect)

@@ -24,11 +24,22 @@ registered handler the way the host does (per-record or per-batch, outcomes chec
     assert store.value("booked:1") == b"done"
 """
 
+from __future__ import annotations
+
 from types import SimpleNamespace
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _export, _host
 from . import log as _log
-from ._record import BatchInfo, _lift
+from ._outcome import Outcome
+from ._record import BatchInfo, Record, _lift
+from .http import HttpError, Request, Response
+
+#: What answers one request: a Response, a status, or an HttpError (returned or raised).
+Answer = Union[Response, int, HttpError]
+#: `FakeHost(http=...)`: a function of the request, or a dict of URL to an answer (or to a
+#: function of the request).
+HttpAnswers = Union[Callable[[Request], Answer], Mapping[str, Union[Answer, Callable[[Request], Answer]]]]
 
 __all__ = ["FakeHost", "MemoryStore", "call", "reset"]
 
@@ -56,53 +67,53 @@ class MemoryStore:
     - `calls`: every operation the handler asked for, as (name, bucket, key or keys, ...).
     """
 
-    def __init__(self, buckets=(), error=None):
+    def __init__(self, buckets: Iterable[str] = (), error: Optional[str] = None) -> None:
         if isinstance(buckets, str):
             raise TypeError("buckets is a list of names, not one str")
-        self.buckets = ["default"] + [b for b in buckets if b != "default"]
+        self.buckets: List[str] = ["default"] + [b for b in buckets if b != "default"]
         self.error = error
-        self.calls = []
-        self._data = {}  # bucket -> {key: bytes (set) or int (a counter)}
+        self.calls: List[Tuple[Any, ...]] = []
+        self._data: Dict[str, Dict[str, Union[bytes, int]]] = {}  # bucket -> {key: bytes (set) or int (a counter)}
 
     # for tests
 
-    def value(self, key, bucket="default"):
+    def value(self, key: str, bucket: str = "default") -> Optional[bytes]:
         return self._read(self._data.get(bucket, {}).get(key))
 
-    def items(self, bucket="default"):
-        return {k: self._read(v) for k, v in self._data.get(bucket, {}).items()}
+    def items(self, bucket: str = "default") -> Dict[str, bytes]:
+        return {k: self._read(v) or b"" for k, v in self._data.get(bucket, {}).items()}
 
-    def put(self, key, value, bucket="default"):
+    def put(self, key: str, value: Union[bytes, str, int], bucket: str = "default") -> None:
         if isinstance(value, str):
             value = value.encode("utf-8")
         self._data.setdefault(bucket, {})[key] = value
 
     # the store (what shardhost.state asks of a backend's keyvalue())
 
-    def open(self, name):
+    def open(self, name: str) -> str:
         self.calls.append(("open", name))
         self._fail(name)
         if name not in self.buckets:
             raise _state().StateError("access-denied", None, name)
         return name
 
-    def get(self, bucket, key):
+    def get(self, bucket: str, key: str) -> Optional[bytes]:
         self.calls.append(("get", bucket, key))
         return self._read(self._bucket(bucket, key).get(key))
 
-    def set(self, bucket, key, value):
+    def set(self, bucket: str, key: str, value: bytes) -> None:
         self.calls.append(("set", bucket, key, value))
         self._bucket(bucket, key)[key] = self._checked(bucket, value)
 
-    def delete(self, bucket, key):
+    def delete(self, bucket: str, key: str) -> None:
         self.calls.append(("delete", bucket, key))
         self._bucket(bucket, key).pop(key, None)
 
-    def exists(self, bucket, key):
+    def exists(self, bucket: str, key: str) -> bool:
         self.calls.append(("exists", bucket, key))
         return key in self._bucket(bucket, key)
 
-    def increment(self, bucket, key, delta):
+    def increment(self, bucket: str, key: str, delta: int) -> int:
         self.calls.append(("increment", bucket, key, delta))
         values = self._bucket(bucket, key)
         now = values.get(key, 0)
@@ -113,7 +124,7 @@ class MemoryStore:
         values[key] = now + delta
         return now + delta
 
-    def set_if_absent(self, bucket, key, value):
+    def set_if_absent(self, bucket: str, key: str, value: bytes) -> bool:
         self.calls.append(("set_if_absent", bucket, key, value))
         values = self._bucket(bucket, key)
         value = self._checked(bucket, value)
@@ -122,7 +133,7 @@ class MemoryStore:
         values[key] = value
         return True
 
-    def compare_and_set(self, bucket, key, expected, value):
+    def compare_and_set(self, bucket: str, key: str, expected: bytes, value: bytes) -> bool:
         self.calls.append(("compare_and_set", bucket, key, expected, value))
         values = self._bucket(bucket, key)
         value = self._checked(bucket, value)
@@ -131,28 +142,28 @@ class MemoryStore:
         values[key] = value
         return True
 
-    def get_many(self, bucket, keys):
+    def get_many(self, bucket: str, keys: List[str]) -> List[Optional[Tuple[str, Optional[bytes]]]]:
         self.calls.append(("get_many", bucket, list(keys)))
         values = self._bucket(bucket, *keys)
         return [None if k not in values else (k, self._read(values[k])) for k in keys]
 
-    def set_many(self, bucket, pairs):
+    def set_many(self, bucket: str, pairs: List[Tuple[str, bytes]]) -> None:
         self.calls.append(("set_many", bucket, list(pairs)))
         values = self._bucket(bucket, *(k for k, _ in pairs))
         checked = [(k, self._checked(bucket, v)) for k, v in pairs]
         values.update(checked)
 
-    def delete_many(self, bucket, keys):
+    def delete_many(self, bucket: str, keys: List[str]) -> None:
         self.calls.append(("delete_many", bucket, list(keys)))
         values = self._bucket(bucket, *keys)
         for k in keys:
             values.pop(k, None)
 
-    def _fail(self, bucket):
+    def _fail(self, bucket: str) -> None:
         if self.error is not None:
             raise _state().StateError("other", str(self.error), bucket)
 
-    def _bucket(self, bucket, *keys):
+    def _bucket(self, bucket: str, *keys: str) -> Dict[str, Union[bytes, int]]:
         self._fail(bucket)
         if len(keys) > MANY_MAX:
             raise _state().StateError(
@@ -166,7 +177,7 @@ class MemoryStore:
                 )
         return self._data.setdefault(bucket, {})
 
-    def _checked(self, bucket, value):
+    def _checked(self, bucket: str, value: bytes) -> bytes:
         if len(value) > VALUE_MAX:
             raise _state().StateError(
                 "other", "a value of %d bytes: the most is %d (350 KiB)" % (len(value), VALUE_MAX), bucket
@@ -174,13 +185,13 @@ class MemoryStore:
         return bytes(value)
 
     @staticmethod
-    def _read(value):
+    def _read(value: Union[bytes, int, None]) -> Optional[bytes]:
         if value is None or isinstance(value, bytes):
             return value
         return str(value).encode("ascii")
 
 
-def _state():
+def _state() -> Any:
     from . import state
 
     return state
@@ -208,8 +219,9 @@ class FakeHost:
 
     in_component = False
 
-    def __init__(self, max_level="trace", publish_error=None, seek_error=None, config=None, http=None,
-                 state=None):
+    def __init__(self, max_level: Optional[str] = "trace", publish_error: Optional[str] = None,
+                 seek_error: Optional[str] = None, config: Optional[Mapping[str, object]] = None,
+                 http: Optional[HttpAnswers] = None, state: Optional[MemoryStore] = None) -> None:
         if max_level is not None and max_level not in _host.LEVEL_NAMES:
             raise ValueError("max_level is one of %s or None" % (_host.LEVEL_NAMES,))
         self.max_level = max_level
@@ -218,43 +230,43 @@ class FakeHost:
         self.config = dict(config or {})
         self.http = http
         self.state = MemoryStore() if state is None else state
-        self.lines = []
-        self.published = []
-        self.seeks = []
-        self.requests = []
+        self.lines: List[Tuple[str, str]] = []
+        self.published: List[Tuple[str, str, bytes]] = []
+        self.seeks: List[str] = []
+        self.requests: List[Request] = []
         self.armed = True
-        self._previous = None
+        self._previous: Any = None
 
     # backend interface
 
-    def arm(self):
+    def arm(self) -> None:
         pass
 
-    def log(self, level, message):
+    def log(self, level: int, message: str) -> None:
         self.lines.append((_host.LEVEL_NAMES[level], message))
 
-    def max_log_level(self):
+    def max_log_level(self) -> Optional[int]:
         return None if self.max_level is None else _host.LEVEL_NAMES.index(self.max_level)
 
-    def publish(self, stream, partition_key, data):
+    def publish(self, stream: str, partition_key: str, data: bytes) -> str:
         if self.publish_error is not None:
             raise _host.PublishError(self.publish_error)
         self.published.append((stream, partition_key, data))
         return "%056d" % len(self.published)
 
-    def seek(self, sequence_number):
+    def seek(self, sequence_number: str) -> None:
         if self.seek_error is not None:
             raise _host.SeekError(self.seek_error)
         self.seeks.append(sequence_number)
 
-    def config_get(self, name):
+    def config_get(self, name: str) -> Optional[str]:
         value = self.config.get(name)
         return None if value is None else str(value)
 
-    def config_all(self):
+    def config_all(self) -> Dict[str, str]:
         return {k: str(v) for k, v in self.config.items()}
 
-    def http_exchange(self, round_):
+    def http_exchange(self, round_: List[Tuple[Request, Any]]) -> List[Any]:
         from . import http
 
         answers = []
@@ -266,10 +278,10 @@ class FakeHost:
             answers.append(self._answer(http, request, url))
         return answers
 
-    def _answer(self, http, request, url):
+    def _answer(self, http: Any, request: Request, url: Any) -> Any:
         if self.http is None:
             return http.HttpError(request.url, _host.NO_HOST)
-        answer = self.http
+        answer: Any = self.http
         if isinstance(answer, dict):
             answer = answer.get(request.url, answer.get(str(url)))
             if answer is None:
@@ -294,23 +306,22 @@ class FakeHost:
             return http.Response(answer.status, answer.body, answer.headers, str(url))
         return answer
 
-    def keyvalue(self):
+    def keyvalue(self) -> MemoryStore:
         return self.state
 
     # context manager
 
-    def __enter__(self):
+    def __enter__(self) -> FakeHost:
         self._previous = _host.set_backend(self)
         _log._refresh()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         _host.set_backend(self._previous)
         _log._refresh()
-        return False
 
 
-def call(records, info=None):
+def call(records: Sequence[Record], info: Optional[BatchInfo] = None) -> List[Outcome]:
     """Runs the registered handler over `records` (a list of `shardhost.Record`) as one call
     from the host would, and answers the outcomes: a list with one per record (a per-batch
     handler's single outcome is given for every record). Raises what the handler raises, and
@@ -335,6 +346,6 @@ def call(records, info=None):
     return result
 
 
-def reset():
+def reset() -> None:
     """Forgets the registered handler, so a test can register another."""
     _export.reset()

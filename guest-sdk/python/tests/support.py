@@ -1,15 +1,10 @@
-"""Shared by the tests: the SDK on sys.path, and stand-ins for the generated bindings."""
+"""Shared by the tests: stand-ins for the generated bindings. (The SDK is the `shardhost` in
+this directory, on the path of `python3 -m unittest` run here.)"""
 
-import os
-import sys
 import types
 from dataclasses import dataclass
 from enum import Enum
 from typing import List, Optional
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-
 
 def fake_types():
     """A stand-in for `wit_world.imports.types` (same names and fields as generated)."""

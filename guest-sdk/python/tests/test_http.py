@@ -5,8 +5,6 @@ import os
 import unittest
 from unittest import mock
 
-from tests import support  # noqa: F401
-
 import shardhost
 from shardhost import config, http, testing
 

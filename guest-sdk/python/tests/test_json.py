@@ -5,8 +5,6 @@ categories), and so does the JavaScript SDK's `record.json()`."""
 import math
 import unittest
 
-from tests import support  # noqa: F401  (the SDK on sys.path)
-
 from shardhost import DecodeError, Record, _json
 
 OK, ERR, UTF8 = "ok", "json", "utf8"

@@ -5,8 +5,6 @@ import logging
 import sys
 import unittest
 
-from tests import support  # noqa: F401
-
 import shardhost
 from shardhost import log, testing
 

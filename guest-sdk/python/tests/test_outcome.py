@@ -2,8 +2,6 @@ import datetime
 import pickle
 import unittest
 
-from tests import support  # noqa: F401  (the SDK on sys.path)
-
 import shardhost
 from shardhost import Outcome
 

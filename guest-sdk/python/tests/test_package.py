@@ -39,7 +39,7 @@ class Package(unittest.TestCase):
         except OSError as e:  # no bash
             self.skipTest(str(e))
         self.assertEqual(run.returncode, 0, run.stderr)
-        self.assertIn("usage: componentize [--http | --no-http] [--state | --no-state] [-p DIR]... APP_DIR MODULE OUT.wasm",
+        self.assertIn("usage: componentize [-v] [--http | --no-http] [--state | --no-state] [-p DIR]... APP.py OUT.wasm",
                       run.stdout)
 
     def world(self, source, *flags, lib=None):

@@ -1,7 +1,5 @@
 import unittest
 
-from tests import support  # noqa: F401  (the SDK on sys.path)
-
 from shardhost import BatchInfo, DecodeError, Record
 
 
