@@ -19,6 +19,7 @@ use crate::feed::{self, FeedRecord};
 use crate::handler::{CallContext, HandlerFactory};
 use crate::record::{BatchInfo, Outcome, Record};
 use crate::source::memory::{MemoryStreams, shard_id};
+use crate::status::summary::Totals;
 use crate::wasm::Runtime;
 
 #[derive(Args, Debug)]
@@ -157,9 +158,12 @@ async fn invoke_async(args: &InvokeArgs) -> Result<(), CliError> {
     // The handler's log lines name the shard, as they do in a running host.
     let span = tracing::info_span!("shard", shard = %shard_id(0));
     let calls = call_in_batches(args, component, &records);
-    match calls.instrument(span).await? {
+    let totals = calls.instrument(span).await?;
+    // On stderr: stdout keeps one line per record, for a pipe.
+    eprintln!("{totals}");
+    match totals.failed {
         0 => Ok(()),
-        failed => Err(CliError::CallsFailed(failed)),
+        failed => Err(CliError::CallsFailed(failed as usize)),
     }
 }
 
@@ -180,12 +184,12 @@ fn in_file_order(input: Vec<FeedRecord>) -> Vec<Record> {
 /// Calls the handler with `--batch` records at a time, exactly as a shard of `run` answers
 /// them: one lane, calls of at most `--batch` records, and a failed call halved until the
 /// records that fail on their own are found (each is retried, with its error). Prints each
-/// record's outcome; answers how many records a call failed on.
+/// record's outcome; answers how many records got each.
 async fn call_in_batches(
     args: &InvokeArgs,
     component: Arc<dyn HandlerFactory>,
     records: &[Record],
-) -> Result<usize, CliError> {
+) -> Result<Totals, CliError> {
     let ctx = CallContext {
         subscription: Arc::from("invoke"),
         stream: Arc::from(STREAM),
@@ -206,21 +210,33 @@ async fn call_in_batches(
     let budget = ctx.log_budget.clone();
     let mut judge = Judge::new(component, ctx, args.batch as usize, 1);
     let mut out = std::io::stdout().lock();
-    let mut failed = 0;
+    let mut totals = Totals::default();
     for batch in records.chunks(args.batch as usize) {
         let pairs: Vec<(Record, u32)> = batch.iter().cloned().map(|r| (r, 1)).collect();
         for (record, judged) in batch.iter().zip(judge.judge(&info, &pairs).await) {
+            totals.records += 1;
             let (outcome, error) = match judged {
-                Judged::Outcome(o) => (o, None),
+                Judged::Outcome(o) => {
+                    match o {
+                        Outcome::Ack => totals.ack += 1,
+                        Outcome::Drop => totals.drop += 1,
+                        Outcome::Retry => totals.retry += 1,
+                        Outcome::RetryAfter(_) => totals.retry_after += 1,
+                    }
+                    (o, None)
+                }
                 Judged::Failed(e) => {
-                    failed += 1;
+                    totals.failed += 1;
                     (Outcome::Retry, Some(e))
                 }
                 // Only a seek leaves records unanswered: `run` reads them again from there.
-                Judged::Unanswered => (
-                    Outcome::Retry,
-                    Some("not answered: the handler sought".into()),
-                ),
+                Judged::Unanswered => {
+                    totals.retry += 1;
+                    (
+                        Outcome::Retry,
+                        Some("not answered: the handler sought".into()),
+                    )
+                }
             };
             print_outcome(&mut out, args.json, record, outcome, error.as_deref())?;
         }
@@ -228,7 +244,7 @@ async fn call_in_batches(
         // once per batch.
         budget.report(crate::wasm::short_version(&version));
     }
-    Ok(failed)
+    Ok(totals)
 }
 
 /// A record's line.
