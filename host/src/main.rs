@@ -12,7 +12,9 @@ fn main() -> ExitCode {
     let Err(e) = cli.run() else {
         return ExitCode::SUCCESS;
     };
-    if e.logged() {
+    if e.said() {
+        // The tool it ran printed why.
+    } else if e.logged() {
         tracing::error!("{}", Chain(&e));
     } else {
         eprintln!("{}", Chain(&e));

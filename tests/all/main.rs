@@ -16,6 +16,7 @@ mod deploy_files;
 mod dynamo;
 mod fan_out;
 mod faults;
+mod first_handler;
 mod fleet;
 mod fleet_trust;
 mod guest_logs;

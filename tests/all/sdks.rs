@@ -43,7 +43,7 @@ fn run(what: &str, program: &Path, args: &[&str]) {
 /// The python of a venv (target/py-sdk-venv) with the Python SDK installed from guest-sdk/python
 /// (editable: the venv sees the SDK as it is now). Made when missing, in a directory of its own
 /// renamed into place, so that test runs side by side make one each and keep one.
-fn python_with_the_sdk() -> PathBuf {
+pub(crate) fn python_with_the_sdk() -> PathBuf {
     let venv = root().join("target/py-sdk-venv");
     let python = venv.join("bin/python");
     let sdk = root().join("guest-sdk/python");

@@ -43,6 +43,10 @@ pub enum CliError {
         file: PathBuf,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    New(#[from] super::new::NewError),
+    #[error(transparent)]
+    Build(#[from] super::build::BuildError),
     /// `invoke`: the record file.
     #[error(transparent)]
     Records(#[from] FeedError),
@@ -206,6 +210,8 @@ impl CliError {
     /// The process's exit code.
     pub fn exit_code(&self) -> u8 {
         match self {
+            CliError::New(e) => e.exit_code(),
+            CliError::Build(e) => e.exit_code(),
             CliError::Config(_)
             | CliError::Check { .. }
             | CliError::Start { .. }
@@ -243,6 +249,11 @@ impl CliError {
     /// Whether it goes to the log (a running host's failure) rather than plain to stderr.
     pub fn logged(&self) -> bool {
         matches!(self, CliError::Stopped(_))
+    }
+
+    /// A tool it ran (a build's) already said why, on stderr: nothing to add.
+    pub fn said(&self) -> bool {
+        matches!(self, CliError::Build(e) if e.said())
     }
 }
 

@@ -2,6 +2,7 @@
 //! the arguments, runs the command and reports its error.
 
 pub mod admin_client;
+mod build;
 mod cache;
 mod canary;
 mod check;
@@ -11,8 +12,10 @@ mod error;
 mod fleet;
 mod invoke;
 mod keygen;
+mod new;
 mod replay;
 mod run;
+mod sdk;
 mod shadow;
 mod status;
 
@@ -54,6 +57,11 @@ enum LogFormat {
 /// The subcommands.
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Make a handler project: the handler, a unit test, sample records and a shardhost.toml
+    /// on the embedded stream.
+    New(new::NewArgs),
+    /// Build a handler's component (Rust, Python or JavaScript: found from the project).
+    Build(build::BuildArgs),
     /// Run the host until SIGINT or SIGTERM.
     Run {
         /// The config file.
@@ -108,6 +116,8 @@ impl Cli {
     /// Runs the subcommand.
     pub fn run(self) -> Result<(), CliError> {
         match self.command {
+            Command::New(args) => new::new(&args),
+            Command::Build(args) => build::build(&args, self.verbose > 0),
             Command::Run { config } => run::run(&config),
             Command::Check { config } => check::check(&config),
             Command::Invoke(args) => invoke::invoke(&args),

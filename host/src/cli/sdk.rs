@@ -1,0 +1,54 @@
+//! Where the guest SDKs are (`guest-sdk/` of a shardhost checkout): what `new` points a project
+//! at and what `build` runs the Python and JavaScript build tools from.
+
+use std::path::{Path, PathBuf};
+
+/// The SDK directory: `$SHARDHOST_SDK`; else a `guest-sdk/` next to an ancestor of this
+/// executable (a checkout's `target/…/shardhost`); else the one this binary was built from.
+pub fn locate() -> Result<PathBuf, SdkError> {
+    if let Some(dir) = std::env::var_os("SHARDHOST_SDK") {
+        let dir = PathBuf::from(dir);
+        return if is_sdk(&dir) {
+            Ok(absolute(&dir))
+        } else {
+            Err(SdkError::NotAnSdk(dir))
+        };
+    }
+    let exe = std::env::current_exe().ok();
+    let from_exe = exe
+        .iter()
+        .flat_map(|e| e.ancestors())
+        .map(|a| a.join("guest-sdk"))
+        .find(|d| is_sdk(d));
+    let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk");
+    from_exe
+        .or_else(|| is_sdk(&built_from).then_some(built_from))
+        .map(|d| absolute(&d))
+        .ok_or(SdkError::NotFound)
+}
+
+fn is_sdk(dir: &Path) -> bool {
+    dir.join("Cargo.toml").is_file()
+        && dir.join("python/componentize").is_file()
+        && dir.join("js/componentize").is_file()
+}
+
+fn absolute(dir: &Path) -> PathBuf {
+    dir.canonicalize().unwrap_or_else(|_| dir.to_owned())
+}
+
+/// The SDKs cannot be found.
+#[derive(Debug, thiserror::Error)]
+pub enum SdkError {
+    #[error(
+        "SHARDHOST_SDK={}: not the guest-sdk directory of a shardhost checkout (no Cargo.toml, \
+         python/componentize and js/componentize in it)",
+        .0.display()
+    )]
+    NotAnSdk(PathBuf),
+    #[error(
+        "cannot find the guest SDKs: set SHARDHOST_SDK to the guest-sdk directory of a \
+         shardhost checkout (e.g. export SHARDHOST_SDK=~/src/shardhost/guest-sdk)"
+    )]
+    NotFound,
+}
