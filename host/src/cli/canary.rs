@@ -11,7 +11,7 @@ use crate::fleet::CanaryPlan;
 use crate::lease::RolloutState;
 use crate::source::StreamSource;
 use crate::source::kinesis::KinesisStreams;
-use crate::wasm::{Runtime, short_version};
+use crate::wasm::short_version;
 
 /// `10%` or `2.5%` as per mille (1 to 999).
 pub fn share(text: &str) -> Result<u32, String> {
@@ -43,17 +43,7 @@ pub struct CanaryArgs<'a> {
 /// open ones and starts the rollout.
 pub async fn start(config: &Config, args: CanaryArgs<'_>) -> Result<(), CliError> {
     let s = subscription(config, args.subscription)?;
-    let runtime =
-        Runtime::for_host(&config.host, config.meters_fuel()).map_err(CliError::Engine)?;
-    let origin = args.file.display().to_string();
-    runtime
-        .load_bytes(&origin, &args.bytes, s.limits, &s.wasi)
-        .await
-        .map_err(|source| CliError::Refused {
-            file: args.file.clone(),
-            subscription: s.name.clone(),
-            source,
-        })?;
+    super::fleet::validate_here(config, s, args.file, &args.bytes).await?;
     let shards = open_shards(config, s).await?;
     let fleet = FleetSource::table(config).await?;
     let by = format!("{} (deploy --canary)", who());

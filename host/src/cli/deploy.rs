@@ -19,7 +19,7 @@ use crate::config::Config;
 use crate::fleet::{FleetError, Intent, Sign};
 use crate::lease::new_id;
 use crate::signing::{SignKey, Statement};
-use crate::wasm::{Runtime, short_version, version_of};
+use crate::wasm::{short_version, version_of};
 use hyper::StatusCode;
 
 #[derive(Args, Debug)]
@@ -297,17 +297,7 @@ async fn through_table(
     let desired = match component {
         Some(bytes) => {
             let file = args.file.clone().unwrap_or_default();
-            let runtime =
-                Runtime::for_host(&config.host, config.meters_fuel()).map_err(CliError::Engine)?;
-            let origin = file.display().to_string();
-            runtime
-                .load_bytes(&origin, &bytes, s.limits, &s.wasi)
-                .await
-                .map_err(|source| CliError::Refused {
-                    file,
-                    subscription: s.name.clone(),
-                    source,
-                })?;
+            super::fleet::validate_here(config, s, &file, &bytes).await?;
             let running = std::fs::read(&s.handler).ok();
             fleet
                 .publish(&s.name, &bytes, running.as_deref(), &by, &sign)

@@ -47,6 +47,28 @@ impl FleetSource {
     }
 }
 
+/// Validates `bytes` (read from `file`) here, under `s`'s limits and grants, as an instance
+/// would before running them: what a deploy, a shadow or a rollout through the table checks
+/// before it writes anything.
+pub async fn validate_here(
+    config: &Config,
+    s: &SubscriptionConfig,
+    file: &Path,
+    bytes: &[u8],
+) -> Result<(), CliError> {
+    let runtime = crate::wasm::Runtime::for_host(&config.host, config.meters_fuel())
+        .map_err(CliError::Engine)?;
+    runtime
+        .load_bytes(&file.display().to_string(), bytes, s.limits, &s.wasi)
+        .await
+        .map(|_| ())
+        .map_err(|source| CliError::Refused {
+            file: file.to_owned(),
+            subscription: s.name.clone(),
+            source,
+        })
+}
+
 /// The subscription `name` of `config`, or an error naming the ones it has.
 pub fn subscription<'c>(
     config: &'c Config,

@@ -9,7 +9,7 @@ use super::fleet::{FleetSource, subscription, who};
 use crate::config::Config;
 use crate::fleet::Sign;
 use crate::signing::SignKey;
-use crate::wasm::{Runtime, short_version};
+use crate::wasm::short_version;
 
 /// What is asked of the fleet's shadow.
 pub struct FleetShadowArgs<'a> {
@@ -27,16 +27,7 @@ pub async fn through_table(config: &Config, args: FleetShadowArgs<'_>) -> Result
     let by = format!("{} (deploy --config)", who());
     if let Some(bytes) = &args.component {
         let file = args.file.cloned().unwrap_or_default();
-        let runtime =
-            Runtime::for_host(&config.host, config.meters_fuel()).map_err(CliError::Engine)?;
-        runtime
-            .load_bytes(&file.display().to_string(), bytes, s.limits, &s.wasi)
-            .await
-            .map_err(|source| CliError::Refused {
-                file,
-                subscription: s.name.clone(),
-                source,
-            })?;
+        super::fleet::validate_here(config, s, &file, bytes).await?;
         let shadow = fleet.set_shadow(&s.name, bytes, &by).await?;
         println!(
             "subscription `{}`: every instance runs {} in shadow from its next poll: compared, never settled",
