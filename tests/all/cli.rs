@@ -654,6 +654,7 @@ fn deploy_rollback_and_status_drive_a_running_host() {
 }
 
 mod grants;
+mod invoke_as_run;
 mod invoke_totals;
 mod records_files;
 mod retry_keys;
