@@ -1,6 +1,6 @@
 // The adapters that make a handler function the component's `handle` export.
 
-import { beginCall, logAlways, show } from "./log.js";
+import { beginCall, log, logAlways, show } from "./log.js";
 import {
   HOST_ACK,
   HOST_DROP,
@@ -119,6 +119,29 @@ function reported(e) {
     if (REPORTED.has(e)) return e;
     REPORTED.add(e);
   }
-  logAlways("error", `handler threw ${show(e)}`);
+  logAlways("error", `handler threw ${brief(e)}`);
+  if (e instanceof Error && log.enabled("debug")) log.debug("%s", `the stack of ${show(e)}`);
   return e;
+}
+
+/**
+ * One line for a thrown value: an Error's `String(e)` and the frame it was thrown in
+ * (`at app.js:12:5 in pick`), as the Python SDK says it; anything else as `show` does.
+ */
+function brief(e) {
+  if (!(e instanceof Error)) return show(e);
+  const head = String(e).replace(/\n/g, " ");
+  const frame = typeof e.stack === "string" ? firstFrame(e.stack) : null;
+  return frame ? `${head} at ${frame}` : head;
+}
+
+/** `where in name` of a stack's first frame: V8's `at name (where)` or SpiderMonkey's `name@where`. */
+function firstFrame(stack) {
+  for (const raw of stack.split("\n")) {
+    const line = raw.trim();
+    let m = /^at (?:(.+?) \()?(\S+?:\d+:\d+)\)?$/.exec(line);
+    if (!m) m = /^(.*?)@(\S+?:\d+:\d+)$/.exec(line);
+    if (m) return m[1] ? `${m[2]} in ${m[1]}` : m[2];
+  }
+  return null;
 }

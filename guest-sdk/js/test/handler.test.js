@@ -80,7 +80,8 @@ test("a handler that throws: logged at error level whatever the threshold, then 
     return ack;
   });
   assert.throws(() => handle(wit.info(), wit.records(["ok", "poison"])), /poison record 7/);
-  assert.equal(fake.calls.log.length, 1);
+  const errors = () => fake.calls.log.filter(([level]) => level !== "debug");
+  assert.equal(errors().length, 1);
   const [level, line] = fake.calls.log[0];
   assert.equal(level, "error");
   assert.ok(line.startsWith("handler threw Error: poison record 7"), line);
@@ -98,17 +99,33 @@ test("a handler that throws: logged at error level whatever the threshold, then 
 
   fake.testReset();
   assert.throws(() => batchHandler(() => [ack])(wit.info(), wit.records(["x", "y"])), /returned 1 outcomes for 2 records/);
-  assert.equal(fake.calls.log.length, 1);
+  assert.equal(errors().length, 1);
 
   fake.testReset();
   await assert.rejects(batchHandler(async () => undefined)(wit.info(), wit.records(["x"])), /returned undefined/);
-  assert.equal(fake.calls.log.length, 1);
+  assert.equal(errors().length, 1);
 
   fake.testReset();
   assert.throws(() => handler(() => {
     throw "a string"; // eslint-disable-line no-throw-literal
   })(wit.info(), wit.records(["x"])));
   assert.deepEqual(fake.calls.log, [["error", "handler threw a string"]]);
+});
+
+test("a thrown error is one line, its message and where it was thrown; the stack only at debug", () => {
+  // (The host's level is asked every 64th call: this file's calls see the first answer, which
+  // records debug.)
+  fake.testReset();
+  function pick() {
+    throw new Error("poison record 7");
+  }
+  assert.throws(() => handler(pick)(wit.info(), wit.records(["x"])), /poison record 7/);
+  const [[level, line], ...rest] = fake.calls.log;
+  assert.equal(level, "error");
+  assert.ok(!line.includes("\n"), line);
+  assert.match(line, /^handler threw Error: poison record 7 at .*handler\.test\.js:\d+:\d+ in pick$/);
+  assert.deepEqual(rest.map(([l]) => l), ["debug"]);
+  assert.match(rest[0][1], /^the stack of Error: poison record 7\n/);
 });
 
 test("handler() and batchHandler() want a function", () => {
