@@ -83,11 +83,20 @@ impl CompileCache {
         if let Err(e) = self.store(&path, component) {
             tracing::debug!(path = %path.display(), error = %e, "cannot cache a compiled component");
         }
-        for gone in self.dir.trim(self.max_bytes, Some(&path)) {
+        // One line however many go (a line each at debug).
+        let gone = self.dir.trim(self.max_bytes, Some(&path));
+        for g in &gone {
+            tracing::debug!(version = %g.version, bytes = g.bytes, "compile cache entry dropped");
+        }
+        if !gone.is_empty() {
+            let bytes: u64 = gone.iter().map(|g| g.bytes).sum();
             tracing::info!(
-                version = %gone.version, bytes = gone.bytes,
-                "compile cache past its cap of {}: dropped the entry used longest ago",
-                human_bytes(self.max_bytes)
+                entries = gone.len(),
+                "compile cache past its cap of {}: dropped the {} entr{} used longest ago ({})",
+                human_bytes(self.max_bytes),
+                gone.len(),
+                if gone.len() == 1 { "y" } else { "ies" },
+                human_bytes(bytes)
             );
         }
     }
