@@ -229,6 +229,11 @@ class _LineStream(io.TextIOBase):
     def isatty(self):
         return False
 
+    def _now(self) -> int:
+        """This stream's level now: debug once the handler raised in this call (the runtime's
+        traceback follows, and the SDK's error line already said it)."""
+        return DEBUG if _failed and self._levelno >= WARN else self._levelno
+
     def write(self, s):
         if not isinstance(s, str):
             raise TypeError("write() argument must be str, not %s" % type(s).__name__)
@@ -244,7 +249,7 @@ class _LineStream(io.TextIOBase):
         lines[0] = "".join(self._buffer) + lines[0]
         rest = lines.pop()
         self._buffer = [rest] if rest else []
-        levelno = DEBUG if _failed and self._levelno >= WARN else self._levelno
+        levelno = self._now()
         if levelno > _disabled_upto:
             level = host_level(levelno)
             for line in lines:
@@ -256,7 +261,7 @@ class _LineStream(io.TextIOBase):
         if self._buffer:
             line = "".join(self._buffer)
             self._buffer = []
-            levelno = DEBUG if _failed and self._levelno >= WARN else self._levelno
+            levelno = self._now()
             if levelno > _disabled_upto and getattr(_host._backend, "armed", True):
                 _host._backend.log(host_level(levelno), line)
         elif self._original is not None and not getattr(_host._backend, "armed", True):

@@ -144,7 +144,7 @@ impl Lane {
                     }
                 }
                 Err(e) => {
-                    let split = self.should_split(env, &e, &range, budget, first.as_ref());
+                    let split = self.should_split(env, &e, &range, budget, first.is_some());
                     first.get_or_insert_with(|| e.clone());
                     if split {
                         let mid = range.start + range.len() / 2;
@@ -213,13 +213,12 @@ impl Lane {
         e: &CallError,
         range: &Range<usize>,
         budget: &mut TimeoutBudget,
-        first: Option<&CallError>,
+        bisecting: bool,
     ) -> bool {
         env.all_metrics.trap(&env.ctx.subscription, e.kind());
         if range.len() <= 1 || !e.may_be_a_record() {
             return false;
         }
-        let earlier = first;
         let first = self.records[range.start].position();
         if budget.spend(e) {
             env.all_metrics
@@ -232,20 +231,20 @@ impl Lane {
             );
             return false;
         }
-        match earlier {
+        match bisecting {
             // Halving goes on: said at the first failure.
-            Some(_) => tracing::debug!(
+            true => tracing::debug!(
                 records = range.len(), first_sequence_number = %first,
                 "{e}; calling the records again in halves"
             ),
             // The handler's own error line said why: not again.
-            None if e.said_by_the_handler() => tracing::warn!(
+            false if e.said_by_the_handler() => tracing::warn!(
                 handler = short_version(&env.factory.version()), records = range.len(),
                 first_sequence_number = %first,
                 "a call failed ({}: the handler's error line above says why); calling the records again in halves to find the ones that fail",
                 e.kind()
             ),
-            None => tracing::warn!(
+            false => tracing::warn!(
                 records = range.len(), first_sequence_number = %first,
                 "{e}; calling the records again in halves to find the ones that fail"
             ),

@@ -6,7 +6,6 @@ use super::{Fleet, FleetError, Sign};
 use crate::canary::choose;
 use crate::canary::rules::AbortOn;
 use crate::lease::{Rollout, RolloutState, new_id, now_ms};
-use crate::wasm::version_of;
 
 /// What a rollout starts with.
 pub struct CanaryPlan<'a> {
@@ -66,15 +65,10 @@ impl Fleet {
         let shards = choose(&canary_id, &plan.shards, plan.share_permille).ok_or_else(|| {
             refused("a rollout needs at least two shards: one to try, one to compare with".into())
         })?;
-        let version = version_of(bytes);
-        let stored = self
-            .store
-            .put_component(&self.service, subscription, &version, bytes)
-            .await?;
-        self.wrote(u64::from(stored.chunks));
+        let stored = self.store_bytes(subscription, bytes).await?;
         let rollout = Rollout {
             canary_id,
-            version,
+            version: stored.version.clone(),
             size: stored.size,
             chunks: stored.chunks,
             upload: stored.upload.clone().unwrap_or_default(),

@@ -231,7 +231,8 @@ impl Fleet {
         }
     }
 
-    async fn store_bytes(
+    /// Stores a component's bytes (its chunks counted as writes); its stored parts.
+    pub(super) async fn store_bytes(
         &self,
         subscription: &str,
         bytes: &[u8],

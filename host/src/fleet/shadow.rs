@@ -2,7 +2,6 @@
 
 use super::{Fleet, FleetError};
 use crate::lease::{FleetShadow, new_id, now_ms};
-use crate::wasm::version_of;
 
 impl Fleet {
     /// The shadow row of `subscription` and its revision; `None` when none was ever set.
@@ -30,11 +29,7 @@ impl Fleet {
         by: &str,
     ) -> Result<FleetShadow, FleetError> {
         self.fits(subscription, bytes.len())?;
-        let stored = self
-            .store
-            .put_component(&self.service, subscription, &version_of(bytes), bytes)
-            .await?;
-        self.wrote(u64::from(stored.chunks));
+        let stored = self.store_bytes(subscription, bytes).await?;
         let shadow = FleetShadow {
             shadow_id: new_id(),
             version: stored.version.clone(),

@@ -72,17 +72,17 @@ fn assert_reported_once(handler: &Path, records: &Path, message: &str, detail: &
     assert!(all.contains(detail), "`{detail}` under -v:\n{all}");
 }
 
-fn records(dir: &Scratch, fail: &str) -> std::path::PathBuf {
-    dir.write(
-        "r.ndjson",
-        format!(
-            "{}\n{}\n{}\n",
-            support::text_record("ack", ""),
-            support::text_record(fail, ""),
-            support::text_record("ack", "")
-        ),
-    )
+/// A records file of `(partition key, data)` lines.
+fn records(dir: &Scratch, lines: &[(&str, &str)]) -> std::path::PathBuf {
+    let lines: Vec<String> = lines
+        .iter()
+        .map(|(key, data)| support::text_record(key, data))
+        .collect();
+    dir.write("r.ndjson", lines.join("\n") + "\n")
 }
+
+/// The conformance handlers act on the partition key: [ok, fail, ok].
+const RAISE: [(&str, &str); 3] = [("ack", ""), ("raise", ""), ("ack", "")];
 
 #[test]
 fn a_python_handler_that_raises_is_reported_once_without_the_runtimes_panic_lines() {
@@ -91,7 +91,7 @@ fn a_python_handler_that_raises_is_reported_once_without_the_runtimes_panic_line
     // hint, the full 64-character version and the wasm trap's text, on every record.
     let handler = crate::conformance::built("tests/conformance/python", "conformance.wasm");
     let dir = Scratch::new("trap-python");
-    let records = records(&dir, "raise");
+    let records = records(&dir, &RAISE);
     assert_reported_once(
         &handler,
         &records,
@@ -104,7 +104,7 @@ fn a_python_handler_that_raises_is_reported_once_without_the_runtimes_panic_line
 fn a_javascript_handler_that_throws_is_reported_once_without_the_engines_abort_lines() {
     let handler = crate::conformance::built("tests/conformance/js", "conformance.wasm");
     let dir = Scratch::new("trap-js");
-    let records = records(&dir, "raise");
+    let records = records(&dir, &RAISE);
     assert_reported_once(
         &handler,
         &records,
@@ -116,14 +116,7 @@ fn a_javascript_handler_that_throws_is_reported_once_without_the_engines_abort_l
 #[test]
 fn a_rust_handler_that_panics_is_reported_once_as_one_line() {
     let dir = Scratch::new("trap-rust");
-    let records = dir.write(
-        "r.ndjson",
-        format!(
-            "{}\n{}\n{}\n",
-            support::text_record("a", "ack"),
-            support::text_record("b", "panic"),
-            support::text_record("c", "ack")
-        ),
-    );
+    // The scripted handler acts on the data: [ok, panic, ok].
+    let records = records(&dir, &[("a", "ack"), ("b", "panic"), ("c", "ack")]);
     assert_reported_once(&guest("scripted"), &records, "poison record", "unreachable");
 }

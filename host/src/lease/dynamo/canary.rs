@@ -13,8 +13,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::DynamoLeaseStore;
-use super::desired::{escape, is_id, is_version};
-use super::doc::DocRead;
+use super::desired::{is_id, is_version};
+use super::doc::{DocRead, doc_key};
 use crate::lease::{LeaseError, StoredComponent};
 /// The most shards a rollout names.
 pub const MAX_SHARDS: usize = 4000;
@@ -22,14 +22,6 @@ pub const MAX_SHARDS: usize = 4000;
 pub const MAX_WINDOW_MS: u64 = 7 * 24 * 3600 * 1000;
 
 const ROLLOUT: &str = "rollout";
-
-fn canary_key(service: &str, subscription: &str) -> String {
-    format!(
-        "#shardhost#canary#{}#{}",
-        escape(service),
-        escape(subscription)
-    )
-}
 
 /// Where a rollout stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,7 +125,7 @@ impl DynamoLeaseStore {
         service: &str,
         subscription: &str,
     ) -> Result<RolloutRead, LeaseError> {
-        let key = canary_key(service, subscription);
+        let key = doc_key("canary", service, subscription);
         self.read_doc(&key, ROLLOUT, "the rollout", Rollout::check)
             .await
     }
@@ -147,7 +139,7 @@ impl DynamoLeaseStore {
         rollout: &Rollout,
         seen: Option<u64>,
     ) -> Result<bool, LeaseError> {
-        let key = canary_key(service, subscription);
+        let key = doc_key("canary", service, subscription);
         self.write_doc(&key, ROLLOUT, "the rollout", rollout, seen)
             .await
     }

@@ -12,6 +12,15 @@ use crate::lease::LeaseError;
 /// The largest document read or written.
 pub const MAX_DOC_BYTES: usize = 64 << 10;
 
+/// The key of a subscription's row of one kind: `#shardhost#KIND#SERVICE#SUBSCRIPTION`.
+pub(super) fn doc_key(kind: &str, service: &str, subscription: &str) -> String {
+    format!(
+        "#shardhost#{kind}#{}#{}",
+        super::desired::escape(service),
+        super::desired::escape(subscription)
+    )
+}
+
 const REVISION: &str = "revision";
 
 /// A document row as read: its revision (none: no row) and the document, or why it is

@@ -6,19 +6,11 @@
 use serde::{Deserialize, Serialize};
 
 use super::DynamoLeaseStore;
-use super::desired::{escape, is_id, is_version};
-use super::doc::DocRead;
+use super::desired::{is_id, is_version};
+use super::doc::{DocRead, doc_key};
 use crate::lease::{LeaseError, StoredComponent};
 
 const SHADOW: &str = "shadow";
-
-fn shadow_key(service: &str, subscription: &str) -> String {
-    format!(
-        "#shardhost#shadow#{}#{}",
-        escape(service),
-        escape(subscription)
-    )
-}
 
 /// The shadow a fleet runs for one subscription.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,7 +62,7 @@ impl DynamoLeaseStore {
         service: &str,
         subscription: &str,
     ) -> Result<DocRead<FleetShadow>, LeaseError> {
-        let key = shadow_key(service, subscription);
+        let key = doc_key("shadow", service, subscription);
         self.read_doc(&key, SHADOW, "the fleet's shadow", FleetShadow::check)
             .await
     }
@@ -83,7 +75,7 @@ impl DynamoLeaseStore {
         shadow: &FleetShadow,
         seen: Option<u64>,
     ) -> Result<bool, LeaseError> {
-        let key = shadow_key(service, subscription);
+        let key = doc_key("shadow", service, subscription);
         self.write_doc(&key, SHADOW, "the fleet's shadow", shadow, seen)
             .await
     }
