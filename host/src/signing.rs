@@ -1,10 +1,13 @@
 //! Signed fleet deploys: who may make a version the fleet's desired one.
 //!
-//! A deploy signs, with an ed25519 key, one statement: *service S, subscription U runs the
-//! component whose sha256 is V as generation G of deploy lineage D*. An instance with
-//! `[fleet] trusted_keys` runs a desired version only when that statement, rebuilt from the row
-//! it read and its own service and subscription names, verifies against one of its keys: a
-//! signature copied onto another subscription, service, version, generation or lineage does not.
+//! Every row that can make code run on a fleet is signed, with an ed25519 key, as one
+//! [`Statement`] bound to its lease table, service and subscription: a deploy (*the component
+//! whose sha256 is V is generation G of lineage D*), a rollout (*rollout C runs V on exactly these
+//! shards, this share, from T for W, judged by R*) and a shadow (*shadow S runs V on trial*). An
+//! instance with `[fleet] trusted_keys` runs a row's bytes only when the statement, rebuilt from
+//! the row it read and its own table, service and subscription names, verifies against one of its
+//! keys: a signature copied onto another table, subscription, service, version, generation,
+//! lineage, shard list or window does not.
 //!
 //! Keys: a private key is a PKCS#8 PEM file (`shardhost keygen`, or
 //! `openssl genpkey -algorithm ed25519`); a public key is one line `ed25519:<base64 of its 32
@@ -135,39 +138,110 @@ impl SignKey {
     }
 }
 
-/// What a deploy signature says.
+/// Where a signature holds: one subscription of one service in one lease table. A signature made
+/// for a staging table does not verify in production, even under the same key and names.
 #[derive(Clone, Copy, Debug)]
-pub struct Statement<'a> {
+pub struct Scope<'a> {
+    pub table: &'a str,
     pub service: &'a str,
     pub subscription: &'a str,
-    /// The component's sha256 (hex).
-    pub version: &'a str,
-    pub generation: u64,
-    /// The desired row's lineage (`deploy_id`).
-    pub deploy_id: &'a str,
+}
+
+/// What a signature says: everything that decides which bytes run where.
+#[derive(Clone, Copy, Debug)]
+pub enum Statement<'a> {
+    /// The component whose sha256 is `version` is generation `generation` of the desired row of
+    /// lineage `deploy_id`.
+    Deploy {
+        scope: Scope<'a>,
+        version: &'a str,
+        generation: u64,
+        deploy_id: &'a str,
+    },
+    /// Rollout `canary_id` runs `version` on exactly `shards` (`share_permille` of them), from
+    /// `started_at_ms` for `window_ms`, judged by `abort_on`.
+    Rollout {
+        scope: Scope<'a>,
+        canary_id: &'a str,
+        version: &'a str,
+        shards: &'a [String],
+        share_permille: u32,
+        started_at_ms: u64,
+        window_ms: u64,
+        abort_on: &'a str,
+    },
+    /// Shadow `shadow_id` runs `version` beside the current version (on trial).
+    Shadow {
+        scope: Scope<'a>,
+        shadow_id: &'a str,
+        version: &'a str,
+    },
 }
 
 impl Statement<'_> {
-    /// The signed bytes: a JSON array, so no field can run into the next.
+    /// The signed bytes: a JSON array led by the statement's kind, so no field can run into the
+    /// next and no statement of one kind reads as another.
     fn bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(&(
-            "shardhost-deploy-v1",
-            self.service,
-            self.subscription,
-            self.version,
-            self.generation,
-            self.deploy_id,
-        ))
-        .expect("strings and a number serialize")
+        let at = |s: &Scope<'_>| serde_json::json!([s.table, s.service, s.subscription]);
+        let value = match self {
+            Statement::Deploy {
+                scope,
+                version,
+                generation,
+                deploy_id,
+            } => serde_json::json!([
+                "shardhost-deploy-v2",
+                at(scope),
+                version,
+                generation,
+                deploy_id
+            ]),
+            Statement::Rollout {
+                scope,
+                canary_id,
+                version,
+                shards,
+                share_permille,
+                started_at_ms,
+                window_ms,
+                abort_on,
+            } => serde_json::json!([
+                "shardhost-rollout-v1",
+                at(scope),
+                canary_id,
+                version,
+                shards,
+                share_permille,
+                started_at_ms,
+                window_ms,
+                abort_on
+            ]),
+            Statement::Shadow {
+                scope,
+                shadow_id,
+                version,
+            } => serde_json::json!(["shardhost-shadow-v1", at(scope), shadow_id, version]),
+        };
+        serde_json::to_vec(&value).expect("strings and numbers serialize")
     }
 }
 
-/// A signature as stored in the desired row: the signing key's public text and the signature.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A signature as stored in a row: the signing key's public text and the signature.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Signed {
     pub key: String,
     /// base64 of the 64 signature bytes.
     pub signature: String,
+}
+
+/// A deploy signature with the generation and lineage of the desired row it was made for: what
+/// a signed deploy sends through the admin API, what a signed rollout keeps for its promotion,
+/// and what a desired row keeps of the version before it (so a rollback re-verifies it).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Intent {
+    pub generation: u64,
+    pub deploy_id: String,
+    pub signed: Signed,
 }
 
 /// Why a desired version is not trusted.
@@ -181,8 +255,9 @@ pub enum Untrusted {
     #[error("it is signed by {0}, which is not in [fleet] trusted_keys")]
     UnknownKey(String),
     #[error(
-        "its signature does not verify for this service, subscription, version, generation \
-         and deploy id (a signature made for another deploy)"
+        "its signature does not verify for this lease table, service, subscription and what the \
+         row says (a deploy's version, generation and deploy id; a rollout's shards, share and \
+         window; a shadow's id): a signature made for something else"
     )]
     BadSignature,
 }
@@ -202,6 +277,20 @@ impl TrustedKeys {
 
     pub fn len(&self) -> usize {
         self.0.len()
+    }
+
+    /// Whether `key` is one of these.
+    pub fn contains(&self, key: &PublicKey) -> bool {
+        self.0.contains(key)
+    }
+
+    /// These keys and `key`: what a signer vouches by (the fleet's keys and its own).
+    pub fn and(&self, key: PublicKey) -> TrustedKeys {
+        let mut keys = self.0.clone();
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+        TrustedKeys(keys)
     }
 
     /// Whether `signed` is a signature of `statement` by one of these keys.
@@ -235,10 +324,18 @@ fn cut(text: &str) -> String {
 mod tests {
     use super::*;
 
+    const SCOPE: Scope<'static> = Scope {
+        table: "leases",
+        service: "svc",
+        subscription: "ship",
+    };
+
     fn statement<'a>(subscription: &'a str, generation: u64) -> Statement<'a> {
-        Statement {
-            service: "svc",
-            subscription,
+        Statement::Deploy {
+            scope: Scope {
+                subscription,
+                ..SCOPE
+            },
             version: "ab",
             generation,
             deploy_id: "d1",
@@ -251,24 +348,34 @@ mod tests {
         let trusted = TrustedKeys::new(vec![key.public()]);
         let signed = key.sign(&statement("ship", 3));
         assert_eq!(trusted.verify(&statement("ship", 3), Some(&signed)), Ok(()));
+        let staging = Statement::Deploy {
+            scope: Scope {
+                table: "leases-staging",
+                ..SCOPE
+            },
+            version: "ab",
+            generation: 3,
+            deploy_id: "d1",
+        };
+        let lineage = Statement::Deploy {
+            scope: SCOPE,
+            version: "ab",
+            generation: 3,
+            deploy_id: "d2",
+        };
         for other in [
             statement("other", 3),
             statement("ship", 2),
             statement("ship", 4),
+            staging,
+            lineage,
         ] {
             assert_eq!(
                 trusted.verify(&other, Some(&signed)),
-                Err(Untrusted::BadSignature)
+                Err(Untrusted::BadSignature),
+                "{other:?}"
             );
         }
-        let lineage = Statement {
-            deploy_id: "d2",
-            ..statement("ship", 3)
-        };
-        assert_eq!(
-            trusted.verify(&lineage, Some(&signed)),
-            Err(Untrusted::BadSignature)
-        );
         assert_eq!(
             trusted.verify(&statement("ship", 3), None),
             Err(Untrusted::Unsigned)
@@ -288,6 +395,46 @@ mod tests {
             trusted.verify(&statement("ship", 3), Some(&forged)),
             Err(Untrusted::BadSignature)
         );
+    }
+
+    #[test]
+    fn a_rollout_signature_covers_its_shards_share_and_window_and_is_no_shadow_or_deploy() {
+        let key = SignKey::generate().unwrap();
+        let trusted = TrustedKeys::new(vec![key.public()]);
+        let shards = vec!["shardId-0".to_owned()];
+        let every = vec!["shardId-0".to_owned(), "shardId-1".to_owned()];
+        let rollout = |shards: &'static [String], window_ms: u64| Statement::Rollout {
+            scope: SCOPE,
+            canary_id: "c1",
+            version: "ab",
+            shards,
+            share_permille: 500,
+            started_at_ms: 10,
+            window_ms,
+            abort_on: "traps>1%",
+        };
+        let shards: &'static [String] = shards.leak();
+        let every: &'static [String] = every.leak();
+        let signed = key.sign(&rollout(shards, 60_000));
+        assert_eq!(
+            trusted.verify(&rollout(shards, 60_000), Some(&signed)),
+            Ok(())
+        );
+        for other in [
+            rollout(every, 60_000),
+            rollout(shards, 7 * 24 * 3_600_000),
+            Statement::Shadow {
+                scope: SCOPE,
+                shadow_id: "c1",
+                version: "ab",
+            },
+        ] {
+            assert_eq!(
+                trusted.verify(&other, Some(&signed)),
+                Err(Untrusted::BadSignature),
+                "{other:?}"
+            );
+        }
     }
 
     #[test]

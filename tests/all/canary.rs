@@ -22,7 +22,7 @@ fn version(handler: &str) -> String {
 
 impl Fleet {
     /// Instance `owner` on the fleet, running `handler`, polling the table every 300 ms.
-    fn start_fast(&self, owner: &str, handler: &str) -> Instance {
+    pub fn start_fast(&self, owner: &str, handler: &str) -> Instance {
         let config = self
             .st
             .fleet_config(Some(owner), handler)
@@ -32,13 +32,13 @@ impl Fleet {
     }
 
     /// The subscription's rollout, as `status --config --json` shows it.
-    fn rollout_now(&self) -> Option<Rollout> {
+    pub fn rollout_now(&self) -> Option<Rollout> {
         self.report()
             .desired_of(SUBSCRIPTION)
             .and_then(|d| d.rollout.clone())
     }
 
-    fn wait_rollout(
+    pub fn wait_rollout(
         &self,
         what: &str,
         timeout: Duration,
@@ -53,7 +53,7 @@ impl Fleet {
         self.rollout_now().unwrap()
     }
 
-    fn wait_all_shards_held(&self, shards: usize) {
+    pub fn wait_all_shards_held(&self, shards: usize) {
         wait_until_else(
             "every shard held",
             Duration::from_secs(60),
@@ -74,14 +74,14 @@ impl Fleet {
 }
 
 /// Puts records under 64 keys (so every shard gets some) until stopped.
-struct Producer {
+pub struct Producer {
     stop: Arc<AtomicBool>,
     put: Arc<AtomicUsize>,
     thread: std::thread::JoinHandle<()>,
 }
 
 impl Producer {
-    fn start(endpoint: &str, stream: &str, data: &'static str) -> Producer {
+    pub fn start(endpoint: &str, stream: &str, data: &'static str) -> Producer {
         let (stop, put) = (
             Arc::new(AtomicBool::new(false)),
             Arc::new(AtomicUsize::new(0)),
@@ -104,7 +104,7 @@ impl Producer {
         Producer { stop, put, thread }
     }
 
-    fn finish(self) -> usize {
+    pub fn finish(self) -> usize {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().unwrap();
         self.put.load(Ordering::Relaxed)

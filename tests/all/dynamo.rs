@@ -544,6 +544,7 @@ async fn a_desired_version_written_over_a_row_read_earlier_is_refused() {
         deployed_by: "test".into(),
         deployed_at_ms: now_ms(),
         previous: None,
+        previous_signed: None,
         signed: None,
     };
     let nothing = store.desired("svc", "sub", max).await.unwrap();

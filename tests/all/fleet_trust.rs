@@ -19,18 +19,18 @@ use crate::support::kinesis::Kinesis;
 use crate::support::{dynamodb_endpoint, unique, wait_until_else};
 
 /// The desired row of subscription `test` of service `shardhost` (the default `[host] name`).
-const DESIRED: &str = "#shardhost#desired#shardhost#test";
+pub const DESIRED: &str = "#shardhost#desired#shardhost#test";
 
-fn n(v: &str) -> AttributeValue {
+pub fn n(v: &str) -> AttributeValue {
     AttributeValue::N(v.to_owned())
 }
 
-fn s(v: &str) -> AttributeValue {
+pub fn s(v: &str) -> AttributeValue {
     AttributeValue::S(v.to_owned())
 }
 
 impl Fleet {
-    fn desired_row(&self) -> Row {
+    pub fn desired_row(&self) -> Row {
         self.st
             .rt
             .block_on(self.st.d.row(&self.st.table, DESIRED))
@@ -38,7 +38,7 @@ impl Fleet {
     }
 
     /// Writes `row` with `changes` over it, as a writer of the table could.
-    fn put_desired(&self, row: &Row, changes: &[(&str, AttributeValue)]) {
+    pub fn put_desired(&self, row: &Row, changes: &[(&str, AttributeValue)]) {
         let mut row = row.clone();
         for (name, value) in changes {
             row.insert((*name).to_owned(), value.clone());
@@ -51,7 +51,7 @@ impl Fleet {
     }
 
     /// Puts one record and waits until `instance` settles it with `handler` (12 hex digits).
-    fn handles_a_record_with(&self, instance: &Instance, handler: &str, tag: &str) {
+    pub fn handles_a_record_with(&self, instance: &Instance, handler: &str, tag: &str) {
         let k = Kinesis::new(&self.st.kinesis);
         let (shard, sequence) = k.put(&self.st.stream, &unique(tag), tag.to_owned());
         instance.wait_for(
@@ -280,7 +280,7 @@ fn racing_deploys_never_make_a_version_desired_whose_bytes_are_gone() {
 }
 
 /// The refusal `owner` reports for `subscription`, if any.
-fn refusal_of(report: &FleetReport, owner: &str, subscription: &str) -> Option<String> {
+pub fn refusal_of(report: &FleetReport, owner: &str, subscription: &str) -> Option<String> {
     let i = report
         .instances
         .iter()
@@ -290,7 +290,7 @@ fn refusal_of(report: &FleetReport, owner: &str, subscription: &str) -> Option<S
 }
 
 /// `shardhost keygen --out DIR/NAME`: the key file and the public key printed.
-fn keygen(f: &Fleet, name: &str) -> (String, String) {
+pub fn keygen(f: &Fleet, name: &str) -> (String, String) {
     use std::os::unix::fs::PermissionsExt;
     let file = f.dir.0.join(name);
     let out = crate::support::fleet::shardhost(&["keygen", "--out", file.to_str().unwrap()]);

@@ -35,6 +35,7 @@ mod roster;
 mod sandbox;
 mod sdks;
 mod shadow;
+mod signed_rows;
 mod state;
 mod status_page;
 mod throughput;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::CliError;
 use super::fleet::{FleetSource, subscription, who};
 use crate::config::{Config, SubscriptionConfig};
-use crate::fleet::CanaryPlan;
+use crate::fleet::{CanaryPlan, Sign};
 use crate::lease::RolloutState;
 use crate::source::StreamSource;
 use crate::source::kinesis::KinesisStreams;
@@ -37,15 +37,24 @@ pub struct CanaryArgs<'a> {
     pub share_permille: u32,
     pub window: std::time::Duration,
     pub abort_on: &'a str,
+    /// Signs the rollout and its promotion.
+    pub key: Option<&'a crate::signing::SignKey>,
 }
 
 /// Validates the version under the subscription's limits, chooses its shards among the stream's
 /// open ones and starts the rollout.
 pub async fn start(config: &Config, args: CanaryArgs<'_>) -> Result<(), CliError> {
     let s = subscription(config, args.subscription)?;
+    let fleet = FleetSource::table(config).await?;
+    let sign = match args.key {
+        Some(key) => Sign::Key(key),
+        None => Sign::No,
+    };
+    // A fleet that would refuse it is told so before anything of the bytes runs here.
+    let version = crate::wasm::version_of(&args.bytes);
+    fleet.signs_trial(&s.name, "a rollout", &version, &sign)?;
     super::fleet::validate_here(config, s, args.file, &args.bytes).await?;
     let shards = open_shards(config, s).await?;
-    let fleet = FleetSource::table(config).await?;
     let by = format!("{} (deploy --canary)", who());
     let plan = CanaryPlan {
         share_permille: args.share_permille,
@@ -54,7 +63,9 @@ pub async fn start(config: &Config, args: CanaryArgs<'_>) -> Result<(), CliError
         shards,
         by: &by,
     };
-    let r = fleet.start_canary(&s.name, &args.bytes, plan).await?;
+    let r = fleet
+        .start_canary(&s.name, &args.bytes, plan, &sign)
+        .await?;
     println!(
         "subscription `{}`: rollout {} of {} on {} shard(s): {}",
         s.name,
@@ -68,6 +79,12 @@ pub async fn start(config: &Config, args: CanaryArgs<'_>) -> Result<(), CliError
         humantime::format_duration(args.window),
         r.abort_on
     );
+    if let Some(p) = &r.promote {
+        println!(
+            "  signed by {}; its promotion is signed as fleet generation {}",
+            p.signed.key, p.generation
+        );
+    }
     Ok(())
 }
 

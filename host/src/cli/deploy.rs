@@ -18,7 +18,8 @@ use crate::admin::reply::SwapReply;
 use crate::config::Config;
 use crate::fleet::{FleetError, Intent, Sign};
 use crate::lease::new_id;
-use crate::signing::{SignKey, Statement};
+use crate::signing::{Scope, SignKey, Statement, TrustedKeys};
+use crate::status::fleet::DesiredReport;
 use crate::wasm::{short_version, version_of};
 use hyper::StatusCode;
 
@@ -65,7 +66,7 @@ pub struct DeployArgs {
     /// Roll FILE out on this share of the stream's shards (whole shards, e.g. 10%), the
     /// fleet's version on the others; promoted when --canary-for passes clean, rolled back at
     /// the first rule of --abort-on broken (needs --config and a DynamoDB lease table).
-    #[arg(long, value_name = "SHARE", value_parser = super::canary::share, requires_all = ["file", "config"], conflicts_with_all = ["shadow", "wait", "sign_key"])]
+    #[arg(long, value_name = "SHARE", value_parser = super::canary::share, requires_all = ["file", "config"], conflicts_with_all = ["shadow", "wait"])]
     canary: Option<u32>,
 
     /// How long a rollout must run clean before it is promoted.
@@ -86,8 +87,9 @@ pub struct DeployArgs {
     #[arg(long)]
     wait: bool,
 
-    /// Sign the deploy with this private key (PKCS#8 PEM, `shardhost keygen`): instances with
-    /// [fleet] trusted_keys run only signed versions.
+    /// Sign the deploy, rollout or shadow with this private key (PKCS#8 PEM, `shardhost
+    /// keygen`): instances with [fleet] trusted_keys run only what a trusted key signed. A
+    /// signed rollback or promote first verifies the signature its version came with.
     #[arg(long, value_name = "FILE")]
     sign_key: Option<PathBuf>,
 
@@ -137,6 +139,7 @@ pub fn deploy(args: &DeployArgs) -> Result<(), CliError> {
             share_permille: share,
             window: args.canary_for,
             abort_on: &args.abort_on,
+            key: key.as_ref(),
         };
         return super::block_on(super::canary::start(&config, canary));
     }
@@ -239,12 +242,25 @@ async fn signed_through_admin(
             .fleet
             .ok_or_else(|| CliError::NothingToSign(name.to_owned()))?;
         let desired = fleet.desired_of(name);
+        let scope = Scope {
+            table: &fleet.table,
+            service: &fleet.service,
+            subscription: name,
+        };
         let version = match (&component, desired) {
             (Some(bytes), _) => version_of(bytes),
-            // Promoting deploys the shadow's version.
-            (None, _) if promote => shadow.ok_or_else(|| CliError::NoShadow(name.to_owned()))?,
+            // Promoting deploys the shadow's version: only when the fleet's shadow row holds
+            // a signature this key vouches for.
+            (None, _) if promote => {
+                let shadow = shadow.ok_or_else(|| CliError::NoShadow(name.to_owned()))?;
+                vouched_shadow(scope, desired, &shadow, key)?;
+                shadow
+            }
             (None, Some(d)) => match &d.previous_version {
-                Some(v) => v.clone(),
+                Some(v) => {
+                    vouched_previous(scope, v, d.previous_signed.as_ref(), key)?;
+                    v.clone()
+                }
                 None => return Err(FleetError::NothingToRollBack(name.to_owned()).into()),
             },
             (None, None) => return Err(FleetError::NothingToRollBack(name.to_owned()).into()),
@@ -255,9 +271,8 @@ async fn signed_through_admin(
             .filter(|id| !id.is_empty())
             .unwrap_or_else(new_id);
         let generation = fleet.highest_generation(name) + 1;
-        let statement = Statement {
-            service: &fleet.service,
-            subscription: name,
+        let statement = Statement::Deploy {
+            scope,
             version: &version,
             generation,
             deploy_id: &deploy_id,
@@ -281,6 +296,74 @@ async fn signed_through_admin(
     }
 }
 
+/// Before a signed rollback through an instance: the previous version's own signature (kept
+/// in the row, shown by the instance) must verify under `key`. Nothing the table alone vouches
+/// for is signed.
+fn vouched_previous(
+    scope: Scope<'_>,
+    version: &str,
+    was: Option<&Intent>,
+    key: &SignKey,
+) -> Result<(), CliError> {
+    let unvouched = |why: String| FleetError::Unvouched {
+        subscription: scope.subscription.to_owned(),
+        what: "a rollback to",
+        version: version.to_owned(),
+        why,
+    };
+    let was = was.ok_or_else(|| {
+        unvouched("it was never deployed under a signature; deploy its file with --sign-key".into())
+    })?;
+    let statement = Statement::Deploy {
+        scope,
+        version,
+        generation: was.generation,
+        deploy_id: &was.deploy_id,
+    };
+    TrustedKeys::new(vec![key.public()])
+        .verify(&statement, Some(&was.signed))
+        .map_err(|e| {
+            unvouched(format!(
+                "the signature it was deployed under is refused: {e} (only this key is checked \
+                 through --admin; with --config, [fleet] trusted_keys too)"
+            ))
+        })?;
+    Ok(())
+}
+
+/// Before a signed promote through an instance: the fleet's shadow row must name `version`,
+/// on, under a signature `key` vouches for.
+fn vouched_shadow(
+    scope: Scope<'_>,
+    desired: Option<&DesiredReport>,
+    version: &str,
+    key: &SignKey,
+) -> Result<(), CliError> {
+    let row = desired
+        .and_then(|d| d.shadow.as_ref())
+        .filter(|s| s.on && s.version == version);
+    let checked = match row {
+        None => Err("the instance's shadow is not the fleet's signed shadow".to_owned()),
+        Some(row) => TrustedKeys::new(vec![key.public()])
+            .verify(
+                &crate::fleet::shadow_statement(scope, row),
+                row.signed.as_ref(),
+            )
+            .map_err(|e| e.to_string()),
+    };
+    checked.map_err(|why| {
+        FleetError::Unvouched {
+            subscription: scope.subscription.to_owned(),
+            what: "a promotion of the shadow",
+            version: version.to_owned(),
+            why: format!(
+                "{why}; set it with --shadow --sign-key, or deploy its file with --sign-key"
+            ),
+        }
+        .into()
+    })
+}
+
 async fn through_table(
     args: &DeployArgs,
     config: &Config,
@@ -297,6 +380,8 @@ async fn through_table(
     let desired = match component {
         Some(bytes) => {
             let file = args.file.clone().unwrap_or_default();
+            // A fleet that would refuse it is told so before anything of the bytes runs here.
+            fleet.signs(&s.name, &version_of(&bytes), &sign)?;
             super::fleet::validate_here(config, s, &file, &bytes).await?;
             let running = std::fs::read(&s.handler).ok();
             fleet

@@ -241,6 +241,13 @@ pub fn render(fleet: &FleetReport) -> String {
     } else {
         out += &super::status::table(&rows);
     }
+    for i in fleet.instances.iter().filter(|i| i.live) {
+        for (name, r) in &i.heartbeat.subscriptions {
+            if let Some(f) = &r.refused_trial {
+                out += &format!("  {} refuses on `{name}`: {}\n", i.heartbeat.owner, f.error);
+            }
+        }
+    }
     out
 }
 

@@ -9,7 +9,7 @@ use super::fleet::{FleetSource, subscription, who};
 use crate::config::Config;
 use crate::fleet::Sign;
 use crate::signing::SignKey;
-use crate::wasm::short_version;
+use crate::wasm::{short_version, version_of};
 
 /// What is asked of the fleet's shadow.
 pub struct FleetShadowArgs<'a> {
@@ -25,10 +25,16 @@ pub async fn through_table(config: &Config, args: FleetShadowArgs<'_>) -> Result
     let s = subscription(config, args.subscription)?;
     let fleet = FleetSource::table(config).await?;
     let by = format!("{} (deploy --config)", who());
+    let sign = match args.key {
+        Some(key) => Sign::Key(key),
+        None => Sign::No,
+    };
     if let Some(bytes) = &args.component {
         let file = args.file.cloned().unwrap_or_default();
+        // A fleet that would refuse it is told so before anything of the bytes runs here.
+        fleet.signs_trial(&s.name, "a shadow", &version_of(bytes), &sign)?;
         super::fleet::validate_here(config, s, &file, bytes).await?;
-        let shadow = fleet.set_shadow(&s.name, bytes, &by).await?;
+        let shadow = fleet.set_shadow(&s.name, bytes, &by, &sign).await?;
         println!(
             "subscription `{}`: every instance runs {} in shadow from its next poll: compared, never settled",
             s.name, shadow.version
@@ -40,10 +46,9 @@ pub async fn through_table(config: &Config, args: FleetShadowArgs<'_>) -> Result
         return Err(CliError::NoShadow(s.name.clone()));
     };
     if args.promote {
-        let sign = match args.key {
-            Some(key) => Sign::Key(key),
-            None => Sign::No,
-        };
+        if let Some(key) = args.key {
+            fleet.vouch_shadow(&s.name, &shadow, key)?;
+        }
         let bytes = fleet.fetch(&s.name, &shadow.component()).await?;
         let desired = fleet.publish(&s.name, &bytes, None, &by, &sign).await?;
         fleet.shadow_off(&s.name, &by).await?;

@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::Deployer;
+use super::{Deployer, Target, Trial};
 use crate::canary::Canary;
 use crate::fleet::Fleet;
 use crate::handler::HandlerFactory;
 use crate::lease::{Rollout, RolloutState};
-use crate::status::fleet::CanaryArms;
+use crate::status::fleet::{CanaryArms, Refusal};
 use crate::wasm::short_version;
 
 impl Deployer {
@@ -29,8 +29,11 @@ impl Deployer {
         let running = read.filter(|(_, r)| r.state == RolloutState::Running);
         let have = target.slot.canary();
         match (&running, have) {
-            (None, None) => {}
-            (None, Some(ended)) => {
+            (None, have) => {
+                self.trial_refused(target, Trial::Rollout, None);
+                let Some(ended) = have else {
+                    return None;
+                };
                 target.slot.set_canary(None);
                 tracing::info!(
                     subscription,
@@ -57,18 +60,31 @@ impl Deployer {
             return;
         }
         let origin = format!("rollout {}", r.canary_id);
-        let loaded = match fleet.fetch(subscription, &r.component()).await {
-            Ok(bytes) => self
-                .validate(subscription, target, &bytes, &origin)
-                .await
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
+        // Trusted before a byte of it is fetched: an unsigned rollout is never loaded.
+        let loaded = match fleet.trust_rollout(subscription, r) {
+            Err(e) => {
+                let refusal = Refusal {
+                    version: r.version.clone(),
+                    generation: 0,
+                    error: e.to_string(),
+                };
+                self.trial_refused(target, Trial::Rollout, Some(refusal));
+                Err(e.to_string())
+            }
+            Ok(()) => match fleet.fetch(subscription, &r.component()).await {
+                Ok(bytes) => self
+                    .validate(subscription, target, &bytes, &origin)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            },
         };
         match loaded {
             Ok(component) => {
                 let factory = component as Arc<dyn HandlerFactory>;
                 let canary = Canary::new(&r.canary_id, factory, &r.shards);
                 target.slot.set_canary(Some(Arc::new(canary)));
+                self.trial_refused(target, Trial::Rollout, None);
                 tracing::info!(
                     subscription,
                     version = short_version(&r.version),
@@ -87,6 +103,30 @@ impl Deployer {
             }
         }
         self.changed.notify_one();
+    }
+
+    /// Records (`Some`) or clears (`None`) the refusal of a rollout or the fleet's shadow, for
+    /// the heartbeat.
+    pub(super) fn trial_refused(&self, target: &Target, trial: Trial, refusal: Option<Refusal>) {
+        let mut refused = target.refused_trial.lock().expect("deployer poisoned");
+        let changed = match refusal {
+            Some(r) => refused.insert(trial, r.clone()) != Some(r),
+            None => refused.remove(&trial).is_some(),
+        };
+        if changed {
+            self.changed.notify_one();
+        }
+    }
+
+    /// The rollout (else the shadow) each subscription refuses here, by subscription.
+    pub fn trial_refusals(&self) -> BTreeMap<String, Refusal> {
+        self.targets
+            .iter()
+            .filter_map(|(name, t)| {
+                let refused = t.refused_trial.lock().expect("deployer poisoned");
+                Some((name.clone(), refused.values().next()?.clone()))
+            })
+            .collect()
     }
 
     /// Each subscription's shadow comparison on this instance, by subscription.

@@ -55,7 +55,14 @@ impl DeployError {
     /// Whether the deploy was refused for want of a trusted signature (or for a signature made
     /// for a generation the row has passed).
     pub fn unsigned(&self) -> bool {
-        matches!(self, DeployError::Fleet(FleetError::Untrusted { .. }))
+        matches!(
+            self,
+            DeployError::Fleet(
+                FleetError::Untrusted { .. }
+                    | FleetError::UntrustedTrial { .. }
+                    | FleetError::Unvouched { .. }
+            )
+        )
     }
 
     pub fn moved(&self) -> bool {
@@ -114,6 +121,17 @@ struct Target {
     refusal: Mutex<Option<Refusal>>,
     /// The rollout whose version this instance could not run (not tried again).
     canary_refused: Mutex<Option<String>>,
+    /// The fleet shadow this instance could not run (not tried again).
+    shadow_refused: Mutex<Option<String>>,
+    /// Why a rollout or the fleet's shadow was refused here, while its row stands (heartbeat).
+    refused_trial: Mutex<BTreeMap<Trial, Refusal>>,
+}
+
+/// What runs on trial by the fleet's rows beside the desired version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Trial {
+    Rollout,
+    Shadow,
 }
 
 /// What `status` shows about a subscription's handler.
@@ -181,6 +199,8 @@ impl Deployer {
                 bad_row: Mutex::new(None),
                 refusal: Mutex::new(None),
                 canary_refused: Mutex::new(None),
+                shadow_refused: Mutex::new(None),
+                refused_trial: Mutex::new(BTreeMap::new()),
             },
         );
     }
@@ -226,6 +246,10 @@ impl Deployer {
         sign: &Sign<'_>,
     ) -> Result<Deployed, DeployError> {
         let target = self.target(subscription)?;
+        if let Some(link) = &self.fleet {
+            // Refused before anything of the bytes runs, even on trial.
+            link.fleet.signs(subscription, &version_of(bytes), sign)?;
+        }
         let _one_at_a_time = target.swapping.lock().await;
         let current = target.slot.version();
         let component = if version_of(bytes) == current {

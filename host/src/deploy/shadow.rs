@@ -4,10 +4,11 @@
 
 use std::sync::Arc;
 
-use super::{DeployError, Deployed, Deployer};
+use super::{DeployError, Deployed, Deployer, Trial};
 use crate::fleet::Sign;
 use crate::handler::HandlerFactory;
 use crate::shadow::Shadow;
+use crate::status::fleet::Refusal;
 use crate::wasm::short_version;
 
 /// A shadow set: the candidate's version, the current one, and the shadow it replaced.
@@ -28,13 +29,23 @@ impl Deployer {
         origin: &str,
     ) -> Result<ShadowSet, DeployError> {
         let target = self.target(subscription)?;
+        if let Some(link) = &self.fleet {
+            // Through the admin API a shadow is not signed: a fleet with trusted keys refuses
+            // it before anything of the bytes runs (sign it with `--config … --sign-key`).
+            let version = crate::wasm::version_of(bytes);
+            link.fleet
+                .signs_trial(subscription, "a shadow", &version, &Sign::No)?;
+        }
         let _one_at_a_time = target.swapping.lock().await;
         let component = self.validate(subscription, target, bytes, origin).await?;
         let factory = component as Arc<dyn HandlerFactory>;
         let mut shadow = Shadow::new(factory, bytes.to_vec());
         if let Some(link) = &self.fleet {
             let by = format!("{} ({origin})", link.owner);
-            let row = link.fleet.set_shadow(subscription, bytes, &by).await?;
+            let row = link
+                .fleet
+                .set_shadow(subscription, bytes, &by, &Sign::No)
+                .await?;
             shadow = shadow.of_fleet(&row.shadow_id);
         }
         let shadow = Arc::new(shadow);
@@ -117,32 +128,58 @@ impl Deployer {
         };
         let (_, have) = target.slot.shadow();
         let have_id = have.as_ref().and_then(|s| s.fleet_id.clone());
-        match row {
-            None if have_id.is_some() => {
+        let Some(row) = row else {
+            self.trial_refused(target, Trial::Shadow, None);
+            if have_id.is_some() {
                 target.slot.set_shadow(None);
                 tracing::info!(subscription, "the fleet's shadow was dropped");
             }
-            None => {}
-            Some(row) if have_id.as_deref() == Some(row.shadow_id.as_str()) => {}
-            Some(row) => {
-                let origin = format!("the fleet's shadow {}", short_version(&row.version));
-                let bytes = match fleet.fetch(subscription, &row.component()).await {
-                    Ok(bytes) => bytes,
-                    Err(e) => {
-                        tracing::warn!(subscription, "cannot fetch {origin}: {e}");
-                        return;
-                    }
-                };
-                let _one_at_a_time = target.swapping.lock().await;
-                match self.validate(subscription, target, &bytes, &origin).await {
-                    Ok(component) => {
-                        let factory = component as Arc<dyn HandlerFactory>;
-                        let shadow = Shadow::new(factory, bytes).of_fleet(&row.shadow_id);
-                        target.slot.set_shadow(Some(Arc::new(shadow)));
-                        tracing::info!(subscription, "{origin} runs here too");
-                    }
-                    Err(e) => tracing::error!(subscription, "{origin} does not run here: {e}"),
-                }
+            return;
+        };
+        let refused_before = {
+            let refused = target.shadow_refused.lock().expect("deployer poisoned");
+            refused.as_deref() == Some(row.shadow_id.as_str())
+        };
+        if have_id.as_deref() == Some(row.shadow_id.as_str()) || refused_before {
+            return;
+        }
+        let origin = format!("the fleet's shadow {}", short_version(&row.version));
+        // Trusted before a byte of it is fetched: an unsigned shadow is never loaded.
+        if let Err(e) = fleet.trust_shadow(subscription, &row) {
+            tracing::error!(subscription, "{origin} does not run here: {e}");
+            *target.shadow_refused.lock().expect("deployer poisoned") = Some(row.shadow_id.clone());
+            let refusal = Refusal {
+                version: row.version.clone(),
+                generation: 0,
+                error: e.to_string(),
+            };
+            self.trial_refused(target, Trial::Shadow, Some(refusal));
+            if have_id.is_some() {
+                // The row no longer names the shadow running here.
+                target.slot.set_shadow(None);
+            }
+            return;
+        }
+        let bytes = match fleet.fetch(subscription, &row.component()).await {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                tracing::warn!(subscription, "cannot fetch {origin}: {e}");
+                return;
+            }
+        };
+        let _one_at_a_time = target.swapping.lock().await;
+        match self.validate(subscription, target, &bytes, &origin).await {
+            Ok(component) => {
+                let factory = component as Arc<dyn HandlerFactory>;
+                let shadow = Shadow::new(factory, bytes).of_fleet(&row.shadow_id);
+                target.slot.set_shadow(Some(Arc::new(shadow)));
+                self.trial_refused(target, Trial::Shadow, None);
+                tracing::info!(subscription, "{origin} runs here too");
+            }
+            Err(e) => {
+                tracing::error!(subscription, "{origin} does not run here: {e}");
+                *target.shadow_refused.lock().expect("deployer poisoned") =
+                    Some(row.shadow_id.clone());
             }
         }
     }

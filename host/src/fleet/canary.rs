@@ -2,7 +2,7 @@
 //! it. A decision is one conditional write on the rollout row; promoting is first a deploy of
 //! the rollout's version (one generation past the desired row, as any deploy), then that write.
 
-use super::{Fleet, FleetError, Sign};
+use super::{Fleet, FleetError, Intent, Sign, rollout_statement};
 use crate::canary::choose;
 use crate::canary::rules::AbortOn;
 use crate::lease::{Rollout, RolloutState, new_id, now_ms};
@@ -32,22 +32,22 @@ impl Fleet {
         }
     }
 
-    /// Starts a rollout of `bytes` (validated by the caller) on a share of the shards.
+    /// Starts a rollout of `bytes` (validated by the caller) on a share of the shards, signed as
+    /// `sign` says (with a key: the rollout, and its promotion as the desired row's next
+    /// generation).
     pub async fn start_canary(
         &self,
         subscription: &str,
         bytes: &[u8],
         plan: CanaryPlan<'_>,
+        sign: &Sign<'_>,
     ) -> Result<Rollout, FleetError> {
         let refused = |why: String| FleetError::CanaryRefused {
             subscription: subscription.to_owned(),
             why,
         };
-        if !self.policy.trusted.is_empty() {
-            return Err(refused(
-                "this fleet runs only signed versions ([fleet] trusted_keys), and rollouts are not signed yet: deploy instead".into(),
-            ));
-        }
+        let version = crate::wasm::version_of(bytes);
+        self.signs_trial(subscription, "a rollout", &version, sign)?;
         AbortOn::parse(plan.abort_on).map_err(|e| refused(format!("--abort-on: {e}")))?;
         self.fits(subscription, bytes.len())?;
         self.read(1);
@@ -65,8 +65,12 @@ impl Fleet {
         let shards = choose(&canary_id, &plan.shards, plan.share_permille).ok_or_else(|| {
             refused("a rollout needs at least two shards: one to try, one to compare with".into())
         })?;
+        let promote = match sign {
+            Sign::Key(key) => Some(self.promotion(subscription, &version, key).await?),
+            _ => None,
+        };
         let stored = self.store_bytes(subscription, bytes).await?;
-        let rollout = Rollout {
+        let mut rollout = Rollout {
             canary_id,
             version: stored.version.clone(),
             size: stored.size,
@@ -82,7 +86,12 @@ impl Fleet {
             reason: None,
             decided_at_ms: None,
             decided_by: None,
+            signed: None,
+            promote,
         };
+        if let Sign::Key(key) = sign {
+            rollout.signed = Some(key.sign(&rollout_statement(self.scope(subscription), &rollout)));
+        }
         self.wrote(1);
         let written = self
             .store
@@ -107,11 +116,25 @@ impl Fleet {
         reason: &str,
         by: &str,
     ) -> Result<bool, FleetError> {
+        let mut state = state;
+        let mut reason = reason.to_owned();
         if state == RolloutState::Promoted {
             let bytes = self.fetch(subscription, &rollout.component()).await?;
             let by = format!("{by} (rollout {} promoted)", rollout.canary_id);
-            self.publish(subscription, &bytes, None, &by, &Sign::No)
-                .await?;
+            let sign = match &rollout.promote {
+                Some(intent) => Sign::Made(intent.clone()),
+                None => Sign::No,
+            };
+            match self.publish(subscription, &bytes, None, &by, &sign).await {
+                Ok(_) => {}
+                // Its signature no longer fits (another deploy came between) or was never
+                // made on a fleet that needs one: nobody signed this promotion.
+                Err(e @ (FleetError::Untrusted { .. } | FleetError::Moved { .. })) => {
+                    state = RolloutState::Aborted;
+                    reason = format!("its window passed clean, but it cannot be promoted: {e}");
+                }
+                Err(e) => return Err(e),
+            }
         }
         let mut decided = rollout.clone();
         decided.state = state;
@@ -127,5 +150,25 @@ impl Fleet {
             self.remove(subscription, &rollout.component()).await;
         }
         Ok(written)
+    }
+}
+
+impl Fleet {
+    /// The deploy signature a signed rollout's promotion writes: `version` as the desired row's
+    /// next generation, of its lineage.
+    async fn promotion(
+        &self,
+        subscription: &str,
+        version: &str,
+        key: &crate::signing::SignKey,
+    ) -> Result<Intent, FleetError> {
+        let (_, now) = self.current(subscription).await?;
+        let (generation, deploy_id) = self.next(subscription, now.as_ref(), &Sign::No).await?;
+        let signed = key.sign(&self.statement(subscription, version, generation, &deploy_id));
+        Ok(Intent {
+            generation,
+            deploy_id,
+            signed,
+        })
     }
 }

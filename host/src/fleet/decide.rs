@@ -16,6 +16,26 @@ pub fn decider_shard(r: &Rollout) -> Option<&str> {
 /// Decides `rollout` (read at `revision`) of `subscription` if the time has come; called by the
 /// instance (`me`) that holds [`decider_shard`].
 pub async fn rollout(fleet: &Fleet, me: &str, subscription: &str, revision: u64, r: &Rollout) {
+    if let Err(e) = fleet.trust_rollout(subscription, r) {
+        // No instance of this fleet runs it: end it now rather than let it stand as running.
+        let reason = format!("refused: {e}");
+        let by = format!("{me} (decider)");
+        match fleet
+            .decide(
+                subscription,
+                revision,
+                r,
+                RolloutState::Aborted,
+                &reason,
+                &by,
+            )
+            .await
+        {
+            Ok(_) => tracing::warn!(subscription, "rollout aborted: {reason}"),
+            Err(e) => tracing::error!(subscription, "cannot write the rollout's decision: {e}"),
+        }
+        return;
+    }
     let report = match fleet.report(&[]).await {
         Ok(report) => report,
         Err(e) => {
@@ -101,6 +121,8 @@ mod tests {
             reason: None,
             decided_at_ms: None,
             decided_by: None,
+            signed: None,
+            promote: None,
         }
     }
 

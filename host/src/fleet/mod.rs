@@ -39,8 +39,10 @@ use std::sync::Arc;
 use prometheus_client::metrics::counter::Counter;
 
 use crate::lease::{BadRow, Desired, DynamoLeaseStore, LeaseError, Seen, StoredComponent};
+use crate::lease::{FleetShadow, Rollout};
 use crate::metrics::Metrics;
-use crate::signing::{SignKey, Signed, Statement, TrustedKeys, Untrusted};
+pub use crate::signing::Intent;
+use crate::signing::{PublicKey, Scope, SignKey, Statement, TrustedKeys, Untrusted};
 use crate::wasm::{short_version, version_of};
 
 /// Why a fleet deploy, rollback or fetch did not happen, or a desired version is not run.
@@ -89,6 +91,25 @@ pub enum FleetError {
         generation: u64,
         #[source]
         source: Untrusted,
+    },
+    #[error("subscription `{subscription}`: {what} of {} is refused: {source}", short_version(.version))]
+    UntrustedTrial {
+        subscription: String,
+        /// `rollout ID` or `the fleet's shadow ID`.
+        what: String,
+        version: String,
+        #[source]
+        source: Untrusted,
+    },
+    #[error(
+        "subscription `{subscription}`: refused to sign {what} {}: {why}", short_version(.version)
+    )]
+    Unvouched {
+        subscription: String,
+        /// `a rollback to` or `a promotion of the shadow`.
+        what: &'static str,
+        version: String,
+        why: String,
     },
     #[error(
         "subscription `{subscription}`: the component is {size} bytes, more than [fleet] \
@@ -146,14 +167,6 @@ pub enum Sign<'a> {
     Key(&'a SignKey),
     /// Signed elsewhere (the command line, through an admin API) for this generation and lineage.
     Made(Intent),
-}
-
-/// A signature made for one generation and lineage of the desired row.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Intent {
-    pub generation: u64,
-    pub deploy_id: String,
-    pub signed: Signed,
 }
 
 /// One service's fleet state in a lease table.
@@ -241,8 +254,18 @@ impl Fleet {
         Ok((seen, now))
     }
 
+    /// Where this fleet's signatures for `subscription` hold.
+    pub fn scope<'a>(&'a self, subscription: &'a str) -> Scope<'a> {
+        Scope {
+            table: self.store.table_name(),
+            service: &self.service,
+            subscription,
+        }
+    }
+
     /// Whether this instance may run `desired` for `subscription`: with trusted keys, only when
-    /// its signature verifies for this service, subscription, version, generation and lineage.
+    /// its signature verifies for this table, service, subscription, version, generation and
+    /// lineage.
     pub fn trust(&self, subscription: &str, desired: &Desired) -> Result<(), FleetError> {
         if self.policy.trusted.is_empty() {
             return Ok(());
@@ -264,6 +287,48 @@ impl Fleet {
             })
     }
 
+    /// Whether this instance may run rollout `r`'s version on its shards: with trusted keys,
+    /// only when its signature verifies for everything that decides what runs where.
+    pub fn trust_rollout(&self, subscription: &str, r: &Rollout) -> Result<(), FleetError> {
+        if self.policy.trusted.is_empty() {
+            return Ok(());
+        }
+        let statement = rollout_statement(self.scope(subscription), r);
+        self.policy
+            .trusted
+            .verify(&statement, r.signed.as_ref())
+            .map_err(|source| FleetError::UntrustedTrial {
+                subscription: subscription.to_owned(),
+                what: format!("rollout {}", r.canary_id),
+                version: r.version.clone(),
+                source,
+            })
+    }
+
+    /// Whether this instance may run `shadow` (on trial): with trusted keys, only signed.
+    pub fn trust_shadow(&self, subscription: &str, shadow: &FleetShadow) -> Result<(), FleetError> {
+        if self.policy.trusted.is_empty() {
+            return Ok(());
+        }
+        self.policy
+            .trusted
+            .verify(
+                &shadow_statement(self.scope(subscription), shadow),
+                shadow.signed.as_ref(),
+            )
+            .map_err(|source| FleetError::UntrustedTrial {
+                subscription: subscription.to_owned(),
+                what: format!("the fleet's shadow {}", shadow.shadow_id),
+                version: shadow.version.clone(),
+                source,
+            })
+    }
+
+    /// The keys a signer vouches by: the fleet's trusted keys and the signer's own.
+    pub fn vouching(&self, signer: PublicKey) -> TrustedKeys {
+        self.policy.trusted.and(signer)
+    }
+
     /// What a deploy of `version` as `generation` of lineage `deploy_id` signs.
     pub fn statement<'a>(
         &'a self,
@@ -272,9 +337,8 @@ impl Fleet {
         generation: u64,
         deploy_id: &'a str,
     ) -> Statement<'a> {
-        Statement {
-            service: &self.service,
-            subscription,
+        Statement::Deploy {
+            scope: self.scope(subscription),
             version,
             generation,
             deploy_id,
@@ -309,5 +373,28 @@ impl Fleet {
             });
         }
         Ok(bytes)
+    }
+}
+
+/// What a rollout's signature says.
+pub fn rollout_statement<'a>(scope: Scope<'a>, r: &'a Rollout) -> Statement<'a> {
+    Statement::Rollout {
+        scope,
+        canary_id: &r.canary_id,
+        version: &r.version,
+        shards: &r.shards,
+        share_permille: r.share_permille,
+        started_at_ms: r.started_at_ms,
+        window_ms: r.window_ms,
+        abort_on: &r.abort_on,
+    }
+}
+
+/// What a fleet shadow's signature says.
+pub fn shadow_statement<'a>(scope: Scope<'a>, shadow: &'a FleetShadow) -> Statement<'a> {
+    Statement::Shadow {
+        scope,
+        shadow_id: &shadow.shadow_id,
+        version: &shadow.version,
     }
 }

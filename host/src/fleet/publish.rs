@@ -2,7 +2,7 @@
 //! as asked, one generation past everything the fleet has seen, and removing only the parts
 //! their own write dropped (see the module docs of `fleet`).
 
-use super::{Fleet, FleetError, Sign};
+use super::{Fleet, FleetError, Intent, Sign};
 use crate::lease::{Desired, MAX_GENERATION, Seen, SetDesired, StoredComponent, new_id, now_ms};
 use crate::signing::{Signed, Untrusted};
 use crate::wasm::{short_version, version_of};
@@ -78,6 +78,7 @@ impl Fleet {
                 deployed_by: by.to_owned(),
                 deployed_at_ms: now_ms(),
                 previous,
+                previous_signed: now.as_ref().and_then(signed_as),
             };
             if self.write(subscription, &desired, &seen).await? {
                 own.written(&desired);
@@ -106,6 +107,12 @@ impl Fleet {
                 return Err(FleetError::NothingToRollBack(subscription.to_owned()));
             };
             self.signs(subscription, &previous.version, sign)?;
+            self.vouches(
+                subscription,
+                &previous.version,
+                d.previous_signed.as_ref(),
+                sign,
+            )?;
             let (generation, deploy_id) = self.next(subscription, now.as_ref(), sign).await?;
             let desired = Desired {
                 signed: self.signature(
@@ -121,6 +128,7 @@ impl Fleet {
                 deployed_by: by.to_owned(),
                 deployed_at_ms: now_ms(),
                 previous: Some(d.component.clone()),
+                previous_signed: signed_as(d),
             };
             if self.write(subscription, &desired, &seen).await? {
                 return Ok(desired);
@@ -130,6 +138,45 @@ impl Fleet {
             }
         }
         Err(FleetError::Contended(subscription.to_owned()))
+    }
+
+    /// A signed rollback re-verifies the signature `version` was deployed under (`was`, kept
+    /// in the row) before signing anything: against the fleet's trusted keys and the signer's own
+    /// key (`Sign::Key`), or the fleet's (`Sign::Made`, checked again here). It never signs a
+    /// version only the table vouches for.
+    fn vouches(
+        &self,
+        subscription: &str,
+        version: &str,
+        was: Option<&Intent>,
+        sign: &Sign<'_>,
+    ) -> Result<(), FleetError> {
+        let keys = match sign {
+            Sign::No => return Ok(()),
+            Sign::Key(key) => self.vouching(key.public()),
+            Sign::Made(_) if self.policy.trusted.is_empty() => return Ok(()),
+            Sign::Made(_) => self.policy.trusted.clone(),
+        };
+        let unvouched = |why: String| FleetError::Unvouched {
+            subscription: subscription.to_owned(),
+            what: "a rollback to",
+            version: version.to_owned(),
+            why,
+        };
+        let was = was.ok_or_else(|| {
+            unvouched(
+                "it was never deployed under a signature (the row keeps none for it); deploy \
+                 its file with --sign-key instead"
+                    .into(),
+            )
+        })?;
+        let statement = self.statement(subscription, version, was.generation, &was.deploy_id);
+        keys.verify(&statement, Some(&was.signed)).map_err(|e| {
+            unvouched(format!(
+                "the signature it was deployed under (generation {}) is refused: {e}",
+                was.generation
+            ))
+        })
     }
 
     /// Refuses a component larger than the fleet accepts.
@@ -145,15 +192,20 @@ impl Fleet {
         Ok(())
     }
 
-    /// With trusted keys, refuses an unsigned deploy before anything is written.
-    /// With trusted keys, a signature made elsewhere is checked here too, before it is written.
-    fn signs(&self, subscription: &str, version: &str, sign: &Sign<'_>) -> Result<(), FleetError> {
+    /// With trusted keys, refuses an unsigned deploy, or one signed by a key the fleet does not
+    /// trust, before anything is written; a signature made elsewhere is checked here too.
+    pub fn signs(
+        &self,
+        subscription: &str,
+        version: &str,
+        sign: &Sign<'_>,
+    ) -> Result<(), FleetError> {
         if self.policy.trusted.is_empty() {
             return Ok(());
         }
         let (generation, checked) = match sign {
             Sign::No => (0, Err(Untrusted::Unsigned)),
-            Sign::Key(_) => return Ok(()),
+            Sign::Key(key) => (0, self.known(key)),
             Sign::Made(intent) => {
                 let statement =
                     self.statement(subscription, version, intent.generation, &intent.deploy_id);
@@ -169,10 +221,43 @@ impl Fleet {
         })
     }
 
+    /// With trusted keys, refuses an unsigned rollout or shadow (`what`), or one signed by a key
+    /// the fleet does not trust, before anything is written. A signature made elsewhere is not
+    /// taken for these: they are signed where the key is.
+    pub fn signs_trial(
+        &self,
+        subscription: &str,
+        what: &str,
+        version: &str,
+        sign: &Sign<'_>,
+    ) -> Result<(), FleetError> {
+        let checked = match sign {
+            Sign::Made(_) => Err(Untrusted::Unsigned),
+            _ if self.policy.trusted.is_empty() => Ok(()),
+            Sign::No => Err(Untrusted::Unsigned),
+            Sign::Key(key) => self.known(key),
+        };
+        checked.map_err(|source| FleetError::UntrustedTrial {
+            subscription: subscription.to_owned(),
+            what: what.to_owned(),
+            version: version.to_owned(),
+            source,
+        })
+    }
+
+    /// Whether the fleet trusts `key`.
+    fn known(&self, key: &crate::signing::SignKey) -> Result<(), Untrusted> {
+        if self.policy.trusted.contains(&key.public()) {
+            Ok(())
+        } else {
+            Err(Untrusted::UnknownKey(key.public().to_string()))
+        }
+    }
+
     /// The generation and lineage the next write of the row gets: one past the row's and every
     /// instance's (or, for a signature made elsewhere, the ones it was made for, when they still
     /// follow the row).
-    async fn next(
+    pub(super) async fn next(
         &self,
         subscription: &str,
         now: Option<&Desired>,
@@ -298,6 +383,16 @@ impl Fleet {
             );
         }
     }
+}
+
+/// The signature `d`'s version was deployed under, with its generation and lineage: what the
+/// next row keeps of it as its previous version's.
+fn signed_as(d: &Desired) -> Option<Intent> {
+    d.signed.as_ref().map(|signed| Intent {
+        generation: d.generation,
+        deploy_id: d.deploy_id.clone(),
+        signed: signed.clone(),
+    })
 }
 
 /// What one deploy uploaded itself.

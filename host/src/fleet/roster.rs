@@ -53,6 +53,7 @@ impl Fleet {
             .collect();
         instances.sort_by(|a, b| a.heartbeat.owner.cmp(&b.heartbeat.owner));
         Ok(FleetReport {
+            table: self.store.table_name().to_owned(),
             service: self.service.clone(),
             desired,
             instances,
@@ -83,8 +84,17 @@ impl Fleet {
                 None
             }
         };
+        let shadow = match self.shadow(subscription).await {
+            Ok(s) => s.map(|(_, s)| s),
+            Err(e) => {
+                tracing::debug!(subscription, "status: the shadow row: {e}");
+                None
+            }
+        };
         Ok(DesiredReport {
             rollout,
+            shadow,
+            previous_signed: d.as_ref().and_then(|d| d.previous_signed.clone()),
             subscription: subscription.to_owned(),
             version: d.as_ref().map(|d| d.component.version.clone()),
             generation: d.as_ref().map_or(0, |d| d.generation),

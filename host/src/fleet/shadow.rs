@@ -1,7 +1,8 @@
 //! A fleet's shadow (see `lease/dynamo/shadow.rs`): set for every instance, dropped, read.
 
-use super::{Fleet, FleetError};
+use super::{Fleet, FleetError, Sign, shadow_statement};
 use crate::lease::{FleetShadow, new_id, now_ms};
+use crate::signing::SignKey;
 
 impl Fleet {
     /// The shadow row of `subscription` and its revision; `None` when none was ever set.
@@ -21,16 +22,20 @@ impl Fleet {
         }
     }
 
-    /// Makes `bytes` (validated by the caller) the shadow every instance runs, replacing any.
+    /// Makes `bytes` (validated by the caller) the shadow every instance runs, replacing any;
+    /// signed with `sign`'s key (a fleet with trusted keys runs only a signed shadow).
     pub async fn set_shadow(
         &self,
         subscription: &str,
         bytes: &[u8],
         by: &str,
+        sign: &Sign<'_>,
     ) -> Result<FleetShadow, FleetError> {
         self.fits(subscription, bytes.len())?;
+        let version = crate::wasm::version_of(bytes);
+        self.signs_trial(subscription, "a shadow", &version, sign)?;
         let stored = self.store_bytes(subscription, bytes).await?;
-        let shadow = FleetShadow {
+        let mut shadow = FleetShadow {
             shadow_id: new_id(),
             version: stored.version.clone(),
             size: stored.size,
@@ -39,7 +44,11 @@ impl Fleet {
             set_by: by.chars().take(256).collect(),
             set_at_ms: now_ms(),
             on: true,
+            signed: None,
         };
+        if let Sign::Key(key) = sign {
+            shadow.signed = Some(key.sign(&shadow_statement(self.scope(subscription), &shadow)));
+        }
         let old = self.shadow(subscription).await.ok().flatten();
         self.wrote(1);
         let written = self
@@ -59,6 +68,31 @@ impl Fleet {
             self.remove(subscription, &old.component()).await;
         }
         Ok(shadow)
+    }
+
+    /// Before `key` signs a promotion of `shadow`: its own signature must verify against the
+    /// fleet's trusted keys or `key` itself. A promotion never signs bytes only the table vouches
+    /// for.
+    pub fn vouch_shadow(
+        &self,
+        subscription: &str,
+        shadow: &FleetShadow,
+        key: &SignKey,
+    ) -> Result<(), FleetError> {
+        self.vouching(key.public())
+            .verify(
+                &shadow_statement(self.scope(subscription), shadow),
+                shadow.signed.as_ref(),
+            )
+            .map_err(|e| FleetError::Unvouched {
+                subscription: subscription.to_owned(),
+                what: "a promotion of the shadow",
+                version: shadow.version.clone(),
+                why: format!(
+                    "the shadow's own signature is refused ({e}); set it again with \
+                     --shadow --sign-key, or deploy its file with --sign-key"
+                ),
+            })
     }
 
     /// Turns the fleet's shadow of `subscription` off; answers the one dropped (`None`: none).

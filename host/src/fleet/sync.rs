@@ -39,6 +39,7 @@ pub async fn run(
     let heartbeat = |status: &StatusBoard| {
         let mut arms = deployer.canary_arms();
         let mut shadows = deployer.shadow_counts();
+        let mut refused_trials = deployer.trial_refusals();
         Heartbeat {
             owner: me.owner.to_string(),
             admin: me.admin.clone(),
@@ -61,6 +62,7 @@ pub async fn run(
                         refused,
                         canary: arms.remove(&name),
                         shadow: shadows.remove(&name),
+                        refused_trial: refused_trials.remove(&name),
                     };
                     (name, running)
                 })

@@ -49,6 +49,10 @@ pub struct Running {
     /// While a shadow runs here: its version and how its answers compared so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shadow: Option<ShadowCounts>,
+    /// The last rollout or fleet shadow it refused to run (with trusted keys: one no trusted
+    /// key signed), while that row stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_trial: Option<Refusal>,
 }
 
 /// A shadow's comparison on one instance.
@@ -119,11 +123,20 @@ pub struct DesiredReport {
     /// The subscription's last rollout (`deploy --canary`), running or decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<crate::lease::Rollout>,
+    /// The signature the previous version was deployed under (a signed rollback re-verifies it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_signed: Option<crate::signing::Intent>,
+    /// The fleet's shadow of the subscription (`deploy --shadow`), on or off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<crate::lease::FleetShadow>,
 }
 
 /// The whole fleet of one service.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FleetReport {
+    /// The lease table (signatures are bound to it).
+    #[serde(default)]
+    pub table: String,
     /// `[host] name`.
     pub service: String,
     pub desired: Vec<DesiredReport>,
@@ -242,6 +255,7 @@ mod tests {
             }),
             canary: None,
             shadow: None,
+            refused_trial: None,
         };
         InstanceReport {
             heartbeat: Heartbeat {
@@ -256,6 +270,7 @@ mod tests {
     #[test]
     fn a_rollout_counts_live_instances_only_and_names_refusals() {
         let report = FleetReport {
+            table: "leases".into(),
             service: "svc".into(),
             desired: vec![DesiredReport {
                 subscription: "s".into(),

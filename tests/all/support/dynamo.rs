@@ -122,6 +122,28 @@ impl Dynamo {
         }
     }
 
+    /// Every row of the table (a consistent scan).
+    pub async fn rows(&self, table: &str) -> Vec<Row> {
+        let mut rows = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .scan()
+                .table_name(table)
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .unwrap();
+            rows.extend(out.items().iter().cloned());
+            start = out.last_evaluated_key().cloned();
+            if start.is_none() {
+                return rows;
+            }
+        }
+    }
+
     /// The row keyed `key`, read consistently.
     pub async fn row(&self, table: &str, key: &str) -> Option<Row> {
         self.row_keyed(table, "lease_key", key).await

@@ -16,6 +16,7 @@ use super::DynamoLeaseStore;
 use super::desired::{is_id, is_version};
 use super::doc::{DocRead, doc_key};
 use crate::lease::{LeaseError, StoredComponent};
+use crate::signing::{Intent, Signed};
 /// The most shards a rollout names.
 pub const MAX_SHARDS: usize = 4000;
 /// The longest window a rollout may have: a week.
@@ -59,6 +60,14 @@ pub struct Rollout {
     pub decided_at_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
+    /// The rollout's signature (`deploy --canary --sign-key`): over the table, service,
+    /// subscription, id, version, shards, share, start, window and rules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed: Option<Signed>,
+    /// The deploy signature its promotion writes: the version as the desired row's next
+    /// generation, signed when the rollout was (valid only while no other deploy came between).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promote: Option<Intent>,
 }
 
 impl Rollout {
@@ -111,6 +120,17 @@ impl Rollout {
             self.decided_by.as_deref().unwrap_or_default(),
             256,
         )?;
+        if let Some(s) = &self.signed {
+            short("signed", &s.key, 256)?;
+            short("signed", &s.signature, 256)?;
+        }
+        if let Some(p) = &self.promote {
+            if !is_id(&p.deploy_id) {
+                return Err("`promote.deploy_id` is not an id".into());
+            }
+            short("promote", &p.signed.key, 256)?;
+            short("promote", &p.signed.signature, 256)?;
+        }
         Ok(())
     }
 }
@@ -166,6 +186,8 @@ mod tests {
             reason: None,
             decided_at_ms: None,
             decided_by: None,
+            signed: None,
+            promote: None,
         }
     }
 

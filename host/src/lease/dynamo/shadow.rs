@@ -9,6 +9,7 @@ use super::DynamoLeaseStore;
 use super::desired::{is_id, is_version};
 use super::doc::{DocRead, doc_key};
 use crate::lease::{LeaseError, StoredComponent};
+use crate::signing::Signed;
 
 const SHADOW: &str = "shadow";
 
@@ -25,6 +26,10 @@ pub struct FleetShadow {
     pub set_at_ms: u64,
     /// Off: dropped (`--shadow-off`) or promoted.
     pub on: bool,
+    /// Its signature (`deploy --shadow --sign-key`): over the table, service, subscription, id
+    /// and version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed: Option<Signed>,
 }
 
 impl FleetShadow {
@@ -50,6 +55,11 @@ impl FleetShadow {
         }
         if self.set_by.len() > 256 {
             return Err("`set_by` is longer than 256 bytes".into());
+        }
+        if let Some(s) = &self.signed
+            && (s.key.len() > 256 || s.signature.len() > 256)
+        {
+            return Err("`signed` is longer than 256 bytes".into());
         }
         Ok(())
     }

@@ -3,7 +3,7 @@
 //!
 //! | `lease_key`                               | attributes |
 //! |-------------------------------------------|------------|
-//! | `#shardhost#desired#SERVICE#SUBSCRIPTION` | `version` (S, sha256 hex), `size` (N), `chunks` (N), `upload` (S), `generation` (N), `deploy_id` (S), `deployed_by` (S), `deployed_at` (N, ms), `signature` (S), `signed_by` (S), and `previous_version`, `previous_size`, `previous_chunks`, `previous_upload` |
+//! | `#shardhost#desired#SERVICE#SUBSCRIPTION` | `version` (S, sha256 hex), `size` (N), `chunks` (N), `upload` (S), `generation` (N), `deploy_id` (S), `deployed_by` (S), `deployed_at` (N, ms), `signature` (S), `signed_by` (S), and `previous_version`, `previous_size`, `previous_chunks`, `previous_upload`, with the signature the previous version was deployed under: `previous_generation` (N), `previous_deploy_id` (S), `previous_signature` (S), `previous_signed_by` (S) |
 //!
 //! Every key starts with `#`, which no Kinesis stream name or shard id holds, so these rows never
 //! meet a lease row (`stream:shard`) or an earlier-version row (a bare shard id). `#` and `%` in
@@ -22,7 +22,7 @@ mod write;
 use super::DynamoLeaseStore;
 use super::row::{Item, KEY, n, s};
 use crate::lease::LeaseError;
-use crate::signing::Signed;
+use crate::signing::{Intent, Signed};
 use write::Write;
 
 /// The most bytes of a component one row holds: under DynamoDB's 400 KB item limit with room
@@ -47,6 +47,10 @@ const PREVIOUS_VERSION: &str = "previous_version";
 const PREVIOUS_SIZE: &str = "previous_size";
 const PREVIOUS_CHUNKS: &str = "previous_chunks";
 const PREVIOUS_UPLOAD: &str = "previous_upload";
+const PREVIOUS_GENERATION: &str = "previous_generation";
+const PREVIOUS_DEPLOY_ID: &str = "previous_deploy_id";
+const PREVIOUS_SIGNATURE: &str = "previous_signature";
+const PREVIOUS_SIGNED_BY: &str = "previous_signed_by";
 
 /// The longest `deployed_by` kept (it is shown, never trusted).
 const MAX_DEPLOYED_BY: usize = 256;
@@ -86,6 +90,9 @@ pub struct Desired {
     pub deployed_at_ms: u64,
     /// What ran before (what `--rollback` restores); its bytes are kept.
     pub previous: Option<StoredComponent>,
+    /// The signature `previous` was deployed under, with the generation and lineage it was made
+    /// for: what a signed rollback verifies before it signs anything.
+    pub previous_signed: Option<Intent>,
     /// The deploy's signature, when it was signed.
     pub signed: Option<Signed>,
 }
@@ -200,6 +207,7 @@ pub fn parse(item: &Item, max_size: u64) -> Result<Desired, BadRow> {
             ));
         }
     };
+    let previous_signed = r.previous_signed()?;
     let deployed_by = r.text(DEPLOYED_BY)?.unwrap_or_default();
     Ok(Desired {
         component,
@@ -208,6 +216,7 @@ pub fn parse(item: &Item, max_size: u64) -> Result<Desired, BadRow> {
         deployed_by: deployed_by.chars().take(MAX_DEPLOYED_BY).collect(),
         deployed_at_ms: r.optional_number(DEPLOYED_AT)?.unwrap_or(0),
         previous,
+        previous_signed,
         signed,
     })
 }
@@ -226,6 +235,32 @@ impl<F: Fn(&'static str, String) -> BadRow> Reader<'_, F> {
             Some(other) => Err((self.bad)(
                 attr,
                 format!("is not a string (S): {}", kind(other)),
+            )),
+        }
+    }
+
+    /// The previous version's signature: its four attributes together, or none of them.
+    fn previous_signed(&self) -> Result<Option<Intent>, BadRow> {
+        let generation = self.optional_number(PREVIOUS_GENERATION)?;
+        let deploy_id = self.text(PREVIOUS_DEPLOY_ID)?;
+        let signature = self.text(PREVIOUS_SIGNATURE)?;
+        let key = self.text(PREVIOUS_SIGNED_BY)?;
+        match (generation, deploy_id, signature, key) {
+            (None, None, None, None) => Ok(None),
+            (Some(generation), Some(deploy_id), Some(signature), Some(key))
+                if is_id(&deploy_id) =>
+            {
+                Ok(Some(Intent {
+                    generation,
+                    deploy_id,
+                    signed: Signed { key, signature },
+                }))
+            }
+            _ => Err((self.bad)(
+                PREVIOUS_SIGNATURE,
+                "comes without all of `previous_generation`, `previous_deploy_id` (an id) and \
+                 `previous_signed_by`"
+                    .into(),
             )),
         }
     }
@@ -406,6 +441,14 @@ impl DynamoLeaseStore {
         w.maybe(PREVIOUS_SIZE, p.map(|p| n(p.size)));
         w.maybe(PREVIOUS_CHUNKS, p.map(|p| n(u64::from(p.chunks))));
         w.maybe(PREVIOUS_UPLOAD, p.and_then(|p| p.upload.as_deref()).map(s));
+        let ps = desired.previous_signed.as_ref();
+        w.maybe(PREVIOUS_GENERATION, ps.map(|p| n(p.generation)));
+        w.maybe(PREVIOUS_DEPLOY_ID, ps.map(|p| s(p.deploy_id.as_str())));
+        w.maybe(
+            PREVIOUS_SIGNATURE,
+            ps.map(|p| s(p.signed.signature.as_str())),
+        );
+        w.maybe(PREVIOUS_SIGNED_BY, ps.map(|p| s(p.signed.key.as_str())));
         w.condition(seen);
         let mut request = self
             .client
