@@ -43,13 +43,21 @@ impl Fleet {
             let running = i.heartbeat.subscriptions.get(SUBSCRIPTION)?;
             running.refused_trial.as_ref().map(|r| r.error.clone())
         };
+        // Kept as seen: the refusal goes once the deciding instance has ended the rollout.
+        let seen = std::cell::RefCell::new(String::new());
         wait_until_else(
             &format!("{owner} to refuse a trial: {needles:?}"),
             Duration::from_secs(30),
-            || refused().is_some_and(|e| needles.iter().all(|n| e.contains(n))),
+            || match refused() {
+                Some(e) if needles.iter().all(|n| e.contains(n)) => {
+                    *seen.borrow_mut() = e;
+                    true
+                }
+                _ => false,
+            },
             || format!("{:#?}", self.report()),
         );
-        refused().unwrap()
+        seen.into_inner()
     }
 
     /// `deploy --config cli.toml ARGS`, which must succeed.
