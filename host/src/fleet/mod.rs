@@ -28,6 +28,7 @@ mod decide;
 pub mod last_ran;
 mod publish;
 mod shadow;
+mod trust;
 
 pub use canary::CanaryPlan;
 
@@ -39,11 +40,11 @@ use std::sync::Arc;
 use prometheus_client::metrics::counter::Counter;
 
 use crate::lease::{BadRow, Desired, DynamoLeaseStore, LeaseError, Seen, StoredComponent};
-use crate::lease::{FleetShadow, Rollout};
 use crate::metrics::Metrics;
 pub use crate::signing::Intent;
-use crate::signing::{PublicKey, Scope, SignKey, Statement, TrustedKeys, Untrusted};
+use crate::signing::{SignKey, TrustedKeys, Untrusted};
 use crate::wasm::{short_version, version_of};
+pub use trust::{rollout_statement, shadow_statement};
 
 /// Why a fleet deploy, rollback or fetch did not happen, or a desired version is not run.
 #[derive(Debug, thiserror::Error)]
@@ -254,97 +255,6 @@ impl Fleet {
         Ok((seen, now))
     }
 
-    /// Where this fleet's signatures for `subscription` hold.
-    pub fn scope<'a>(&'a self, subscription: &'a str) -> Scope<'a> {
-        Scope {
-            table: self.store.table_name(),
-            service: &self.service,
-            subscription,
-        }
-    }
-
-    /// Whether this instance may run `desired` for `subscription`: with trusted keys, only when
-    /// its signature verifies for this table, service, subscription, version, generation and
-    /// lineage.
-    pub fn trust(&self, subscription: &str, desired: &Desired) -> Result<(), FleetError> {
-        if self.policy.trusted.is_empty() {
-            return Ok(());
-        }
-        let statement = self.statement(
-            subscription,
-            &desired.component.version,
-            desired.generation,
-            &desired.deploy_id,
-        );
-        self.policy
-            .trusted
-            .verify(&statement, desired.signed.as_ref())
-            .map_err(|source| FleetError::Untrusted {
-                subscription: subscription.to_owned(),
-                version: desired.component.version.clone(),
-                generation: desired.generation,
-                source,
-            })
-    }
-
-    /// Whether this instance may run rollout `r`'s version on its shards: with trusted keys,
-    /// only when its signature verifies for everything that decides what runs where.
-    pub fn trust_rollout(&self, subscription: &str, r: &Rollout) -> Result<(), FleetError> {
-        if self.policy.trusted.is_empty() {
-            return Ok(());
-        }
-        let statement = rollout_statement(self.scope(subscription), r);
-        self.policy
-            .trusted
-            .verify(&statement, r.signed.as_ref())
-            .map_err(|source| FleetError::UntrustedTrial {
-                subscription: subscription.to_owned(),
-                what: format!("rollout {}", r.canary_id),
-                version: r.version.clone(),
-                source,
-            })
-    }
-
-    /// Whether this instance may run `shadow` (on trial): with trusted keys, only signed.
-    pub fn trust_shadow(&self, subscription: &str, shadow: &FleetShadow) -> Result<(), FleetError> {
-        if self.policy.trusted.is_empty() {
-            return Ok(());
-        }
-        self.policy
-            .trusted
-            .verify(
-                &shadow_statement(self.scope(subscription), shadow),
-                shadow.signed.as_ref(),
-            )
-            .map_err(|source| FleetError::UntrustedTrial {
-                subscription: subscription.to_owned(),
-                what: format!("the fleet's shadow {}", shadow.shadow_id),
-                version: shadow.version.clone(),
-                source,
-            })
-    }
-
-    /// The keys a signer vouches by: the fleet's trusted keys and the signer's own.
-    pub fn vouching(&self, signer: PublicKey) -> TrustedKeys {
-        self.policy.trusted.and(signer)
-    }
-
-    /// What a deploy of `version` as `generation` of lineage `deploy_id` signs.
-    pub fn statement<'a>(
-        &'a self,
-        subscription: &'a str,
-        version: &'a str,
-        generation: u64,
-        deploy_id: &'a str,
-    ) -> Statement<'a> {
-        Statement::Deploy {
-            scope: self.scope(subscription),
-            version,
-            generation,
-            deploy_id,
-        }
-    }
-
     /// The bytes of `stored`, checked against its version.
     pub async fn fetch(
         &self,
@@ -373,28 +283,5 @@ impl Fleet {
             });
         }
         Ok(bytes)
-    }
-}
-
-/// What a rollout's signature says.
-pub fn rollout_statement<'a>(scope: Scope<'a>, r: &'a Rollout) -> Statement<'a> {
-    Statement::Rollout {
-        scope,
-        canary_id: &r.canary_id,
-        version: &r.version,
-        shards: &r.shards,
-        share_permille: r.share_permille,
-        started_at_ms: r.started_at_ms,
-        window_ms: r.window_ms,
-        abort_on: &r.abort_on,
-    }
-}
-
-/// What a fleet shadow's signature says.
-pub fn shadow_statement<'a>(scope: Scope<'a>, shadow: &'a FleetShadow) -> Statement<'a> {
-    Statement::Shadow {
-        scope,
-        shadow_id: &shadow.shadow_id,
-        version: &shadow.version,
     }
 }
