@@ -38,4 +38,5 @@ mod shadow;
 mod state;
 mod status_page;
 mod throughput;
+mod trial;
 mod worker;
