@@ -354,6 +354,7 @@ impl Runtime {
             .collect();
         let state = wasi.state.as_ref().map(|grant| state::StateAccess {
             store: self.stores.of(grant),
+            trial_store: self.stores.trial_of(grant),
             grant: Arc::new(grant.clone()),
             refusals: Arc::default(),
         });
