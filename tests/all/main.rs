@@ -39,4 +39,5 @@ mod signed_rows;
 mod state;
 mod status_page;
 mod throughput;
+mod trial;
 mod worker;

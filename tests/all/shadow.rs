@@ -17,6 +17,8 @@ use crate::support::{
     wait_until_else,
 };
 
+mod costs;
+
 const TOKEN: &str = "shadow-token";
 
 /// A host on every shard of a new stream of `shards`, running `current`, with the admin API.

@@ -1,6 +1,7 @@
 //! The in-flight bound of a shard: what it may hold in memory beyond the batch it reads
 //! (`limits.in_flight_records`, `limits.in_flight_bytes`). Reads ask for less as the records
-//! waiting for a retry-after delay fill it, and stop while those reach it.
+//! waiting for a retry-after delay and its shadow's batch copies fill it, and stop while the
+//! retry-after copies reach it.
 
 use super::retry::Delayed;
 use super::{Run, WorkerExit};
@@ -10,11 +11,13 @@ use crate::wasm::short_version;
 impl Run<'_> {
     /// How many records the next read may ask for: the subscription's read limit, less what
     /// the shard already holds in memory (`records` and `bytes` besides the retry-after copies
-    /// waiting) under its in-flight bound; 0 when there is no room.
+    /// waiting and the shadow's batch copies) under its in-flight bound; 0 when there is no
+    /// room.
     pub(super) fn read_limit(&self, records: usize, bytes: u64) -> usize {
         let limit = self.worker.plan.in_flight;
-        let held = records + self.delayed.len();
-        let held_bytes = bytes + self.delayed_bytes();
+        let (shadow_records, shadow_bytes) = self.shadow.held();
+        let held = records + self.delayed.len() + shadow_records;
+        let held_bytes = bytes + self.delayed_bytes() + shadow_bytes;
         if held_bytes >= limit.bytes {
             return 0;
         }

@@ -76,8 +76,11 @@ impl Run<'_> {
             if let Some(exit) = self.drain_in_flight().await {
                 return exit;
             }
-            // This turn's read: started ahead while the last batch ran, or now.
-            reads.start(self.read_limit(0, 0).min(pacing.size.get()), pacing.next_at);
+            // This turn's read: started ahead while the last batch ran, or now; at least one
+            // record (the retry-after copies alone never fill the bound here, but with the
+            // shadow's copies they may, and a shadow never stops the shard).
+            let room = self.read_limit(0, 0).max(1);
+            reads.start(room.min(pacing.size.get()), pacing.next_at);
             let batch = match self.next_read(&mut reads).await {
                 Err(interrupt) => return self.exit(interrupt).await,
                 Ok(Err(e)) => {

@@ -3,14 +3,21 @@
 //! queue of one that the batch never waits on (a full queue: the batch is not compared, and
 //! that is counted). The task, on the shadow thread, runs the candidate over the same lanes on
 //! trial, with instances of its own under the same limits, and compares.
+//!
+//! The copies count in the shard's in-flight bound (`limits.in_flight_records`,
+//! `in_flight_bytes`) from the moment they are made until the task is done with them: reads
+//! ask for less while the shadow holds them, and a copy that would not fit beside what the
+//! shard already holds is not made (the batch is not compared, counted as dropped).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::Run;
 use super::lane::{Answer, Lane, LaneEnv};
+use super::retry::Delayed;
 use crate::handler::{CallError, Handler};
 use crate::metrics::Metrics;
 use crate::record::{BatchInfo, Record};
@@ -22,12 +29,66 @@ pub(super) struct ShadowLink {
     generation: u64,
     tx: Option<mpsc::Sender<Job>>,
     shadow: Option<Arc<Shadow>>,
+    /// What the shard's copies hold, whichever shadow holds them (an old one's too, until its
+    /// task is done with them).
+    held: Arc<Held>,
+}
+
+impl ShadowLink {
+    /// The records and bytes the shard's shadow copies hold now.
+    pub(super) fn held(&self) -> (usize, u64) {
+        (
+            self.held.records.load(Ordering::Relaxed),
+            self.held.bytes.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Records and bytes held in batch copies.
+#[derive(Default)]
+pub(super) struct Held {
+    records: AtomicUsize,
+    bytes: AtomicU64,
+}
+
+/// One copy's share of what its shard and its shadow hold, given back when it is dropped.
+struct HeldCopy {
+    records: usize,
+    bytes: u64,
+    shard: Arc<Held>,
+    shadow: Arc<Shadow>,
+}
+
+impl HeldCopy {
+    fn new(records: usize, bytes: u64, shard: Arc<Held>, shadow: Arc<Shadow>) -> HeldCopy {
+        shard.records.fetch_add(records, Ordering::Relaxed);
+        shard.bytes.fetch_add(bytes, Ordering::Relaxed);
+        shadow.stats.hold(records, bytes);
+        HeldCopy {
+            records,
+            bytes,
+            shard,
+            shadow,
+        }
+    }
+}
+
+impl Drop for HeldCopy {
+    fn drop(&mut self) {
+        self.shard
+            .records
+            .fetch_sub(self.records, Ordering::Relaxed);
+        self.shard.bytes.fetch_sub(self.bytes, Ordering::Relaxed);
+        self.shadow.stats.release(self.records, self.bytes);
+    }
 }
 
 /// One batch to compare.
 struct Job {
     info: Arc<BatchInfo>,
     lanes: Vec<JobLane>,
+    /// Counted until the task is done with the job.
+    _held: HeldCopy,
 }
 
 struct JobLane {
@@ -46,17 +107,27 @@ impl Run<'_> {
         let (Some(tx), Some(shadow)) = (&self.shadow.tx, &self.shadow.shadow) else {
             return;
         };
-        let Ok(permit) = tx.try_reserve() else {
-            let records = lanes.iter().map(|l| l.records.len() as u64).sum();
-            shadow.stats.batch(false, records);
-            self.worker
-                .plan
-                .metrics
-                .shadow_batch(&self.worker.plan.name, false);
-            return;
+        let records: usize = lanes.iter().map(|l| l.records.len()).sum();
+        let bytes: u64 = lanes
+            .iter()
+            .flat_map(|l| &l.records)
+            .map(Delayed::record_bytes)
+            .sum();
+        let permit = match tx.try_reserve() {
+            Ok(permit) if self.copy_fits(records, bytes) => permit,
+            _ => {
+                shadow.stats.batch(false, records as u64);
+                self.worker
+                    .plan
+                    .metrics
+                    .shadow_batch(&self.worker.plan.name, false);
+                return;
+            }
         };
+        let held = HeldCopy::new(records, bytes, self.shadow.held.clone(), shadow.clone());
         permit.send(Job {
             info: self.info.clone(),
+            _held: held,
             lanes: lanes
                 .iter()
                 .map(|l| JobLane {
@@ -68,14 +139,26 @@ impl Run<'_> {
         });
     }
 
+    /// Whether a copy of `records` holding `bytes` fits the in-flight bound beside the shadow's
+    /// copies and the retry-after copies waiting, leaving room for the next read.
+    fn copy_fits(&self, records: usize, bytes: u64) -> bool {
+        let limit = self.worker.plan.in_flight;
+        let (held_records, held_bytes) = self.shadow.held();
+        let delayed_bytes: u64 = self.delayed.iter().map(Delayed::bytes).sum();
+        held_records + self.delayed.len() + records < limit.records
+            && held_bytes + delayed_bytes + bytes < limit.bytes
+    }
+
     /// Follows the slot's shadow: drops the link to the old task (it ends after its job) and
     /// starts a task for the new shadow, if there is one.
     fn relink(&mut self) {
         let (generation, shadow) = self.worker.plan.handler.shadow();
+        let held = self.shadow.held.clone();
         self.shadow = ShadowLink {
             generation,
             tx: None,
             shadow: None,
+            held: held.clone(),
         };
         let Some(shadow) = shadow else {
             return;
@@ -112,6 +195,7 @@ impl Run<'_> {
             generation,
             tx: Some(tx),
             shadow: Some(shadow),
+            held,
         };
     }
 }

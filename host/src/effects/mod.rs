@@ -1,10 +1,12 @@
 //! What a version on trial does besides answering: `shardhost replay` runs a handler over a
-//! stream's history, and what it would have done to the world is recorded here, never
-//! performed. A `publish` is recorded and answered with a sequence number no stream has; a
-//! `seek` is recorded; an HTTP request to a granted origin is recorded and answered 503 without
-//! a connection (or, with `--http live`, sent when it only reads: GET, HEAD, OPTIONS); state
-//! reads see the real store, and state writes go to an [`overlay`] that later reads of the same
-//! run see, never to the store.
+//! stream's history, a shadow runs beside the current version, and every component is
+//! instantiated once to validate it (`wasm::Runtime::load`); what each would have done to the
+//! world, from its start-up code on, is recorded here, never performed. A `publish` is
+//! recorded and answered with a sequence number no stream has; a `seek` is recorded; an HTTP
+//! request to a granted origin is recorded and answered 503 without a connection (or, with
+//! `--http live`, sent when it only reads: GET, HEAD, OPTIONS); state reads see the real store
+//! (through a store with permits of its own, `state::Stores::trial_of`), and state writes go to
+//! an [`overlay`] that later reads of the same run see, never to the store.
 //!
 //! What the sandbox refuses is still refused, as it is live: a stream outside `publish_to`, an
 //! origin outside `[subscription.http] allow`, a bucket outside the grant.

@@ -77,6 +77,8 @@ impl Shadow {
             batches_compared: n(&s.batches_compared),
             batches_dropped: n(&s.batches_dropped),
             records_dropped: n(&s.records_dropped),
+            held_records: n(&s.held_records),
+            held_bytes: n(&s.held_bytes),
             differences: pairs
                 .iter()
                 .map(|((current, candidate), records)| DifferenceCount {
@@ -125,6 +127,9 @@ pub struct ShadowStats {
     records_dropped: AtomicU64,
     pairs: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     first: Mutex<Vec<FirstDifference>>,
+    /// Records and bytes of the batch copies it holds now (queued or being compared).
+    held_records: AtomicU64,
+    held_bytes: AtomicU64,
 }
 
 impl ShadowStats {
@@ -153,7 +158,22 @@ impl ShadowStats {
         true
     }
 
-    /// Counts a batch of `records` compared, or dropped (the shadow was busy).
+    /// A batch copy of `records` holding `bytes` is made for it.
+    pub fn hold(&self, records: usize, bytes: u64) {
+        self.held_records
+            .fetch_add(records as u64, Ordering::Relaxed);
+        self.held_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// The copy [`hold`](Self::hold) counted is dropped.
+    pub fn release(&self, records: usize, bytes: u64) {
+        self.held_records
+            .fetch_sub(records as u64, Ordering::Relaxed);
+        self.held_bytes.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// Counts a batch of `records` compared, or dropped (the shadow was busy, or its copy did
+    /// not fit the shard's in-flight bound).
     pub fn batch(&self, compared: bool, records: u64) {
         if compared {
             self.batches_compared.fetch_add(1, Ordering::Relaxed);
@@ -199,6 +219,12 @@ pub struct ShadowReport {
     /// Records of the dropped batches (never compared).
     #[serde(default)]
     pub records_dropped: u64,
+    /// Records and bytes of the batch copies it holds now, counted in the in-flight bound
+    /// (`limits.in_flight_records`, `in_flight_bytes`) of the shards that made them.
+    #[serde(default)]
+    pub held_records: u64,
+    #[serde(default)]
+    pub held_bytes: u64,
     pub differences: Vec<DifferenceCount>,
     pub first_differences: Vec<FirstDifference>,
     /// What it would have done, by kind (`publish`, `seek`, `http-not-sent`, `state-write`).

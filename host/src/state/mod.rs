@@ -147,12 +147,18 @@ pub trait StateStore: Send + Sync {
 }
 
 /// The stores of one runtime: one memory map for every memory grant (their namespaces keep
-/// them apart), one DynamoDB store per table, expiry and request bound.
+/// them apart), one DynamoDB store per table, expiry and request bound, and beside each a
+/// store of its own for versions on trial ([`Stores::trial_of`]).
 #[derive(Default)]
 pub struct Stores {
     memory: Arc<memory::Shared>,
     dynamo: Mutex<HashMap<DynamoKey, Arc<dynamo::DynamoStore>>>,
+    trial_dynamo: Mutex<HashMap<DynamoKey, Arc<dynamo::DynamoStore>>>,
 }
+
+/// The share of a grant's `max_in_flight` that versions on trial (a shadow, a validation,
+/// `replay`) have for their reads: `max_in_flight / TRIAL_SHARE`, at least 1.
+pub const TRIAL_SHARE: u32 = 4;
 
 /// One DynamoDB store per subscription (its namespace): `max_in_flight` bounds one
 /// subscription's requests.
@@ -167,6 +173,25 @@ struct DynamoKey {
 impl Stores {
     /// The store a grant names (made on first use; nothing is sent until a handler calls it).
     pub fn of(&self, grant: &StateGrant) -> Arc<dyn StateStore> {
+        self.store(&self.dynamo, grant, grant.max_in_flight)
+    }
+
+    /// The store versions on trial read the grant's state through (their writes never reach
+    /// it: see `effects::overlay`): the same table, with permits of its own, a
+    /// [`TRIAL_SHARE`]th of `max_in_flight`. A trial stuck on its reads never holds a permit
+    /// the version that settles records waits for, and never has more than that share of the
+    /// subscription's requests in flight.
+    pub fn trial_of(&self, grant: &StateGrant) -> Arc<dyn StateStore> {
+        let permits = (grant.max_in_flight / TRIAL_SHARE).max(1);
+        self.store(&self.trial_dynamo, grant, permits)
+    }
+
+    fn store(
+        &self,
+        dynamo: &Mutex<HashMap<DynamoKey, Arc<dynamo::DynamoStore>>>,
+        grant: &StateGrant,
+        permits: u32,
+    ) -> Arc<dyn StateStore> {
         match &grant.store {
             StateStoreKind::Memory => {
                 Arc::new(memory::MemoryStore::new(self.memory.clone(), grant.ttl))
@@ -178,10 +203,12 @@ impl Stores {
                     ttl: grant.ttl,
                     max_in_flight: grant.max_in_flight,
                 };
-                let mut stores = self.dynamo.lock().unwrap_or_else(|p| p.into_inner());
+                let mut stores = dynamo.lock().unwrap_or_else(|p| p.into_inner());
                 stores
                     .entry(key)
-                    .or_insert_with(|| Arc::new(dynamo::DynamoStore::new(grant)))
+                    .or_insert_with(|| {
+                        Arc::new(dynamo::DynamoStore::with_permits(grant, permits as usize))
+                    })
                     .clone()
             }
         }

@@ -87,9 +87,10 @@ impl HostState {
             http_ctx: WasiHttpCtx::new(),
             http: HttpHooks::new(granted.http.clone(), ctx, deadline),
             state: granted.state.clone().map(|state| match &ctx.effects {
-                // On trial: reads see the store, writes stay in the run's overlay.
+                // On trial: reads see the store (with the trial's own permits), writes stay in
+                // the run's overlay.
                 Some(effects) => StateAccess {
-                    store: effects.overlaid(state.store.clone()),
+                    store: effects.overlaid(state.trial_store.clone()),
                     ..state
                 },
                 None => state,

@@ -29,6 +29,7 @@ use wasmtime::error::Context as _;
 use wasmtime::{Config, Engine};
 
 use crate::config::{HostConfig, Limits, WasiGrants, defaults};
+use crate::effects::Effects;
 use crate::handler::{CallContext, CallError, Handler, HandlerFactory};
 pub use cache::{CacheDir, human_bytes};
 use compile::Compiler;
@@ -42,6 +43,10 @@ use ticker::Ticker;
 
 /// The world every handler component implements.
 pub const WORLD: &str = "shardhost:handler/handler@0.1.2";
+
+/// How much the state overlay of a validation holds: what start-up code may write (and read
+/// back) while a component is checked, none of it stored.
+const VALIDATION_OVERLAY: u64 = 1 << 20;
 
 /// Why a component cannot serve as a handler.
 #[derive(Debug, thiserror::Error)]
@@ -271,7 +276,11 @@ impl Runtime {
             ticker: self.ticker.clone(),
         };
         // Instantiate once under the limits, then check the exports, so a component that
-        // cannot serve is refused here and never replaces a good one.
+        // cannot serve is refused here and never replaces a good one. On trial: start-up code
+        // runs, and what it does to the world is recorded, never done (its HTTP requests
+        // answered 503 unsent, its state writes kept in an overlay dropped with it, a publish
+        // refused), whatever the component turns out to be (a candidate, a shadow, a deploy
+        // refused for want of a signature).
         let probe = CallContext {
             subscription: Arc::from("(check)"),
             stream: Arc::from(""),
@@ -280,7 +289,7 @@ impl Runtime {
             delivered: None,
             metrics: None,
             log_budget: LogBudget::default(),
-            effects: None,
+            effects: Some(Effects::new(false, VALIDATION_OVERLAY)),
         };
         spec.probe(&pre, &probe)
             .await
@@ -345,6 +354,7 @@ impl Runtime {
             .collect();
         let state = wasi.state.as_ref().map(|grant| state::StateAccess {
             store: self.stores.of(grant),
+            trial_store: self.stores.trial_of(grant),
             grant: Arc::new(grant.clone()),
             refusals: Arc::default(),
         });

@@ -11,7 +11,7 @@ use shardhost::lease::{LeaseStore, MemoryLeaseStore};
 use shardhost::record::{BatchInfo, BatchOutcome, Outcome, Record};
 use shardhost::source::StreamSource;
 use shardhost::status::StatusBoard;
-use shardhost::testing::{Coordinator, LeaseSettings, MemoryStreams, SubscriptionPlan};
+use shardhost::testing::{Coordinator, InFlight, LeaseSettings, MemoryStreams, SubscriptionPlan};
 use tokio_util::sync::CancellationToken;
 
 /// What a native handler answers for one call: an outcome per record, and where to seek.
@@ -86,6 +86,8 @@ pub type Settlements = Arc<Mutex<Vec<(String, String, Outcome)>>>;
 /// One subscription `sub` on stream `stream`, read from its trim horizon by a native handler.
 pub struct NativeRun {
     pub status: StatusBoard,
+    /// The subscription's handler slot (a shadow is set here).
+    pub slot: Arc<HandlerSlot>,
     pub settled: Settlements,
     pub store: Arc<MemoryLeaseStore>,
     pub stop: CancellationToken,
@@ -99,6 +101,8 @@ pub struct Plan {
     pub poll_interval: Duration,
     /// A retry cap (none: retry holds the record).
     pub retry: Option<shardhost::config::RetryPolicy>,
+    /// What a shard may hold in memory beyond the batch it reads.
+    pub in_flight: InFlight,
 }
 
 impl Default for Plan {
@@ -108,6 +112,7 @@ impl Default for Plan {
             call_batch: 100,
             poll_interval: Duration::from_secs(1),
             retry: None,
+            in_flight: InFlight::default(),
         }
     }
 }
@@ -123,6 +128,7 @@ impl NativeRun {
         let tap_into = settled.clone();
         let status = StatusBoard::new();
         let store = Arc::new(MemoryLeaseStore::new());
+        let slot = Arc::new(HandlerSlot::new(handler));
         let coordinator = Coordinator {
             plan: Arc::new(SubscriptionPlan {
                 name: Arc::from("sub"),
@@ -132,10 +138,10 @@ impl NativeRun {
                 checkpoint_every: Duration::ZERO,
                 poll_interval: plan.poll_interval,
                 start_at: StartAt::TrimHorizon,
-                handler: Arc::new(HandlerSlot::new(handler)),
+                handler: slot.clone(),
                 metrics: Arc::new(shardhost::Metrics::new()),
                 lanes: 1,
-                in_flight: Default::default(),
+                in_flight: plan.in_flight,
                 retry: plan.retry,
                 publisher: None,
                 envelopes: Arc::new(
@@ -168,6 +174,7 @@ impl NativeRun {
         });
         NativeRun {
             status,
+            slot,
             settled,
             store,
             stop,

@@ -73,7 +73,13 @@ pub struct DynamoStore {
 }
 
 impl DynamoStore {
+    /// The store of `grant`, with the grant's `max_in_flight` permits.
     pub fn new(grant: &StateGrant) -> DynamoStore {
+        DynamoStore::with_permits(grant, grant.max_in_flight as usize)
+    }
+
+    /// The store of `grant` with `permits` requests in flight at most, its own.
+    pub fn with_permits(grant: &StateGrant, permits: usize) -> DynamoStore {
         let StateStoreKind::Dynamo {
             table,
             endpoint,
@@ -90,7 +96,7 @@ impl DynamoStore {
             test_credentials: *test_credentials,
             ttl: grant.ttl,
             client: OnceCell::new(),
-            permits: Semaphore::new(grant.max_in_flight as usize),
+            permits: Semaphore::new(permits.max(1)),
         }
     }
 

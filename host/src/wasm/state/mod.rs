@@ -38,6 +38,9 @@ pub struct Bucket {
 pub(super) struct StateAccess {
     pub(super) grant: Arc<StateGrant>,
     pub(super) store: Arc<dyn StateStore>,
+    /// What an instance on trial reads through (under its run's overlay): the same state, with
+    /// permits of its own (`Stores::trial_of`).
+    pub(super) trial_store: Arc<dyn StateStore>,
     pub(super) refusals: Arc<Refusals>,
 }
 
