@@ -26,11 +26,21 @@ impl Deployer {
                 return None;
             }
         };
+        // A refusal stands while the row names the rollout refused (ended by the decider or
+        // not); a row naming another rollout, or none, clears it.
+        let named = read.as_ref().map(|(_, r)| r.canary_id.clone());
+        let refused = target
+            .canary_refused
+            .lock()
+            .expect("deployer poisoned")
+            .clone();
+        if named != refused {
+            self.trial_refused(target, Trial::Rollout, None);
+        }
         let running = read.filter(|(_, r)| r.state == RolloutState::Running);
         let have = target.slot.canary();
         match (&running, have) {
             (None, have) => {
-                self.trial_refused(target, Trial::Rollout, None);
                 let Some(ended) = have else {
                     return None;
                 };
@@ -84,7 +94,6 @@ impl Deployer {
                 let factory = component as Arc<dyn HandlerFactory>;
                 let canary = Canary::new(&r.canary_id, factory, &r.shards);
                 target.slot.set_canary(Some(Arc::new(canary)));
-                self.trial_refused(target, Trial::Rollout, None);
                 tracing::info!(
                     subscription,
                     version = short_version(&r.version),
