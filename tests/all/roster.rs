@@ -33,7 +33,7 @@ fn heartbeat(owner: &str, beat_ms: u64, beat_every_ms: u64) -> Heartbeat {
         refused: None,
         canary: None,
         shadow: None,
-        refused_trial: None,
+        refused_trials: Vec::new(),
     };
     Heartbeat {
         owner: owner.to_owned(),

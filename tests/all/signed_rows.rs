@@ -41,23 +41,19 @@ impl Fleet {
                 .iter()
                 .find(|i| i.live && i.heartbeat.owner == owner)?;
             let running = i.heartbeat.subscriptions.get(SUBSCRIPTION)?;
-            running.refused_trial.as_ref().map(|r| r.error.clone())
+            let errors = running.refused_trials.iter().map(|r| r.error.as_str());
+            errors
+                .filter(|e| needles.iter().all(|n| e.contains(n)))
+                .map(str::to_owned)
+                .next()
         };
-        // Kept as seen: the refusal goes once the deciding instance has ended the rollout.
-        let seen = std::cell::RefCell::new(String::new());
         wait_until_else(
             &format!("{owner} to refuse a trial: {needles:?}"),
             Duration::from_secs(30),
-            || match refused() {
-                Some(e) if needles.iter().all(|n| e.contains(n)) => {
-                    *seen.borrow_mut() = e;
-                    true
-                }
-                _ => false,
-            },
+            || refused().is_some(),
             || format!("{:#?}", self.report()),
         );
-        seen.into_inner()
+        refused().expect("the refusal stands while its row names it")
     }
 
     /// `deploy --config cli.toml ARGS`, which must succeed.

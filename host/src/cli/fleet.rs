@@ -243,7 +243,7 @@ pub fn render(fleet: &FleetReport) -> String {
     }
     for i in fleet.instances.iter().filter(|i| i.live) {
         for (name, r) in &i.heartbeat.subscriptions {
-            if let Some(f) = &r.refused_trial {
+            for f in &r.refused_trials {
                 out += &format!("  {} refuses on `{name}`: {}\n", i.heartbeat.owner, f.error);
             }
         }

@@ -127,13 +127,14 @@ impl Deployer {
         }
     }
 
-    /// The rollout (else the shadow) each subscription refuses here, by subscription.
-    pub fn trial_refusals(&self) -> BTreeMap<String, Refusal> {
+    /// The rollout and the shadow each subscription refuses here, by subscription.
+    pub fn trial_refusals(&self) -> BTreeMap<String, Vec<Refusal>> {
         self.targets
             .iter()
             .filter_map(|(name, t)| {
                 let refused = t.refused_trial.lock().expect("deployer poisoned");
-                Some((name.clone(), refused.values().next()?.clone()))
+                let all: Vec<Refusal> = refused.values().cloned().collect();
+                (!all.is_empty()).then(|| (name.clone(), all))
             })
             .collect()
     }

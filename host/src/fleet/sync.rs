@@ -62,7 +62,7 @@ pub async fn run(
                         refused,
                         canary: arms.remove(&name),
                         shadow: shadows.remove(&name),
-                        refused_trial: refused_trials.remove(&name),
+                        refused_trials: refused_trials.remove(&name).unwrap_or_default(),
                     };
                     (name, running)
                 })

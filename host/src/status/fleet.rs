@@ -49,10 +49,10 @@ pub struct Running {
     /// While a shadow runs here: its version and how its answers compared so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shadow: Option<ShadowCounts>,
-    /// The last rollout or fleet shadow it refused to run (with trusted keys: one no trusted
-    /// key signed), while that row stands.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refused_trial: Option<Refusal>,
+    /// The rollout and the fleet shadow it refuses to run (with trusted keys: ones no trusted
+    /// key signed), while their rows name them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_trials: Vec<Refusal>,
 }
 
 /// A shadow's comparison on one instance.
@@ -255,7 +255,7 @@ mod tests {
             }),
             canary: None,
             shadow: None,
-            refused_trial: None,
+            refused_trials: Vec::new(),
         };
         InstanceReport {
             heartbeat: Heartbeat {
