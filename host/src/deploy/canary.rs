@@ -41,9 +41,7 @@ impl Deployer {
         let have = target.slot.canary();
         match (&running, have) {
             (None, have) => {
-                let Some(ended) = have else {
-                    return None;
-                };
+                let ended = have?;
                 target.slot.set_canary(None);
                 tracing::info!(
                     subscription,
