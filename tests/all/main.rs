@@ -22,6 +22,7 @@ mod fleet_trust;
 mod guest_logs;
 mod hotswap;
 mod http;
+mod iam;
 mod imports;
 mod instances;
 mod kinesis;

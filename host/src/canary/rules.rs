@@ -54,16 +54,18 @@ pub fn bucket(ms: f64) -> usize {
 }
 
 impl Arm {
-    /// Adds another instance's counts.
+    /// Adds another instance's counts (saturating; at most [`BUCKETS`] buckets: counts come
+    /// from heartbeats in the table).
     pub fn add(&mut self, other: &Arm) {
-        self.records += other.records;
-        self.failed += other.failed;
-        self.retried += other.retried;
-        if self.calls.len() < other.calls.len() {
-            self.calls.resize(other.calls.len(), 0);
+        self.records = self.records.saturating_add(other.records);
+        self.failed = self.failed.saturating_add(other.failed);
+        self.retried = self.retried.saturating_add(other.retried);
+        let buckets = other.calls.len().min(BUCKETS);
+        if self.calls.len() < buckets {
+            self.calls.resize(buckets, 0);
         }
         for (mine, theirs) in self.calls.iter_mut().zip(&other.calls) {
-            *mine += theirs;
+            *mine = mine.saturating_add(*theirs);
         }
     }
 
@@ -75,16 +77,21 @@ impl Arm {
         }
     }
 
+    /// How many calls it made (saturating).
+    fn call_count(&self) -> u64 {
+        self.calls.iter().fold(0, |all, n| all.saturating_add(*n))
+    }
+
     /// The upper bound (ms) of the bucket holding the 99th percentile call; `None` without calls.
     pub fn p99_ms(&self) -> Option<f64> {
-        let total: u64 = self.calls.iter().sum();
+        let total = self.call_count();
         if total == 0 {
             return None;
         }
         let want = (total as f64 * 0.99).ceil() as u64;
         let mut seen = 0;
         for (i, n) in self.calls.iter().enumerate() {
-            seen += n;
+            seen = n.saturating_add(seen);
             if seen >= want {
                 return Some(2f64.powf(i as f64 / 4.0));
             }
@@ -179,8 +186,7 @@ impl AbortOn {
                     (format!("retry>{x}%"), c, b, c - b > x)
                 }
                 Rule::P99(n) => {
-                    let calls = |a: &Arm| a.calls.iter().sum::<u64>();
-                    if calls(canary) < MIN_RECORDS || calls(base) < MIN_RECORDS {
+                    if canary.call_count() < MIN_RECORDS || base.call_count() < MIN_RECORDS {
                         continue;
                     }
                     let (Some(c), Some(b)) = (canary.p99_ms(), base.p99_ms()) else {
@@ -266,6 +272,24 @@ mod tests {
         let base = arm(1000, 0, 0, 1.0);
         assert_eq!(rules.breach(&arm(MIN_RECORDS - 1, 10, 0, 1.0), &base), None);
         assert!(rules.breach(&arm(MIN_RECORDS, 10, 0, 1.0), &base).is_some());
+    }
+
+    #[test]
+    fn arms_summed_from_absurd_heartbeats_saturate_and_keep_at_most_the_buckets() {
+        let absurd = Arm {
+            records: u64::MAX,
+            failed: u64::MAX,
+            retried: u64::MAX,
+            calls: vec![u64::MAX; BUCKETS * 100],
+        };
+        let mut sum = Arm::default();
+        sum.add(&absurd);
+        sum.add(&absurd);
+        assert_eq!((sum.records, sum.failed), (u64::MAX, u64::MAX));
+        assert_eq!(sum.calls.len(), BUCKETS);
+        assert!(sum.p99_ms().is_some());
+        let rules = AbortOn::parse("p99>2x,traps>1%").unwrap();
+        assert!(rules.breach(&sum, &arm(1000, 0, 0, 1.0)).is_some());
     }
 
     #[test]

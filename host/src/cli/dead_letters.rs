@@ -228,7 +228,7 @@ fn text(l: &Letter) -> String {
         h.reason.as_deref().unwrap_or("?"),
         h.handler_version
             .as_deref()
-            .map_or("?", |v| &v[..v.len().min(12)]),
+            .map_or("?", |v| crate::wasm::short_version(v)),
         data
     )
 }

@@ -248,6 +248,15 @@ pub fn render(fleet: &FleetReport) -> String {
             }
         }
     }
+    if !fleet.unreadable.is_empty() {
+        out += &format!(
+            "  {} instance row(s) skipped: they do not read as heartbeats\n",
+            fleet.unreadable.len()
+        );
+        for u in &fleet.unreadable {
+            out += &format!("    {}: {}\n", u.row, u.problem);
+        }
+    }
     out
 }
 

@@ -3,31 +3,41 @@
 //! ([`Fleet::report`]). A heartbeat is one small write whatever the size of the fleet; the row
 //! of an instance that stopped beating counts until [`Heartbeat::expires_ms`], shown as not
 //! live from three missed beats on (`Heartbeat::live`).
+//!
+//! Anyone who can write the table can write a row, so a row is believed only once [`check`]ed,
+//! like a desired row: bounded texts, versions that are sha256s, counts in range, and the owner
+//! its key names. A row that fails is skipped (it counts for nothing: not in `status`, not in a
+//! rollout's verdict) and named in the report's `unreadable`.
+
+mod check;
 
 use super::{Fleet, FleetError};
 use crate::lease::now_ms;
-use crate::status::fleet::{DesiredReport, FleetReport, Heartbeat, InstanceReport};
+use crate::status::fleet::{DesiredReport, FleetReport, Heartbeat, InstanceReport, UnreadableRow};
+use check::{as_written, check, shown};
 
 impl Fleet {
     /// Writes this instance's heartbeat row (replacing its last one).
     pub async fn beat(&self, beat: &Heartbeat) -> Result<(), FleetError> {
         self.wrote(1);
-        let text = serde_json::to_string(beat).expect("a heartbeat serializes");
         let expires_at = beat.expires_ms().div_ceil(1_000);
         Ok(self
             .store
-            .beat(&self.service, &beat.owner, &text, expires_at)
+            .beat(&self.service, &beat.owner, &as_written(beat), expires_at)
             .await?)
     }
 
     /// Removes this instance's heartbeat row (on a clean stop), unless it holds a later one.
     pub async fn leave(&self, beat: &Heartbeat) -> Result<(), FleetError> {
         self.wrote(1);
-        let text = serde_json::to_string(beat).expect("a heartbeat serializes");
-        Ok(self.store.forget(&self.service, &beat.owner, &text).await?)
+        Ok(self
+            .store
+            .forget(&self.service, &beat.owner, &as_written(beat))
+            .await?)
     }
 
-    /// What `subscriptions` should run and what every instance runs, read from the table now.
+    /// What `subscriptions` should run and what every instance runs, read from the table now;
+    /// rows that do not [`check`] are skipped and named.
     pub async fn report(&self, subscriptions: &[String]) -> Result<FleetReport, FleetError> {
         let mut desired = Vec::new();
         for name in subscriptions {
@@ -36,27 +46,45 @@ impl Fleet {
         let roster = self.store.roster(&self.service).await?;
         self.read(u64::from(roster.pages));
         let now = now_ms();
-        let mut instances: Vec<InstanceReport> = roster
-            .heartbeats
-            .iter()
-            .filter_map(|text| match serde_json::from_str::<Heartbeat>(text) {
-                Ok(heartbeat) => Some(heartbeat),
-                Err(e) => {
-                    tracing::debug!("unreadable heartbeat in the roster: {e}");
-                    None
+        let (mut instances, mut unreadable) = (Vec::new(), Vec::new());
+        for row in &roster.rows {
+            let read = row
+                .heartbeat
+                .as_deref()
+                .ok_or_else(|| "it holds no heartbeat text".to_owned())
+                .and_then(|text| {
+                    serde_json::from_str::<Heartbeat>(text)
+                        .map_err(|e| format!("its heartbeat does not parse: {e}"))
+                })
+                .and_then(|beat| {
+                    check(&beat)?;
+                    if row.is_of(&self.service, &beat.owner) {
+                        Ok(beat)
+                    } else {
+                        Err("its heartbeat names another owner than its key".to_owned())
+                    }
+                });
+            match read {
+                Ok(heartbeat) => instances.push(InstanceReport {
+                    live: heartbeat.live(now),
+                    heartbeat,
+                }),
+                Err(problem) => {
+                    let row = shown(row.owner_part(&self.service));
+                    let problem = shown(&problem);
+                    tracing::debug!(row, "an instance row of the roster is skipped: {problem}");
+                    unreadable.push(UnreadableRow { row, problem });
                 }
-            })
-            .map(|heartbeat| InstanceReport {
-                live: heartbeat.live(now),
-                heartbeat,
-            })
-            .collect();
+            }
+        }
         instances.sort_by(|a, b| a.heartbeat.owner.cmp(&b.heartbeat.owner));
+        unreadable.sort_by(|a, b| a.row.cmp(&b.row));
         Ok(FleetReport {
             table: self.store.table_name().to_owned(),
             service: self.service.clone(),
             desired,
             instances,
+            unreadable,
         })
     }
 }

@@ -142,6 +142,18 @@ pub struct FleetReport {
     pub desired: Vec<DesiredReport>,
     /// Every instance whose heartbeat row has not expired, live or not.
     pub instances: Vec<InstanceReport>,
+    /// Instance rows skipped because they do not read as a heartbeat (not JSON, out of bounds,
+    /// under another instance's key): anyone who can write the table can write one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<UnreadableRow>,
+}
+
+/// An instance row of the roster that was skipped, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnreadableRow {
+    /// What its key names after the service (the owner it was written for), cut and escaped.
+    pub row: String,
+    pub problem: String,
 }
 
 /// One instance's last heartbeat and whether it is live.
@@ -284,6 +296,7 @@ mod tests {
                 instance("c", "old", Some(("new", 1)), true),
                 instance("dead", "old", None, false),
             ],
+            unreadable: Vec::new(),
         };
         let r = report.rollout("s", "new", 2);
         assert_eq!(r.running, ["a"]);

@@ -1,5 +1,7 @@
-//! A TCP proxy on 127.0.0.1 that holds every chunk a client sends for a set delay before passing
-//! it on: a slow network path to one emulator, for one process.
+//! Proxies on 127.0.0.1 in front of one emulator, for one process: a TCP proxy that holds every
+//! chunk a client sends for a set delay before passing it on (a slow network path), HTTP ones that
+//! deny one operation or every operation outside a policy (as IAM would), and one that holds
+//! back one answer.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -121,22 +123,97 @@ pub struct DenyProxy {
 impl DenyProxy {
     /// Denies requests whose `X-Amz-Target` ends with `.{operation}`.
     pub fn start(target: &str, operation: &'static str) -> DenyProxy {
-        use http_body_util::{BodyExt, Full};
-        use hyper::body::Bytes;
-        use hyper_util::rt::TokioIo;
-        let (target, rt) = endpoint_and_runtime(target);
-        let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
-        let addr = listener.local_addr().unwrap();
-        rt.spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let service = hyper::service::service_fn(
-                    move |request: hyper::Request<hyper::body::Incoming>| async move {
-                        let denied = request
+        let (addr, _, rt) = gate(target, move |op| op != operation);
+        DenyProxy { addr, _rt: rt }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+/// An HTTP proxy on 127.0.0.1 in front of an AWS-protocol emulator that forwards only the
+/// operations of a policy (by `X-Amz-Target`) and answers every other with
+/// `AccessDeniedException`, as IAM would, noting each one it denied. Stops when dropped.
+pub struct PolicyProxy {
+    pub addr: SocketAddr,
+    calls: Calls,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl PolicyProxy {
+    /// Allows the operations named in `allowed` (`GetItem`, ...), denies every other.
+    pub fn start(target: &str, allowed: &[String]) -> PolicyProxy {
+        let allowed = allowed.to_vec();
+        let (addr, calls, rt) = gate(target, move |op| allowed.iter().any(|a| a == op));
+        PolicyProxy {
+            addr,
+            calls,
+            _rt: rt,
+        }
+    }
+
+    /// The operations denied so far, each once, in the order first denied.
+    pub fn denied(&self) -> Vec<String> {
+        self.distinct(false)
+    }
+
+    /// The operations passed on so far, each once, in the order first seen.
+    pub fn allowed(&self) -> Vec<String> {
+        self.distinct(true)
+    }
+
+    fn distinct(&self, passed: bool) -> Vec<String> {
+        let mut ops: Vec<String> = Vec::new();
+        for (op, p) in self.calls.lock().unwrap().iter() {
+            if *p == passed && !ops.contains(op) {
+                ops.push(op.clone());
+            }
+        }
+        ops
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+/// Every request's operation (what its `X-Amz-Target` names after the last `.`) and whether
+/// it was passed on.
+type Calls = Arc<std::sync::Mutex<Vec<(String, bool)>>>;
+
+/// Serves a proxy to `target` on a free loopback port: a request whose operation `allow`
+/// refuses is answered `AccessDeniedException` (HTTP 400, as DynamoDB and Kinesis answer it);
+/// every other is forwarded. Answers its address, the calls seen, and its runtime.
+fn gate(
+    target: &str,
+    allow: impl Fn(&str) -> bool + Send + Sync + 'static,
+) -> (SocketAddr, Calls, tokio::runtime::Runtime) {
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Bytes;
+    use hyper_util::rt::TokioIo;
+    let (target, rt) = endpoint_and_runtime(target);
+    let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let calls: Calls = Arc::default();
+    let (allow, seen) = (Arc::new(allow), calls.clone());
+    rt.spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let (allow, seen) = (allow.clone(), seen.clone());
+            let service = hyper::service::service_fn(
+                move |request: hyper::Request<hyper::body::Incoming>| {
+                    let (allow, seen) = (allow.clone(), seen.clone());
+                    async move {
+                        let operation = request
                             .headers()
                             .get("x-amz-target")
                             .and_then(|v| v.to_str().ok())
-                            .is_some_and(|t| t.ends_with(&format!(".{operation}")));
-                        if denied {
+                            .and_then(|t| t.rsplit('.').next())
+                            .unwrap_or_default()
+                            .to_owned();
+                        let passed = allow(&operation);
+                        seen.lock().unwrap().push((operation.clone(), passed));
+                        if !passed {
                             let body = format!(
                                 r#"{{"__type":"com.amazonaws.dynamodb.v20120810#AccessDeniedException","message":"not authorized to perform: {operation}"}}"#
                             );
@@ -157,22 +234,21 @@ impl DenyProxy {
                         let answer = sender.send_request(forwarded).await.unwrap();
                         let (parts, body) = answer.into_parts();
                         let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-                        Ok::<_, hyper::http::Error>(hyper::Response::from_parts(parts, Full::new(body)))
-                    },
-                );
-                tokio::spawn(async move {
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(client), service)
-                        .await;
-                });
-            }
-        });
-        DenyProxy { addr, _rt: rt }
-    }
-
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
+                        Ok::<_, hyper::http::Error>(hyper::Response::from_parts(
+                            parts,
+                            Full::new(body),
+                        ))
+                    }
+                },
+            );
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(client), service)
+                    .await;
+            });
+        }
+    });
+    (addr, calls, rt)
 }
 
 /// The address of an `http://IP:PORT` endpoint, and a one-thread runtime for a proxy to it.

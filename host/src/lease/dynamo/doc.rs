@@ -1,6 +1,7 @@
 //! Rows that hold one JSON document and a revision (a rollout, a fleet's shadow): read whole,
 //! checked before they are believed (anyone who can write the table can write them), and
-//! written whole, on the condition that the revision is still the one read.
+//! written whole by an UpdateItem (no `PutItem`: the lease table's policy grants none), on the
+//! condition that the revision is still the one read.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -76,7 +77,8 @@ impl DynamoLeaseStore {
     }
 
     /// Writes `doc` into attribute `attr` of row `key` if its revision is still `seen` (`None`:
-    /// if there is no row); whether it was written.
+    /// if there is no row); whether it was written. An UpdateItem setting the document and the
+    /// next revision: the lease table's IAM policy (README) grants no `PutItem`.
     pub(super) async fn write_doc<T: Serialize>(
         &self,
         key: &str,
@@ -86,23 +88,25 @@ impl DynamoLeaseStore {
         seen: Option<u64>,
     ) -> Result<bool, LeaseError> {
         let text = serde_json::to_string(doc).expect("a document serializes");
-        let mut put = self
+        let update = self
             .client
-            .put_item()
+            .update_item()
             .table_name(&self.table)
-            .item(KEY, s(key))
-            .item(attr, s(text.as_str()))
-            .item(REVISION, n(seen.map_or(1, |r| r + 1)));
-        put = match seen {
-            None => put
+            .key(KEY, s(key))
+            .update_expression("SET #d = :doc, #r = :next")
+            .expression_attribute_names("#d", attr)
+            .expression_attribute_names("#r", REVISION)
+            .expression_attribute_values(":doc", s(text.as_str()))
+            .expression_attribute_values(":next", n(seen.map_or(1, |r| r + 1)));
+        let update = match seen {
+            None => update
                 .condition_expression("attribute_not_exists(#k)")
                 .expression_attribute_names("#k", KEY),
-            Some(r) => put
+            Some(r) => update
                 .condition_expression("#r = :seen")
-                .expression_attribute_names("#r", REVISION)
                 .expression_attribute_values(":seen", n(r)),
         };
-        match put.send().await {
+        match update.send().await {
             Ok(_) => Ok(true),
             Err(e)
                 if e.as_service_error()

@@ -51,10 +51,33 @@ fn instance_key(service: &str, owner: &str) -> String {
 /// What one roster read found.
 #[derive(Debug, Default)]
 pub struct Roster {
-    /// The heartbeat text of every row not yet expired.
-    pub heartbeats: Vec<String>,
+    /// Every row not yet expired.
+    pub rows: Vec<RosterRow>,
     /// Scan requests sent (pages read).
     pub pages: u32,
+}
+
+/// One instance row as read: anyone who can write the table can write one, so its text is
+/// checked before it is believed (`crate::fleet`).
+#[derive(Debug)]
+pub struct RosterRow {
+    /// Its `lease_key`.
+    pub key: String,
+    /// Its heartbeat text; `None` when the row holds none (or not as text).
+    pub heartbeat: Option<String>,
+}
+
+impl RosterRow {
+    /// Whether this is the row `owner` of `service` writes (a row under another key claiming to
+    /// be `owner` is not).
+    pub fn is_of(&self, service: &str, owner: &str) -> bool {
+        self.key == instance_key(service, owner)
+    }
+
+    /// What its key says after the service's prefix: the (escaped) owner it was written for.
+    pub fn owner_part<'k>(&'k self, service: &str) -> &'k str {
+        self.key.strip_prefix(&prefix(service)).unwrap_or(&self.key)
+    }
 }
 
 impl DynamoLeaseStore {
@@ -97,7 +120,9 @@ impl DynamoLeaseStore {
                 .filter_expression(format!(
                     "begins_with({KEY}, :prefix) AND {EXPIRES_AT} > :now"
                 ))
-                .projection_expression(HEARTBEAT)
+                .projection_expression("#k, #h")
+                .expression_attribute_names("#k", KEY)
+                .expression_attribute_names("#h", HEARTBEAT)
                 .expression_attribute_values(":prefix", s(prefix.as_str()))
                 .expression_attribute_values(":now", n(now_s))
                 .select(Select::SpecificAttributes)
@@ -106,25 +131,29 @@ impl DynamoLeaseStore {
                 .await
                 .map_err(|e| self.sdk_error("read the fleet's heartbeats", &prefix, e))?;
             roster.pages += 1;
-            roster.heartbeats.extend(out.items().iter().filter_map(
-                |item| match item.get(HEARTBEAT) {
+            roster.rows.extend(out.items().iter().map(|item| RosterRow {
+                key: match item.get(KEY) {
+                    Some(AttributeValue::S(key)) => key.clone(),
+                    _ => String::new(),
+                },
+                heartbeat: match item.get(HEARTBEAT) {
                     Some(AttributeValue::S(text)) => Some(text.clone()),
                     _ => None,
                 },
-            ));
+            }));
             start = out.last_evaluated_key().cloned();
             if start.is_none() {
                 return Ok(roster);
             }
-            if roster.pages >= MAX_PAGES || roster.heartbeats.len() >= MAX_INSTANCES {
+            if roster.pages >= MAX_PAGES || roster.rows.len() >= MAX_INSTANCES {
                 tracing::warn!(
                     table = self.table,
                     pages = roster.pages,
-                    instances = roster.heartbeats.len(),
+                    instances = roster.rows.len(),
                     "the fleet's roster was read only in part (at most {MAX_PAGES} pages of the \
                      lease table and {MAX_INSTANCES} instances): some instances may be missing"
                 );
-                roster.heartbeats.truncate(MAX_INSTANCES);
+                roster.rows.truncate(MAX_INSTANCES);
                 return Ok(roster);
             }
         }

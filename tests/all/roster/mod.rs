@@ -1,7 +1,9 @@
 //! The fleet's roster on dynalite: every instance's heartbeat in a row of its own, written only
 //! by that instance, read by `status` and `deploy --wait`. A thousand instances fit; a crashed
 //! instance's row is listed as not live, then not at all once it expires; a clean stop removes
-//! the row.
+//! the row; forged rows are skipped and named (`forged.rs`).
+
+mod forged;
 
 use std::sync::Arc;
 use std::time::Duration;
