@@ -102,24 +102,7 @@ impl Dynamo {
 
     /// How many items the table holds (a consistent scan).
     pub async fn count(&self, table: &str) -> usize {
-        let mut count = 0;
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .scan()
-                .table_name(table)
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .unwrap();
-            count += out.items().len();
-            start = out.last_evaluated_key().cloned();
-            if start.is_none() {
-                return count;
-            }
-        }
+        self.rows(table).await.len()
     }
 
     /// Every row of the table (a consistent scan).
