@@ -30,6 +30,7 @@ mod outcomes;
 mod read_size;
 mod replay;
 mod retries;
+mod retry_after;
 mod retry_keys;
 mod roster;
 mod sandbox;
