@@ -269,3 +269,111 @@ async fn a_stop_while_a_record_waits_passes_nothing_and_it_is_read_again_on_rest
     assert_eq!(again.len(), 1, "record 1 read again once: {again:?}");
     assert_eq!(again[0].1, 1, "a first delivery after the restart");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_seek_back_over_a_waiting_record_reads_it_again_instead_of_calling_it_again() {
+    // Record 1 answers retry-after(1 s) on its first call; in the same call, record 2 seeks
+    // back to record 0. Record 1 is read again from there (a first delivery, attempt 1) and
+    // acked; its wait is forgotten, so it is not called a third time.
+    let streams = one_shard("s", 3);
+    let seqs: Vec<String> = streams
+        .records("s", SHARD)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.sequence_number)
+        .collect();
+    let calls = Calls::default();
+    let seen = calls.clone();
+    let back = seqs[0].clone();
+    let handler = Native::with_info(move |info: &BatchInfo, records: &[Record]| {
+        let mut calls = seen.lock().unwrap();
+        let first = calls.is_empty();
+        let mut seek = None;
+        let outcomes = records
+            .iter()
+            .map(|r| match r.data.as_slice() {
+                b"1" => {
+                    calls.push((Instant::now(), info.attempt));
+                    if first {
+                        Outcome::RetryAfter(1_000)
+                    } else {
+                        Outcome::Ack
+                    }
+                }
+                b"2" if first => {
+                    seek = Some(back.clone());
+                    Outcome::Ack
+                }
+                _ => Outcome::Ack,
+            })
+            .collect();
+        Answer { outcomes, seek }
+    });
+    let run = NativeRun::start(Arc::new(streams), "s", handler, Plan::default());
+    let passed = run
+        .wait(Duration::from_secs(10), |r| {
+            r.checkpoint(SHARD).as_deref() == Some(seqs[2].as_str())
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    run.stop().await;
+    assert!(passed);
+    let attempts: Vec<u32> = calls.lock().unwrap().iter().map(|(_, a)| *a).collect();
+    assert_eq!(
+        attempts,
+        [1, 1],
+        "read again after the seek, never called again"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_in_flight_limit_bounds_the_records_waiting_to_be_called_again() {
+    // Ten records, each answered retry-after(1 s) on its first call and acked on its second,
+    // under an in-flight limit of 3 records: never more than 3 wait, reading pauses meanwhile,
+    // and every record is acked in the end.
+    let streams = one_shard("s", 10);
+    let last = streams
+        .records("s", SHARD)
+        .unwrap()
+        .pop()
+        .unwrap()
+        .sequence_number;
+    let called = Arc::new(Mutex::new(std::collections::HashSet::<Vec<u8>>::new()));
+    let handler = Native::new(move |records: &[Record]| {
+        let mut called = called.lock().unwrap();
+        let outcomes = records
+            .iter()
+            .map(|r| {
+                if called.insert(r.data.clone()) {
+                    Outcome::RetryAfter(1_000)
+                } else {
+                    Outcome::Ack
+                }
+            })
+            .collect();
+        Answer::each(outcomes)
+    });
+    let plan = Plan {
+        in_flight: shardhost::testing::InFlight {
+            records: 3,
+            bytes: 1 << 20,
+        },
+        ..Plan::default()
+    };
+    let run = NativeRun::start(Arc::new(streams), "s", handler, plan);
+    let (mut most, mut paused) = (0, false);
+    let done = run
+        .wait(Duration::from_secs(60), |r| {
+            if let Some(shard) = r.status.shards_of("sub").into_iter().next() {
+                let status = shard.status;
+                most = most.max(status.retrying.map_or(0, |w| w.records));
+                paused |= status.state == shardhost::status::ShardState::PausedInFlight;
+            }
+            r.checkpoint(SHARD).as_deref() == Some(last.as_str())
+        })
+        .await;
+    run.stop().await;
+    assert!(done, "every record acked in the end");
+    assert_eq!(most, 3, "at most the in-flight limit waits");
+    assert!(paused, "reading paused at the limit");
+}

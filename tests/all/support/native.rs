@@ -110,6 +110,8 @@ pub struct Plan {
     pub retry: Option<shardhost::config::RetryPolicy>,
     /// Without a cap, the longest wait before a record answered retry-after is called again.
     pub in_place_max_delay: Duration,
+    /// What a shard may keep waiting for a retry-after delay.
+    pub in_flight: shardhost::testing::InFlight,
     /// The lease store (a new memory store when `None`): pass one run's to restart on it.
     pub store: Option<Arc<MemoryLeaseStore>>,
 }
@@ -122,6 +124,7 @@ impl Default for Plan {
             poll_interval: Duration::from_secs(1),
             retry: None,
             in_place_max_delay: shardhost::config::defaults::IN_PLACE_MAX_DELAY,
+            in_flight: Default::default(),
             store: None,
         }
     }
@@ -153,7 +156,7 @@ impl NativeRun {
                 handler: Arc::new(HandlerSlot::new(handler)),
                 metrics: Arc::new(shardhost::Metrics::new()),
                 lanes: 1,
-                in_flight: Default::default(),
+                in_flight: plan.in_flight,
                 retry: plan.retry,
                 in_place_max_delay: plan.in_place_max_delay,
                 publisher: None,
