@@ -150,6 +150,7 @@ fn drain_shadowed(
             lanes: 1,
             in_flight: Default::default(),
             retry: None,
+            in_place_max_delay: shardhost::config::defaults::IN_PLACE_MAX_DELAY,
             publisher: None,
             envelopes: Arc::new(
                 shardhost::testing::envelope::EnvelopeKey::from_bytes([0; 32]).into(),

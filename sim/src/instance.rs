@@ -100,6 +100,7 @@ impl Slot {
             lanes: p.lanes,
             in_flight: Default::default(),
             retry: None,
+            in_place_max_delay: shardhost::config::defaults::IN_PLACE_MAX_DELAY,
             publisher: None,
             envelopes: Arc::new(EnvelopeKey::from_bytes([7; 32]).into()),
             subscriptions: Arc::new([Arc::from("sim")]),

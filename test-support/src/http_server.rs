@@ -21,6 +21,34 @@ pub struct HttpServer {
     thread: Option<std::thread::JoinHandle<()>>,
     requests: Arc<AtomicU64>,
     booked: Booked,
+    outage: Outage,
+}
+
+/// A carrier outage: `/carrier` answers 503 for this long from its first request (`None`: no
+/// outage), and counts what it refused.
+#[derive(Clone, Default)]
+struct Outage(Arc<std::sync::Mutex<OutageState>>);
+
+#[derive(Default)]
+struct OutageState {
+    lasts: Option<Duration>,
+    /// When the first request came, once one did.
+    since: Option<std::time::Instant>,
+    refused: u64,
+}
+
+impl Outage {
+    /// Whether a request now is refused (counted when it is).
+    fn refuses(&self) -> bool {
+        let mut o = self.0.lock().unwrap();
+        let Some(lasts) = o.lasts else {
+            return false;
+        };
+        let since = *o.since.get_or_insert_with(std::time::Instant::now);
+        let down = since.elapsed() < lasts;
+        o.refused += u64::from(down);
+        down
+    }
 }
 
 /// The carrier's bookings (answered 201), by `Idempotency-Key`, each with how often it came.
@@ -36,6 +64,8 @@ impl HttpServer {
         let counted = requests.clone();
         let booked = Booked::default();
         let bookings = booked.clone();
+        let outage = Outage::default();
+        let down = outage.clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -44,7 +74,7 @@ impl HttpServer {
                 .expect("runtime");
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                let app = routes(counted, bookings);
+                let app = routes(counted, bookings, down);
                 axum::serve(listener, app)
                     .with_graceful_shutdown(async {
                         let _ = stopped.await;
@@ -59,7 +89,19 @@ impl HttpServer {
             thread: Some(thread),
             requests,
             booked,
+            outage,
         }
+    }
+
+    /// Makes `/carrier` unreachable in effect for `lasts` from its first request: it answers
+    /// 503 (as a carrier that is down behind its load balancer) and books nothing meanwhile.
+    pub fn carrier_down_at_first(&self, lasts: Duration) {
+        self.outage.0.lock().unwrap().lasts = Some(lasts);
+    }
+
+    /// The bookings `/carrier` refused during its outage.
+    pub fn refused(&self) -> u64 {
+        self.outage.0.lock().unwrap().refused
     }
 
     /// What `/carrier` booked (answered 201), by `Idempotency-Key`: how many times each.
@@ -96,7 +138,7 @@ pub fn closed_origin() -> String {
     format!("http://{addr}")
 }
 
-fn routes(requests: Arc<AtomicU64>, booked: Booked) -> Router {
+fn routes(requests: Arc<AtomicU64>, booked: Booked, outage: Outage) -> Router {
     Router::new()
         .route("/status/{n}", any(status))
         .route("/echo", any(echo))
@@ -108,7 +150,10 @@ fn routes(requests: Arc<AtomicU64>, booked: Booked) -> Router {
         .route("/loop", any(|| async { redirect_to(302, "/loop") }))
         .route(
             "/carrier",
-            any(move |headers: HeaderMap, body: Bytes| carrier(headers, body, booked.clone())),
+            any(move |headers: HeaderMap, body: Bytes| {
+                let down = outage.refuses();
+                carrier(headers, body, booked.clone(), down)
+            }),
         )
         .layer(axum::middleware::from_fn(
             move |req: axum::extract::Request, next: axum::middleware::Next| {
@@ -176,7 +221,10 @@ fn redirect_to(n: u16, to: &str) -> Response {
     (code, [(header::LOCATION, to.to_owned())], "").into_response()
 }
 
-async fn carrier(headers: HeaderMap, body: Bytes, booked: Booked) -> Response {
+async fn carrier(headers: HeaderMap, body: Bytes, booked: Booked, down: bool) -> Response {
+    if down {
+        return (StatusCode::SERVICE_UNAVAILABLE, "the carrier is down").into_response();
+    }
     // As the example's stub (and many real APIs): no chunked bodies.
     if !headers.contains_key(header::CONTENT_LENGTH) {
         return (StatusCode::LENGTH_REQUIRED, "no Content-Length").into_response();

@@ -31,6 +31,7 @@ mod outcomes;
 mod read_size;
 mod replay;
 mod retries;
+mod retry_after;
 mod retry_keys;
 mod roster;
 mod sandbox;

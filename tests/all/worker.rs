@@ -427,3 +427,37 @@ async fn a_stop_during_the_last_publish_of_a_closed_shard_stops_the_shard_it_doe
         .map(|r| r.status.state);
     assert_eq!(state, Some(shardhost::status::ShardState::Stopped));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_closed_shard_ends_once_its_record_called_again_after_retry_after_is_acked() {
+    // No retry cap: the closed shard's last record answers retry-after twice, then ack. The
+    // shard is read to its end meanwhile; SHARD_END is written after the third call, and the
+    // shard is not held at its end.
+    let (flaky, _) = flaky(3);
+    let source = Arc::new(ClosedShards(Arc::into_inner(flaky).expect("one owner")));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let handler = Native::new(move |records: &[Record]| {
+        let outcomes = records
+            .iter()
+            .map(|r| {
+                if r.data == b"2" && counted.fetch_add(1, Ordering::SeqCst) < 2 {
+                    Outcome::RetryAfter(100)
+                } else {
+                    Outcome::Ack
+                }
+            })
+            .collect();
+        Answer::each(outcomes)
+    });
+    let run = NativeRun::start(source, "s", handler, Plan::default());
+    let ended = run
+        .wait(Duration::from_secs(60), |r| {
+            r.checkpoint("shardId-000000000000").as_deref() == Some("SHARD_END")
+        })
+        .await;
+    let status = run.status.clone();
+    run.stop().await;
+    assert!(ended, "{:#?}", status.snapshot());
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}

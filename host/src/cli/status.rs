@@ -8,7 +8,7 @@ use super::fleet::{FleetSource, load, render as render_fleet};
 use super::{AdminArgs, CliError};
 use crate::lease::now_ms;
 use crate::status::Report;
-use crate::status::summary::held;
+use crate::status::summary::{held, retrying};
 
 #[derive(Args, Debug)]
 pub struct StatusArgs {
@@ -122,6 +122,12 @@ fn render(report: &Report) -> String {
             if let Some(held) = held(&shard.status, now) {
                 out += &format!(
                     "  {} holds {held}: its checkpoint waits in front of it\n",
+                    shard.shard_id
+                );
+            }
+            if let Some(again) = retrying(&shard.status, now) {
+                out += &format!(
+                    "  {} calls again {again} (retry-after): its checkpoint waits in front of it\n",
                     shard.shard_id
                 );
             }

@@ -61,6 +61,17 @@ pub const MEMORY: u64 = 64 << 20;
 /// `[subscription.limits] timeout`: per handler call.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 
+/// `in_place_max_delay`: without a retry cap, the longest wait before a record answered
+/// `retry-after` is called again in its shard (the waits double up to it).
+pub const IN_PLACE_MAX_DELAY: Duration = Duration::from_secs(60);
+
+/// The shortest wait before a record answered `retry-after` is called again in its shard (and
+/// the least `in_place_max_delay` may be): `retry-after(0)` does not call it again at once.
+pub const IN_PLACE_MIN_DELAY: Duration = Duration::from_millis(100);
+
+/// The most `in_place_max_delay` may be (what a retry-after delay is honoured up to under a cap).
+pub const IN_PLACE_MAX_DELAY_BOUND: Duration = Duration::from_secs(3600);
+
 /// `[subscription.limits] in_flight_records`: two full reads.
 pub const IN_FLIGHT_RECORDS: usize = 20_000;
 

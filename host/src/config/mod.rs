@@ -352,6 +352,10 @@ pub struct SubscriptionConfig {
     /// The retry cap (`max_attempts`, `dead_letter`, `retry_stream`); `None`: retry holds the
     /// record.
     pub retry: Option<RetryPolicy>,
+    /// Without a retry cap, a record answered `retry-after` is called again in its shard after
+    /// the delay, each further wait twice the last, at most this long (`in_place_max_delay`).
+    /// Default [`defaults::IN_PLACE_MAX_DELAY`].
+    pub in_place_max_delay: Duration,
     /// The streams a handler may `publish` to.
     pub publish_to: Vec<String>,
     pub limits: Limits,

@@ -82,6 +82,7 @@ const SUBSCRIPTION_KEYS: &[&str] = &[
     "max_attempts",
     "dead_letter",
     "retry_stream",
+    "in_place_max_delay",
     "publish_to",
     "limits",
     "wasi",
@@ -594,6 +595,7 @@ fn subscription(
         ),
         lanes: int(w, "lanes", 1, 64).map_or(defaults::LANES, |n| n as u32),
         retry: retry_policy(w, sec, stream.as_deref()),
+        in_place_max_delay: in_place_max_delay(w, sec),
         publish_to: publish_to(w, sec),
         limits,
         wasi: WasiGrants {
@@ -680,6 +682,33 @@ fn retry_policy(
         retry_stream: retry_stream.unwrap_or_else(|| stream.unwrap_or_default().to_owned()),
         dead_letter: dead_letter.unwrap_or_default(),
     })
+}
+
+/// `in_place_max_delay`: without a cap only (under one, retry-after publishes a copy), from
+/// [`defaults::IN_PLACE_MIN_DELAY`] to [`defaults::IN_PLACE_MAX_DELAY_BOUND`].
+fn in_place_max_delay(w: &mut Walker<'_>, sec: &Section<'_, '_>) -> Duration {
+    let Some(f) = sec.get("in_place_max_delay") else {
+        return defaults::IN_PLACE_MAX_DELAY;
+    };
+    if sec.has("max_attempts") {
+        w.report_at(
+            &f,
+            "`in_place_max_delay` is only used without `max_attempts` (under a cap, retry-after \
+             publishes a copy once the delay is over)",
+        );
+    }
+    let d = w.duration(&f, defaults::IN_PLACE_MAX_DELAY_BOUND);
+    if let Some(d) = d
+        && d < defaults::IN_PLACE_MIN_DELAY
+    {
+        let message = format!(
+            "`in_place_max_delay` must be at least {}",
+            humantime::format_duration(defaults::IN_PLACE_MIN_DELAY)
+        );
+        w.report_at(&f, message);
+    }
+    d.unwrap_or(defaults::IN_PLACE_MAX_DELAY)
+        .max(defaults::IN_PLACE_MIN_DELAY)
 }
 
 /// `watch`: not with trusted keys (a changed file is deployed unsigned, and refused).

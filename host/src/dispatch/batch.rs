@@ -15,10 +15,10 @@ use crate::record::{Outcome, Position, Record};
 use crate::wasm::short_version;
 
 /// What the batch keeps about each record while the lanes run.
-struct Meta {
-    delivery: Delivery,
+pub(super) struct Meta {
+    pub delivery: Delivery,
     /// The lane it runs in.
-    lane: usize,
+    pub lane: usize,
 }
 
 /// The lane of a partition key (FNV-1a): one key always goes to the same lane.
@@ -39,6 +39,17 @@ impl Run<'_> {
     pub(super) async fn dispatch(&mut self, records: Vec<Record>) {
         self.take_current_version();
         let (lanes, metas, unbelieved) = self.split_into_lanes(records);
+        self.run_and_resolve(lanes, metas, unbelieved).await;
+    }
+
+    /// Runs the lanes and resolves every record by its answer, in read order (and follows a
+    /// seek).
+    pub(super) async fn run_and_resolve(
+        &mut self,
+        lanes: Vec<Lane>,
+        metas: Vec<Meta>,
+        unbelieved: Vec<Unbelieved>,
+    ) {
         let lanes = self.run_lanes(lanes).await;
         // Guest log lines the batch lost to the shard's budget are said once, here.
         self.worker
@@ -74,6 +85,7 @@ impl Run<'_> {
             tracing::info!(sequence_number = %at, "the handler sought; reading again from there");
             self.tracker.seek(&at);
             self.forget_delayed_from(&at);
+            self.forget_waiting_from(&at);
             self.seek_to = Some(at);
         }
         self.report(error);
@@ -81,7 +93,7 @@ impl Run<'_> {
 
     /// Looks at the subscription's handler slot: a new generation drops the old instances
     /// (in-flight work of the old version is done: batches run one at a time).
-    fn take_current_version(&mut self) {
+    pub(super) fn take_current_version(&mut self) {
         let slot = &self.worker.plan.handler;
         if slot.generation() == self.generation {
             return;
@@ -156,6 +168,7 @@ impl Run<'_> {
                 ticket,
                 attempt,
                 origin,
+                waited: std::time::Duration::ZERO,
             };
             metas.push(Meta { delivery, lane });
         }
@@ -287,7 +300,9 @@ impl Run<'_> {
                 .map_or(0, |d| d.as_millis() as u64)
         });
         let version = &self.version;
+        let retrying = self.retrying();
         self.worker.status.update(|s| {
+            s.retrying = retrying;
             s.counts = counts;
             s.held_at = held_at;
             s.held_key = held_key;

@@ -1,7 +1,7 @@
 //! The in-flight bound of a shard: what it may hold in memory beyond the batch it reads
 //! (`limits.in_flight_records`, `limits.in_flight_bytes`). Reads ask for less as the records
-//! waiting for a retry-after delay and its shadow's batch copies fill it, and stop while the
-//! retry-after copies reach it.
+//! waiting for a retry-after delay (a copy to publish under a cap, a call again without one)
+//! and its shadow's batch copies fill it, and stop while those retry-after records reach it.
 
 use super::retry::Delayed;
 use super::{Run, WorkerExit};
@@ -16,7 +16,7 @@ impl Run<'_> {
     pub(super) fn read_limit(&self, records: usize, bytes: u64) -> usize {
         let limit = self.worker.plan.in_flight;
         let (shadow_records, shadow_bytes) = self.shadow.held();
-        let held = records + self.delayed.len() + shadow_records;
+        let held = records + self.waiting_records() + shadow_records;
         let held_bytes = bytes + self.delayed_bytes() + shadow_bytes;
         if held_bytes >= limit.bytes {
             return 0;
@@ -27,16 +27,27 @@ impl Run<'_> {
             .min(limit.records.saturating_sub(held))
     }
 
+    /// How many records wait for a retry-after delay (copies and calls again).
+    fn waiting_records(&self) -> usize {
+        self.delayed.len() + self.waiting.len()
+    }
+
     /// The bytes the records waiting for a retry-after delay hold.
     fn delayed_bytes(&self) -> u64 {
-        self.delayed.iter().map(Delayed::bytes).sum()
+        let copies: u64 = self.delayed.iter().map(Delayed::bytes).sum();
+        let calls: u64 = self
+            .waiting
+            .iter()
+            .map(|w| Delayed::record_bytes(&w.record))
+            .sum();
+        copies + calls
     }
 
     /// Whether the records waiting for a retry-after delay reach the in-flight bound.
     fn over_in_flight(&self) -> bool {
         let limit = self.worker.plan.in_flight;
-        !self.delayed.is_empty()
-            && (self.delayed.len() >= limit.records || self.delayed_bytes() >= limit.bytes)
+        let waiting = self.waiting_records();
+        waiting > 0 && (waiting >= limit.records || self.delayed_bytes() >= limit.bytes)
     }
 
     /// While the delayed records reach the in-flight bound, stops reading until they drain
@@ -51,21 +62,22 @@ impl Run<'_> {
         w.plan.metrics.contained(&w.plan.name, "in-flight-paused");
         tracing::warn!(
             handler = short_version(&self.version),
-            records = self.delayed.len(),
+            records = self.waiting_records(),
             "reading paused: the records waiting for retry-after reach the in-flight limit ({} records, {} bytes); reading resumes as they go out",
             limit.records,
             limit.bytes
         );
         w.status.update(|s| s.state = ShardState::PausedInFlight);
         let interrupts = self.interrupts.clone();
-        while self.over_in_flight() {
+        // Until they drain below it, or a record called again seeks (the loop follows it).
+        while self.over_in_flight() && self.seek_to.is_none() {
             let due = self
                 .next_due()
                 .expect("over the limit means something waits");
             tokio::select! {
                 biased;
                 i = interrupts.wait() => return Some(self.exit(i).await),
-                _ = tokio::time::sleep_until(due) => self.flush_delayed().await,
+                _ = tokio::time::sleep_until(due) => self.run_due().await,
             }
         }
         w.status.update(|s| s.state = ShardState::Reading);

@@ -11,11 +11,13 @@
 //! [`interrupt`] what ends it early); [`batch`] is one
 //! batch (the handler version it runs on, lanes, seeks, each record resolved by its answer);
 //! [`lane`] runs one lane's calls (bisecting a failed call); [`retry`] is the retry policy
-//! (copies, dead letters, retry-after delays). Settling itself, the checkpoint moving over
+//! (copies, dead letters, retry-after delays), [`again`] calls a record answered retry-after
+//! without a cap again in place. Settling itself, the checkpoint moving over
 //! answered records, is [`crate::settle`]. [`shadow`] hands each batch to the subscription's
 //! shadow, if it has one; [`judge`] answers records outside any worker (`replay`), through the
 //! same lanes.
 
+mod again;
 mod batch;
 mod copies;
 mod in_flight;
@@ -86,8 +88,12 @@ pub struct SubscriptionPlan {
     /// Records and bytes a shard may keep waiting for a retry-after delay before it stops
     /// reading (`limits.in_flight_records`, `limits.in_flight_bytes`).
     pub in_flight: InFlight,
-    /// What retry does under a cap (none: retry holds the record).
+    /// What retry does under a cap (none: retry holds the record, and retry-after calls it
+    /// again in this shard after the delay).
     pub retry: Option<RetryPolicy>,
+    /// Without a cap, the longest wait before a record answered retry-after is called again
+    /// (the waits double up to it).
+    pub in_place_max_delay: Duration,
     /// What the handler's `publish` may reach.
     pub publisher: Option<Arc<Publisher>>,
     /// Authenticates retry copies and dead letters (the fleet's current key, and the previous
@@ -161,6 +167,8 @@ struct Run<'w> {
     env: Option<Arc<LaneEnv>>,
     /// Retry-after copies waiting for their delay (under a cap).
     delayed: Vec<Delayed>,
+    /// Records answered retry-after (no cap) waiting to be called again.
+    waiting: Vec<again::Waiting>,
     /// A handler sought here: the reader reopens at it after the batch.
     seek_to: Option<Position>,
     /// The record that stops the checkpoint, and since when this worker holds it.
@@ -248,6 +256,7 @@ impl ShardWorker {
             handlers: (0..self.plan.lanes.max(1)).map(|_| None).collect(),
             env: None,
             delayed: Vec::new(),
+            waiting: Vec::new(),
             seek_to: None,
             held: None,
             info: Arc::new(BatchInfo {
@@ -267,6 +276,8 @@ impl ShardWorker {
             worker: &self,
         };
         let exit = run.read_loop(reader).await;
+        // What waited to be called again is left to the shard's next reader.
+        run.waiting.clear();
         run.report(None);
         let state = match &exit {
             WorkerExit::Stopped => ShardState::Stopped,

@@ -1,5 +1,6 @@
 //! The retry policy: what becomes of a record the handler could not handle. Without a cap
-//! (`max_attempts`) it is held; under one, a copy wrapped in an envelope is published for the
+//! (`max_attempts`) it is held, or after `retry-after` called again in place once the delay is
+//! over ([`again`](super::again)); under one, a copy wrapped in an envelope is published for the
 //! next attempt (at once, or once a `retry-after` delay is over), and after the last attempt the
 //! record goes to the dead-letter stream. Reading side: a copy read back is unwrapped.
 
@@ -22,6 +23,8 @@ pub(super) struct Delivery {
     pub attempt: u32,
     /// Where a retry copy was first read.
     pub origin: Option<Origin>,
+    /// Called again after `retry-after` without a cap: how long it waited before this call.
+    pub waited: Duration,
 }
 
 /// A publish that waits: a `retry-after` under a cap (the copy is published once the delay is
@@ -93,7 +96,8 @@ const MAX_RETRY_AFTER_MS: u64 = 3_600_000;
 
 impl Run<'_> {
     /// A record the handler could not handle (it answered retry, or its call failed on it).
-    /// Without a cap it is held; under a cap a copy is published for another attempt, or after
+    /// Without a cap it is held, or called again in place after a `retry-after` delay; under a
+    /// cap a copy is published for another attempt, or after
     /// the last attempt the record goes to the dead-letter stream.
     pub(super) async fn retry(
         &mut self,
@@ -105,6 +109,10 @@ impl Run<'_> {
         let w = self.worker;
         self.tap(&record, outcome);
         let Some(policy) = &w.plan.retry else {
+            if let (None, Outcome::RetryAfter(ms)) = (&error, outcome) {
+                self.wait_in_place(record, meta, ms);
+                return;
+            }
             self.tracker
                 .hold(meta.ticket, outcome, &record.partition_key);
             tracing::warn!(
@@ -355,11 +363,6 @@ impl Run<'_> {
                 return;
             }
         }
-    }
-
-    /// When the next delayed copy is due.
-    pub(super) fn next_due(&self) -> Option<Instant> {
-        self.delayed.iter().map(|d| d.due).min()
     }
 
     /// Forgets the delayed copies a seek reads again (from `at` on).

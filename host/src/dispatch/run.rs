@@ -76,18 +76,26 @@ impl Run<'_> {
             if let Some(exit) = self.drain_in_flight().await {
                 return exit;
             }
+            // A record called again while the loop waited sought: read from there first.
+            if let Some(at) = self.seek_to.take() {
+                match self.follow_seek(at, &mut pacing, &mut reads).await {
+                    Some(exit) => return exit,
+                    None => continue,
+                }
+            }
             // This turn's read: started ahead while the last batch ran, or now; at least one
-            // record (the retry-after copies alone never fill the bound here, but with the
-            // shadow's copies they may, and a shadow never stops the shard).
+            // record (the records waiting for a retry-after delay alone never fill the bound
+            // here, but with the shadow's copies they may, and a shadow never stops the shard).
             let room = self.read_limit(0, 0).max(1);
             reads.start(room.min(pacing.size.get()), pacing.next_at);
             let batch = match self.next_read(&mut reads).await {
                 Err(interrupt) => return self.exit(interrupt).await,
-                Ok(Err(e)) => {
+                Ok(None) => continue,
+                Ok(Some(Err(e))) => {
                     self.read_failed(e, &mut pacing);
                     continue;
                 }
-                Ok(Ok(batch)) => batch,
+                Ok(Some(Ok(batch))) => batch,
             };
             if let Some(exit) = self.take_read(batch, &mut pacing, &mut reads).await {
                 return exit;
@@ -95,21 +103,27 @@ impl Run<'_> {
         }
     }
 
-    /// Waits for the read in flight, publishing retry-after copies as they fall due meanwhile.
+    /// Waits for the read in flight, publishing retry-after copies and calling waiting records
+    /// again as they fall due meanwhile. `None` when such a call sought (the read in flight is
+    /// dropped: the loop follows the seek first).
     async fn next_read(
         &mut self,
         reads: &mut Reads,
-    ) -> Result<Result<ReadBatch, SourceError>, Interrupt> {
+    ) -> Result<Option<Result<ReadBatch, SourceError>>, Interrupt> {
         let interrupts = self.interrupts.clone();
         loop {
             let due = self.next_due();
             tokio::select! {
                 biased;
                 i = interrupts.wait() => return Err(i),
-                read = reads.next() => return Ok(read),
-                // Retry-after copies go out on time while the read waits.
+                read = reads.next() => return Ok(Some(read)),
+                // Retry-after copies go out, and waiting records are called, on time while the
+                // read waits.
                 _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
-                    self.flush_delayed().await;
+                    self.run_due().await;
+                    if self.seek_to.is_some() {
+                        return Ok(None);
+                    }
                 }
             }
         }
@@ -199,7 +213,7 @@ impl Run<'_> {
                 return Some(exit);
             }
         }
-        self.flush_delayed().await;
+        self.run_due().await;
         if self.seek_to.is_none() && !empty {
             pacing.seeks = 0;
         }
@@ -207,7 +221,7 @@ impl Run<'_> {
             return self.follow_seek(at, pacing, reads).await;
         }
         if batch.end_of_shard {
-            return Some(self.end_shard().await);
+            return self.end_shard(pacing, reads).await;
         }
         self.write_checkpoint(Flush::Due)
             .await
@@ -246,7 +260,14 @@ impl Run<'_> {
                 return None;
             }
             if rest > 0 {
-                self.flush_delayed().await;
+                self.run_due().await;
+                if let Some(interrupt) = self.interrupts.now() {
+                    return Some(self.exit(interrupt).await);
+                }
+                // A record called again sought: the rest of the read is read again from there.
+                if self.seek_to.is_some() {
+                    return None;
+                }
                 if let Err(e) = self.write_checkpoint(Flush::Due).await {
                     return Some(self.lease_error(e));
                 }
@@ -298,27 +319,34 @@ impl Run<'_> {
     }
 
     /// The shard is closed and read to its end: once the retry-after copies still waiting are
-    /// out, write SHARD_END, unless a held record keeps it from ending.
-    async fn end_shard(&mut self) -> WorkerExit {
+    /// out and the records waiting to be called again are answered, write SHARD_END, unless a
+    /// held record keeps it from ending. (A record called again that seeks reads on from there.)
+    async fn end_shard(&mut self, pacing: &mut Pacing, reads: &mut Reads) -> Option<WorkerExit> {
         let interrupts = self.interrupts.clone();
         while let Some(due) = self.next_due() {
             tokio::select! {
                 biased;
-                i = interrupts.wait() => return self.exit(i).await,
-                _ = tokio::time::sleep_until(due) => self.flush_delayed().await,
+                i = interrupts.wait() => return Some(self.exit(i).await),
+                _ = tokio::time::sleep_until(due) => self.run_due().await,
+            }
+            if let Some(at) = self.seek_to.take() {
+                return self.follow_seek(at, pacing, reads).await;
+            }
+            if let Err(e) = self.write_checkpoint(Flush::Due).await {
+                return Some(self.lease_error(e));
             }
         }
         self.tracker.mark_read_to_end();
         if let Err(e) = self.write_checkpoint(Flush::Now).await {
-            return self.lease_error(e);
+            return Some(self.lease_error(e));
         }
-        if self.tracker.is_complete() {
+        Some(if self.tracker.is_complete() {
             tracing::info!("shard ended (SHARD_END written)");
             WorkerExit::ShardEnded
         } else {
             tracing::warn!("closed shard read to its end, but a held record keeps it from ending");
             WorkerExit::HeldAtEnd
-        }
+        })
     }
 
     /// Writes the checkpoint if it moved, at most once per `checkpoint_every` unless

@@ -28,8 +28,27 @@ pub struct ShardStatus {
     /// Since when this instance holds it (ms since the Unix epoch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_since_ms: Option<u64>,
+    /// The first record waiting to be called again after `retry-after` (no retry cap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrying: Option<Retrying>,
     pub last_error: Option<String>,
     pub state: ShardState,
+}
+
+/// A record answered `retry-after` without a retry cap, waiting in its shard to be called
+/// again; the checkpoint waits in front of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Retrying {
+    /// Its position (sequence number).
+    pub at: String,
+    /// Its partition key.
+    pub key: String,
+    /// The calls it had so far.
+    pub attempts: u32,
+    /// When it is called next (ms since the Unix epoch).
+    pub next_try_ms: u64,
+    /// How many records of the shard wait so.
+    pub records: usize,
 }
 
 /// What a shard's reader is doing, as `status` and `/status` show it.

@@ -124,6 +124,25 @@ pub fn held(status: &ShardStatus, now_ms: u64) -> Option<String> {
     Some(out)
 }
 
+/// The first record a shard calls again after `retry-after` (no retry cap), if one waits:
+/// `4960…06 (order-1006) after 3 calls, next in 2s` (and how many wait, when more than one).
+pub fn retrying(status: &ShardStatus, now_ms: u64) -> Option<String> {
+    let r = status.retrying.as_ref()?;
+    let next = Duration::from_secs(r.next_try_ms.saturating_sub(now_ms).div_ceil(1000));
+    let calls = if r.attempts == 1 { "call" } else { "calls" };
+    let mut out = format!(
+        "{} ({}) after {} {calls}, next in {}",
+        r.at,
+        r.key,
+        r.attempts,
+        humantime::format_duration(next)
+    );
+    if r.records > 1 {
+        out += &format!(" ({} records wait)", r.records);
+    }
+    Some(out)
+}
+
 /// `shard shardId-0 of ship: checkpoint at 4960…05; held: 4960…06 (order-1006) for 12s`; a
 /// shard that ended otherwise than by the stop or its end says how.
 pub fn shard_line(subscription: &str, shard_id: &str, status: &ShardStatus, now_ms: u64) -> String {
@@ -174,6 +193,23 @@ mod tests {
             state: ShardState::Stopped,
             ..ShardStatus::default()
         }
+    }
+
+    #[test]
+    fn a_record_called_again_is_shown_with_its_calls_and_next_try() {
+        let mut s = ShardStatus::default();
+        assert_eq!(retrying(&s, NOW), None);
+        s.retrying = Some(crate::status::Retrying {
+            at: "496".into(),
+            key: "order-1006".into(),
+            attempts: 3,
+            next_try_ms: NOW + 1_500,
+            records: 2,
+        });
+        assert_eq!(
+            retrying(&s, NOW).as_deref(),
+            Some("496 (order-1006) after 3 calls, next in 2s (2 records wait)")
+        );
     }
 
     #[test]

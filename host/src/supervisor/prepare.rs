@@ -108,6 +108,7 @@ impl Parts {
                 bytes: s.limits.in_flight_bytes,
             },
             retry: s.retry.clone(),
+            in_place_max_delay: s.in_place_max_delay,
             publisher,
             envelopes: self.envelopes.clone(),
             subscriptions: self.names.clone(),

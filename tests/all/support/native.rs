@@ -29,13 +29,22 @@ impl Answer {
     }
 }
 
-type Script = dyn Fn(&[Record]) -> Answer + Send + Sync;
+type Script = dyn Fn(&BatchInfo, &[Record]) -> Answer + Send + Sync;
 
 /// A handler whose every call runs `script`.
 pub struct Native(pub Arc<Script>);
 
 impl Native {
     pub fn new(script: impl Fn(&[Record]) -> Answer + Send + Sync + 'static) -> Arc<Native> {
+        Arc::new(Native(Arc::new(move |_: &BatchInfo, r: &[Record]| {
+            script(r)
+        })))
+    }
+
+    /// A handler whose script also sees the call's `BatchInfo` (its attempt number).
+    pub fn with_info(
+        script: impl Fn(&BatchInfo, &[Record]) -> Answer + Send + Sync + 'static,
+    ) -> Arc<Native> {
         Arc::new(Native(Arc::new(script)))
     }
 }
@@ -53,10 +62,10 @@ impl Handler for Instance {
 
     async fn handle(
         &mut self,
-        _: &BatchInfo,
+        info: &BatchInfo,
         records: &[Record],
     ) -> Result<BatchOutcome, CallError> {
-        let answer = (self.script)(records);
+        let answer = (self.script)(info, records);
         self.seek = answer.seek;
         Ok(BatchOutcome::Each(answer.outcomes))
     }
@@ -101,8 +110,12 @@ pub struct Plan {
     pub poll_interval: Duration,
     /// A retry cap (none: retry holds the record).
     pub retry: Option<shardhost::config::RetryPolicy>,
+    /// Without a cap, the longest wait before a record answered retry-after is called again.
+    pub in_place_max_delay: Duration,
     /// What a shard may hold in memory beyond the batch it reads.
     pub in_flight: InFlight,
+    /// The lease store (a new memory store when `None`): pass one run's to restart on it.
+    pub store: Option<Arc<MemoryLeaseStore>>,
 }
 
 impl Default for Plan {
@@ -112,7 +125,9 @@ impl Default for Plan {
             call_batch: 100,
             poll_interval: Duration::from_secs(1),
             retry: None,
+            in_place_max_delay: shardhost::config::defaults::IN_PLACE_MAX_DELAY,
             in_flight: InFlight::default(),
+            store: None,
         }
     }
 }
@@ -127,7 +142,10 @@ impl NativeRun {
         let settled: Settlements = Arc::default();
         let tap_into = settled.clone();
         let status = StatusBoard::new();
-        let store = Arc::new(MemoryLeaseStore::new());
+        let store = plan
+            .store
+            .clone()
+            .unwrap_or_else(|| Arc::new(MemoryLeaseStore::new()));
         let slot = Arc::new(HandlerSlot::new(handler));
         let coordinator = Coordinator {
             plan: Arc::new(SubscriptionPlan {
@@ -143,6 +161,7 @@ impl NativeRun {
                 lanes: 1,
                 in_flight: plan.in_flight,
                 retry: plan.retry,
+                in_place_max_delay: plan.in_place_max_delay,
                 publisher: None,
                 envelopes: Arc::new(
                     shardhost::testing::envelope::EnvelopeKey::from_bytes([0; 32]).into(),

@@ -225,11 +225,20 @@
     return dl;
   }
 
+  // A record answered retry-after (no retry cap) that waits to be called again: where it is,
+  // its calls so far and when the next one is due.
+  function retrying(r) {
+    if (!r) return "–";
+    const next = new Date(r.next_try_ms).toLocaleTimeString();
+    const more = r.records > 1 ? ` (${r.records} records wait)` : "";
+    return `${r.at} (${r.key}): ${r.attempts} call${r.attempts === 1 ? "" : "s"}, next at ${next}${more}`;
+  }
+
   function shardTable(shards) {
     const head = el(
       "tr",
       {},
-      ...["shard", "owner", "state", "checkpoint", "lag", "settled", "delivered", "held", "held record", "last error"].map((h) =>
+      ...["shard", "owner", "state", "checkpoint", "lag", "settled", "delivered", "held", "held record", "called again", "last error"].map((h) =>
         el("th", {}, h)
       )
     );
@@ -246,10 +255,11 @@
         el("td", { class: "num" }, s.counts.delivered),
         el("td", { class: "num" }, s.counts.held),
         el("td", { class: "mono" }, s.held_at || "–"),
+        el("td", { class: "retrying" }, retrying(s.retrying)),
         el("td", { class: "error" }, s.last_error || "")
       )
     );
-    if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 10, class: "muted" }, "no shard read here yet")));
+    if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 11, class: "muted" }, "no shard read here yet")));
     return el("table", { class: "shards" }, el("thead", {}, head), el("tbody", {}, ...rows));
   }
 

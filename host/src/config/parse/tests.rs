@@ -115,6 +115,10 @@ const ONE_PROBLEM: &[(&str, usize, &str, &str)] = &[
     ("dead_letter = \"d\"", 1, "sub.dead_letter", "`dead_letter` is only used with `max_attempts`"),
     ("retry_stream = \"r\"", 1, "sub.retry_stream", "`retry_stream` is only used with `max_attempts`"),
     ("max_attempts = 0\ndead_letter = \"d\"", 1, "sub.max_attempts", "0 is out of range; `max_attempts` must be from 1 to 1000"),
+    ("in_place_max_delay = \"10ms\"", 1, "sub.in_place_max_delay", "`in_place_max_delay` must be at least 100ms"),
+    ("in_place_max_delay = \"2h\"", 1, "sub.in_place_max_delay", "`in_place_max_delay` must be at most 1h"),
+    ("in_place_max_delay = 60", 1, "sub.in_place_max_delay", "a bare number is ambiguous as a duration"),
+    ("max_attempts = 3\ndead_letter = \"d\"\nin_place_max_delay = \"5s\"", 3, "sub.in_place_max_delay", "`in_place_max_delay` is only used without `max_attempts`"),
     ("lanes = 65", 1, "sub.lanes", "65 is out of range; `lanes` must be from 1 to 64"),
     ("publish_to = [\"ok\", \"no/pe\"]", 1, "sub.publish_to[1]", "\"no/pe\" is not a valid stream name"),
     ("[leases]\nstore = \"dynamodb\"", 1, "leases.table", "missing required key `table`"),
@@ -459,6 +463,7 @@ fn defaults_fill_in_when_keys_are_omitted() {
         (StartAt::Latest, None, &None)
     );
     assert_eq!(sub.feed, None);
+    assert_eq!(sub.in_place_max_delay, secs(60));
     assert_eq!(
         sub.limits,
         Limits {
@@ -546,6 +551,15 @@ fn retry_copies_go_to_the_subscriptions_own_stream_unless_retry_stream_is_set() 
     assert_eq!(retry.retry_stream, config.subscriptions[0].stream);
     assert_eq!(retry.dead_letter, "dead");
     assert!(!retry.own_retry_stream);
+}
+
+#[test]
+fn in_place_max_delay_bounds_the_waits_of_retry_after_without_a_cap() {
+    let config = load("in_place_max_delay = \"5s\"");
+    assert_eq!(
+        config.subscriptions[0].in_place_max_delay,
+        Duration::from_secs(5)
+    );
 }
 
 #[test]
