@@ -30,6 +30,7 @@ fn grant(origins: &[&str], timeout: Duration) -> WasiGrants {
             max_body: 64 * 1024,
             max_in_flight: 16,
             ca_file: None,
+            allow_private: false,
         }),
         // The conformance handler keeps state too (tests/conformance: `state`).
         state: Some(StateGrant {
