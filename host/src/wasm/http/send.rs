@@ -1,5 +1,6 @@
-//! One allowed request: connect (TLS for https), send, read the whole response body (at most
-//! `max_body`, by the request's deadline), and hand the response back.
+//! One allowed request: resolve its name and keep the addresses the grant lets it reach
+//! (`address.rs`), connect to those (TLS for https), send, read the whole response body (at
+//! most `max_body`, by the request's deadline), and hand the response back.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use tokio::time::{Sleep, timeout_at};
 use tokio_rustls::rustls::pki_types::ServerName;
 use wasmtime_wasi_http::{Error, WasiBody};
 
-use super::{HttpGate, http};
+use super::{HttpGate, address, http};
 use crate::config::Origin;
 use crate::metrics::Metrics;
 
@@ -141,17 +142,32 @@ impl Outbound {
         Ok(http::Response::from_parts(head, body))
     }
 
-    /// A TCP connection to the origin, with TLS for https.
+    /// A TCP connection to the origin, with TLS for https: to an address its name resolved to
+    /// that the grant lets it reach, never resolving it again.
     async fn connect(&self) -> Result<Box<dyn Io>, Error> {
         let Origin { scheme, host, port } = &self.origin;
         let bare = host.trim_start_matches('[').trim_end_matches(']');
-        let addrs: Vec<_> = tokio::net::lookup_host((bare, *port))
+        let resolved: Vec<_> = tokio::net::lookup_host((bare, *port))
             .await
             .map_err(|e| Error::DnsError {
                 rcode: Some(e.to_string()),
                 info_code: None,
             })?
             .collect();
+        let (addrs, refused) = address::admit(&self.gate.grant, &self.origin, resolved);
+        if addrs.is_empty() && !refused.is_empty() {
+            self.gate
+                .log_refused(&self.subscription, &self.origin, &refused);
+            return Err(Error::HttpRequestDenied);
+        }
+        if !refused.is_empty() {
+            tracing::debug!(
+                subscription = &*self.subscription,
+                origin = %self.origin,
+                refused = ?refused,
+                "some addresses of an allowed name are not reached: they are inside the host's networks"
+            );
+        }
         let tcp = TcpStream::connect(&addrs[..]).await.map_err(|e| {
             if e.kind() == std::io::ErrorKind::ConnectionRefused {
                 Error::ConnectionRefused
