@@ -1,11 +1,12 @@
 //! Outbound HTTP as a handler sees it, against a real server on 127.0.0.1: what no grant
 //! refuses (at load, `check` and `invoke`), the call's timeout cutting a slow server, and what
-//! the metrics count; `egress.rs`: which addresses an allowed name may reach. The
-//! request-by-request behaviour (allowed, denied,
+//! the metrics count; `egress.rs`: which addresses an allowed name may reach; `memory.rs`: the
+//! host memory a guest's responses may hold. The request-by-request behaviour (allowed, denied,
 //! redirects, timeouts, bodies, concurrency) is in `tests/conformance/http.ndjson`, run for
 //! every SDK.
 
 mod egress;
+mod memory;
 
 use std::process::Command;
 use std::sync::Arc;

@@ -6,7 +6,9 @@
 //! host's networks is refused unless the grant names the address or allows private ones),
 //! within the request's timeout (never past the call's deadline), with at most
 //! `max_in_flight` requests of a call waiting for their responses at once, and a response body
-//! of at most `max_body` bytes (`send.rs`). The host never follows a redirect: a guest (its SDK) that follows one makes a new request, checked
+//! of at most `max_body` bytes (`send.rs`) that counts against the instance's memory until the
+//! guest reads it and is dropped at the end of the call if it does not (`held.rs`). The host
+//! never follows a redirect: a guest (its SDK) that follows one makes a new request, checked
 //! like the first. TLS is rustls on `ring`, trusting the platform's roots and the grant's
 //! `ca_file` (`tls.rs`).
 //!
@@ -14,6 +16,7 @@
 //! HTTP; an instance of one that does not is denied every request anyway.
 
 mod address;
+mod held;
 mod hooks;
 mod send;
 mod tls;
