@@ -98,9 +98,7 @@ impl HostState {
             state_stalled: None,
         }
     }
-}
 
-impl HostState {
     /// Drops the response bodies the guest has not read: at the end of every call, and before
     /// the first (what start-up code asked for).
     pub(super) fn drop_unread_responses(&mut self) {

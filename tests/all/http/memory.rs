@@ -5,8 +5,9 @@
 
 use std::io::Read;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use crate::support::{HttpServer, Scratch, guest};
+use crate::support::{HttpServer, Scratch, guest, wait_until};
 
 /// One response body: 8 MiB (under the default `max_body` of 10 MiB).
 const BODY: usize = 8 << 20;
@@ -23,11 +24,9 @@ struct Finished {
     peak: u64,
 }
 
-/// Runs `command` to its end, measuring its peak resident memory (`wait4`'s `ru_maxrss`).
-#[expect(
-    clippy::zombie_processes,
-    reason = "reaped by wait4, which measures it"
-)]
+/// Runs `command` to its end, sampling its peak resident memory (`VmHWM`) while it runs.
+/// (`wait4`'s `ru_maxrss` would not do: Linux counts in it the peak of the test process that
+/// spawned it.)
 fn run_measured(command: &mut Command) -> Finished {
     let mut child = command
         .stdout(Stdio::piped())
@@ -43,18 +42,28 @@ fn run_measured(command: &mut Command) -> Finished {
     };
     let stdout = drain(Box::new(child.stdout.take().unwrap()));
     let stderr = drain(Box::new(child.stderr.take().unwrap()));
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: `rusage` is plain data, zeroes are a valid value; `wait4` writes both pointers.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(waited, pid, "wait4: {}", std::io::Error::last_os_error());
+    let mut peak = 0;
+    wait_until(
+        "shardhost invoke to finish",
+        Duration::from_secs(300),
+        || {
+            peak = peak.max(peak_rss(child.id()).unwrap_or(0));
+            child.try_wait().unwrap().is_some()
+        },
+    );
     Finished {
         stdout: stdout.join().unwrap(),
         stderr: stderr.join().unwrap(),
-        // Linux gives KiB.
-        peak: usage.ru_maxrss as u64 * 1024,
+        peak,
     }
+}
+
+/// The peak resident memory of a running process so far (`VmHWM`), in bytes.
+fn peak_rss(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 fn invoke(dir: &Scratch, server: &HttpServer, records: &str) -> Finished {
