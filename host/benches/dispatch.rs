@@ -284,6 +284,7 @@ fn may_book() -> WasiGrants {
             max_body: 1 << 20,
             max_in_flight: 16,
             ca_file: None,
+            allow_private: false,
         }),
         state: Some(shardhost::config::StateGrant {
             store: shardhost::config::StateStoreKind::Memory,

@@ -112,6 +112,7 @@ fn main() {
             max_body: 1 << 20,
             max_in_flight: 16,
             ca_file: None,
+            allow_private: false,
         }),
         // The conformance handler keeps state too: it loads only with a grant.
         state: Some(shardhost::config::StateGrant {

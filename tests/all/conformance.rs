@@ -215,6 +215,7 @@ impl Places {
                 max_body: 64 * 1024,
                 max_in_flight: 16,
                 ca_file: None,
+                allow_private: false,
             }),
             config,
         }

@@ -189,6 +189,7 @@ fn only_a_live_instance_runs_start_up_code_with_effects() {
             max_body: 1 << 20,
             max_in_flight: 4,
             ca_file: None,
+            allow_private: false,
         }),
         state: Some(StateGrant {
             store: StateStoreKind::Dynamo {

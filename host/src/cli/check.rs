@@ -146,6 +146,9 @@ fn grants(wasi: &WasiGrants) -> Vec<String> {
         if let Some(ca) = &http.ca_file {
             bounds.push_str(&format!(", CA {}", ca.display()));
         }
+        if http.allow_private {
+            bounds.push_str(", private addresses allowed");
+        }
         lines.push(format!("  http: {} ({bounds})", origins.join(", ")));
     }
     if !wasi.config.is_empty() {
@@ -222,6 +225,7 @@ mod tests {
                 max_body: 10 << 20,
                 max_in_flight: 16,
                 ca_file: Some("/etc/ca.pem".into()),
+                allow_private: false,
             }),
             config: BTreeMap::from([
                 (

@@ -89,6 +89,7 @@ impl InvokeArgs {
             max_body: defaults::HTTP_MAX_BODY,
             max_in_flight: defaults::HTTP_MAX_IN_FLIGHT,
             ca_file: None,
+            allow_private: false,
         });
         let config = self
             .config

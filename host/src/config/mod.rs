@@ -267,6 +267,10 @@ pub struct HttpGrant {
     /// PEM certificates trusted besides the platform's roots (a private CA), resolved against
     /// the config file's directory.
     pub ca_file: Option<PathBuf>,
+    /// `allow_private`: a name in `allow` may resolve to an address inside the host's networks
+    /// (loopback, private, link-local, unique-local, ...). Without it, such an address is
+    /// reached only where `allow` writes it literally (with its port).
+    pub allow_private: bool,
 }
 
 /// `scheme://host[:port]`, as a browser compares them: scheme and host in lower case, the

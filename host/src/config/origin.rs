@@ -255,6 +255,7 @@ mod tests {
             max_body: 1,
             max_in_flight: 1,
             ca_file: None,
+            allow_private: false,
         };
         let allows = |scheme, host, port| grant.allows(&Origin::from_parts(scheme, host, port));
         assert!(allows("https", "api.carrier.example", None));

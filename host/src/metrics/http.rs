@@ -24,7 +24,9 @@ struct ErrorLabels {
     /// An allowed origin, or `other` for a denied request (whatever the guest asked for: a
     /// label per denied origin would let a guest grow the metrics without bound).
     origin: String,
-    /// `denied`, `timeout`, `connect`, `tls`, `body_too_large` or `protocol`.
+    /// `denied` (an origin not allowed, or an allowed name resolving only inside the host's
+    /// networks), `timeout`, `connect`, `tls`, `body_too_large`, `memory` (a body past the
+    /// instance's memory limit) or `protocol`.
     kind: &'static str,
 }
 
@@ -80,7 +82,7 @@ impl HttpFamilies {
         );
         registry.register(
             "http_errors",
-            "Handlers' outbound HTTP requests that got no response, by subscription, origin and kind (denied, timeout, connect, tls, body_too_large, protocol)",
+            "Handlers' outbound HTTP requests that got no response, by subscription, origin and kind (denied, timeout, connect, tls, body_too_large, memory, protocol)",
             self.errors.clone(),
         );
         registry.register(

@@ -15,7 +15,7 @@ use super::bindings::wasi::config::store;
 use super::bindings::{Host, Level};
 use super::guest_log::{GuestLog, Stdio};
 use super::http::{HttpGate, HttpHooks};
-use super::limits::{InstanceLimiter, MAX_HOST_RESOURCES};
+use super::limits::{InstanceLimiter, MAX_HOST_RESOURCES, MemoryBudget};
 use super::state::StateAccess;
 use crate::handler::CallContext;
 
@@ -73,10 +73,11 @@ impl HostState {
         wasi.stderr(log.stream(Stdio::Stderr));
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_HOST_RESOURCES);
+        let memory = MemoryBudget::new(memory);
         HostState {
             wasi: wasi.build(),
             table,
-            limits: InstanceLimiter::new(memory),
+            limits: InstanceLimiter::new(memory.clone()),
             ctx: ctx.clone(),
             log,
             deadline,
@@ -85,7 +86,7 @@ impl HostState {
             seek: None,
             config: granted.config.clone(),
             http_ctx: WasiHttpCtx::new(),
-            http: HttpHooks::new(granted.http.clone(), ctx, deadline),
+            http: HttpHooks::new(granted.http.clone(), ctx, deadline, memory),
             state: granted.state.clone().map(|state| match &ctx.effects {
                 // On trial: reads see the store (with the trial's own permits), writes stay in
                 // the run's overlay.
@@ -97,6 +98,12 @@ impl HostState {
             }),
             state_stalled: None,
         }
+    }
+
+    /// Drops the response bodies the guest has not read: at the end of every call, and before
+    /// the first (what start-up code asked for).
+    pub(super) fn drop_unread_responses(&mut self) {
+        self.http.end_call();
     }
 }
 

@@ -236,6 +236,7 @@ impl Handler for WasmInstance {
     ) -> Result<BatchOutcome, CallError> {
         let state = self.store.data_mut();
         state.log.start_call();
+        state.drop_unread_responses();
         state.seek = None;
         state.deadline = Instant::now() + self.timeout;
         self.store.set_epoch_deadline(1);
@@ -258,6 +259,9 @@ impl Handler for WasmInstance {
                 None => tokio::time::timeout_at(deadline.into(), call).await,
             }
         };
+        // A response the guest has not read by now is dropped: host memory it could keep
+        // from call to call.
+        self.store.data_mut().drop_unread_responses();
         match done {
             Ok(Ok(answer)) => {
                 self.store.data().log.end_call();

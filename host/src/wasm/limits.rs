@@ -1,7 +1,11 @@
 //! What one handler instance may take from the host. `limits.memory` bounds the whole
 //! instance, not one linear memory: every memory and every table element of every core
-//! instance inside the component count against it, and the counts of instances, memories and
-//! tables, and of the host resources a guest holds (WASI streams, pollables), are capped.
+//! instance inside the component count against it, and so do the response bodies the host
+//! holds for it until it reads them ([`MemoryBudget`]); the counts of instances, memories and
+//! tables, and of the host resources a guest holds (WASI streams, pollables, HTTP requests and
+//! responses), are capped.
+
+use std::sync::{Arc, Mutex};
 
 use wasmtime::ResourceLimiter;
 
@@ -12,24 +16,106 @@ pub const MAX_INSTANCES: usize = 500;
 pub const MAX_MEMORIES: usize = 50;
 /// Tables one component instance may create.
 pub const MAX_TABLES: usize = 500;
-/// Host resources (WASI streams, pollables, ...) one instance may hold at once.
-pub const MAX_HOST_RESOURCES: usize = 10_000;
+/// Host resources (WASI streams, pollables, HTTP fields, requests and responses, ...) one
+/// instance may hold at once: enough for a few hundred requests in flight from one call, few
+/// enough that what each may hold outside the memory budget (a header map of up to 128 KiB)
+/// stays small.
+pub const MAX_HOST_RESOURCES: usize = 1_000;
 /// What one table element costs the host (a pointer, in Wasmtime).
 const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
 
-/// Counts the bytes of every memory and table of an instance against one budget.
+/// One instance's `limits.memory`, shared by its memories and tables (grown by the guest) and
+/// the bytes the host holds for it (response bodies not yet read).
+#[derive(Debug)]
+pub struct MemoryBudget {
+    limit: usize,
+    used: Mutex<Used>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Used {
+    guest: usize,
+    host: usize,
+}
+
+/// The host could not take bytes for an instance: they would pass its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverBudget {
+    pub limit: usize,
+    /// In use before: the guest's memories and tables, and what the host holds.
+    pub guest: usize,
+    pub host: usize,
+}
+
+impl MemoryBudget {
+    pub fn new(limit: u64) -> Arc<MemoryBudget> {
+        Arc::new(MemoryBudget {
+            limit: usize::try_from(limit).unwrap_or(usize::MAX),
+            used: Mutex::new(Used::default()),
+        })
+    }
+
+    fn used(&self) -> std::sync::MutexGuard<'_, Used> {
+        self.used.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes `more` bytes for the guest's memories and tables.
+    fn grow_guest(&self, more: usize) -> Result<(), OverBudget> {
+        let mut used = self.used();
+        self.take(&mut used, more)?;
+        used.guest += more;
+        Ok(())
+    }
+
+    /// Takes `more` bytes the host holds for the instance.
+    pub fn take_host(&self, more: usize) -> Result<(), OverBudget> {
+        let mut used = self.used();
+        self.take(&mut used, more)?;
+        used.host += more;
+        Ok(())
+    }
+
+    /// Gives back bytes the host no longer holds.
+    pub fn give_back_host(&self, less: usize) {
+        let mut used = self.used();
+        used.host = used.host.saturating_sub(less);
+    }
+
+    /// Bytes the host holds for the instance now.
+    #[cfg(test)]
+    pub fn host(&self) -> usize {
+        self.used().host
+    }
+
+    fn take(&self, used: &mut Used, more: usize) -> Result<(), OverBudget> {
+        let fits = used
+            .guest
+            .checked_add(used.host)
+            .and_then(|u| u.checked_add(more))
+            .is_some_and(|total| total <= self.limit);
+        if fits {
+            Ok(())
+        } else {
+            Err(OverBudget {
+                limit: self.limit,
+                guest: used.guest,
+                host: used.host,
+            })
+        }
+    }
+}
+
+/// Counts the bytes of every memory and table of an instance against its [`MemoryBudget`].
 pub struct InstanceLimiter {
-    budget: usize,
-    used: usize,
+    budget: Arc<MemoryBudget>,
     /// The first growth refused, for the error report.
     denied: Option<String>,
 }
 
 impl InstanceLimiter {
-    pub fn new(budget: u64) -> Self {
+    pub fn new(budget: Arc<MemoryBudget>) -> Self {
         InstanceLimiter {
-            budget: usize::try_from(budget).unwrap_or(usize::MAX),
-            used: 0,
+            budget,
             denied: None,
         }
     }
@@ -40,19 +126,19 @@ impl InstanceLimiter {
     }
 
     fn grow(&mut self, what: &str, more: usize) -> wasmtime::Result<bool> {
-        match self
-            .used
-            .checked_add(more)
-            .filter(|&total| total <= self.budget)
-        {
-            Some(total) => {
-                self.used = total;
-                Ok(true)
-            }
-            None => {
+        match self.budget.grow_guest(more) {
+            Ok(()) => Ok(true),
+            Err(over) => {
+                let held = match over.host {
+                    0 => String::new(),
+                    host => format!(
+                        ", {host} of them response bodies the host holds until the handler reads them"
+                    ),
+                };
                 let message = format!(
-                    "growing a {what} by {more} bytes would take the instance past its limit of {} bytes ({} in use)",
-                    self.budget, self.used
+                    "growing a {what} by {more} bytes would take the instance past its limit of {} bytes ({} in use{held})",
+                    over.limit,
+                    over.guest + over.host
                 );
                 self.denied = Some(message.clone());
                 // An error traps the guest where it grew (not a -1 it could ignore and retry).
@@ -103,7 +189,7 @@ mod tests {
 
     #[test]
     fn memories_and_tables_share_one_budget() {
-        let mut l = InstanceLimiter::new(1000);
+        let mut l = InstanceLimiter::new(MemoryBudget::new(1000));
         assert!(l.memory_growing(0, 600, None).unwrap());
         assert!(
             l.table_growing(0, 50, None).unwrap(),
@@ -115,5 +201,30 @@ mod tests {
         );
         assert!(l.denied().unwrap().contains("limit of 1000 bytes"));
         assert!(l.table_growing(0, usize::MAX, None).is_err(), "no overflow");
+    }
+
+    #[test]
+    fn bytes_the_host_holds_count_against_the_same_budget() {
+        let budget = MemoryBudget::new(1000);
+        let mut l = InstanceLimiter::new(budget.clone());
+        assert!(l.memory_growing(0, 600, None).unwrap());
+        budget.take_host(300).unwrap();
+        assert_eq!(
+            budget.take_host(101),
+            Err(OverBudget {
+                limit: 1000,
+                guest: 600,
+                host: 300
+            })
+        );
+        assert!(l.memory_growing(600, 700, None).unwrap(), "100 bytes fit");
+        let refused = l.memory_growing(700, 701, None).unwrap_err().to_string();
+        assert!(
+            refused.contains("1000 in use, 300 of them response bodies"),
+            "{refused}"
+        );
+        budget.give_back_host(300);
+        assert_eq!(budget.host(), 0);
+        assert!(l.memory_growing(700, 1000, None).unwrap());
     }
 }

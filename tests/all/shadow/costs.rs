@@ -46,6 +46,7 @@ fn one_permit(table: &str, endpoint: &str) -> WasiGrants {
             max_body: 1 << 20,
             max_in_flight: 4,
             ca_file: None,
+            allow_private: false,
         }),
         ..WasiGrants::default()
     }

@@ -56,6 +56,7 @@ fn conformance_grants(store: StateStoreKind, ttl: Option<Duration>, namespace: &
             max_body: 1 << 20,
             max_in_flight: 4,
             ca_file: None,
+            allow_private: false,
         }),
         ..WasiGrants::default()
     }

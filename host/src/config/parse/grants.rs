@@ -12,7 +12,14 @@ use super::MAX_CALL_TIMEOUT;
 use super::walk::{Field, Section, Walker, is_env_name, quote};
 
 const WASI_KEYS: &[&str] = &["env"];
-const HTTP_KEYS: &[&str] = &["allow", "timeout", "max_body", "max_in_flight", "ca_file"];
+const HTTP_KEYS: &[&str] = &[
+    "allow",
+    "timeout",
+    "max_body",
+    "max_in_flight",
+    "ca_file",
+    "allow_private",
+];
 
 /// The largest `[subscription.http] max_body`.
 const MAX_HTTP_BODY: u64 = 1 << 30;
@@ -87,6 +94,7 @@ fn http(w: &mut Walker<'_>, sec: &Section<'_, '_>) -> HttpGrant {
         max_body: defaults::HTTP_MAX_BODY,
         max_in_flight: defaults::HTTP_MAX_IN_FLIGHT,
         ca_file: None,
+        allow_private: false,
     };
     if let Some(f) = w.required(sec, "allow") {
         grant.allow = allow(w, &f);
@@ -113,6 +121,9 @@ fn http(w: &mut Walker<'_>, sec: &Section<'_, '_>) -> HttpGrant {
         grant.max_in_flight = n as u32;
     }
     grant.ca_file = sec.get("ca_file").and_then(|f| super::ca::ca_file(w, &f));
+    if let Some(yes) = sec.get("allow_private").and_then(|f| w.boolean(&f)) {
+        grant.allow_private = yes;
+    }
     grant
 }
 

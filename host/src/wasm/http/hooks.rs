@@ -8,14 +8,16 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use http_body_util::{BodyExt, Full};
 
+use super::held::Bodies;
 use super::send::{Outbound, Sent};
 use super::{HttpGate, http, origin_of};
 use crate::effects::{Effect, Effects};
 use crate::handler::CallContext;
 use crate::metrics::Metrics;
+use crate::wasm::limits::MemoryBudget;
 
 /// One instance's side of outbound HTTP: its component's gate (none: no grant), the current
-/// call's deadline, and the permits of its requests in flight.
+/// call's deadline, the permits of its requests in flight and the response bodies it holds.
 pub(in crate::wasm) struct HttpHooks {
     gate: Option<Arc<HttpGate>>,
     /// When the current call (or instantiation) runs out of time: no request outlives it.
@@ -26,6 +28,8 @@ pub(in crate::wasm) struct HttpHooks {
     /// A version on trial: its requests are recorded and, unless they only read under
     /// `--http live`, answered 503 without being sent.
     effects: Option<Arc<Effects>>,
+    /// The response bodies read for the guest, counted against its memory budget.
+    bodies: Arc<Bodies>,
 }
 
 impl HttpHooks {
@@ -33,6 +37,7 @@ impl HttpHooks {
         gate: Option<Arc<HttpGate>>,
         ctx: &CallContext,
         deadline: Instant,
+        memory: Arc<MemoryBudget>,
     ) -> HttpHooks {
         let permits = gate.as_ref().map_or(0, |g| g.grant.max_in_flight as usize);
         HttpHooks {
@@ -42,7 +47,14 @@ impl HttpHooks {
             subscription: ctx.subscription.clone(),
             metrics: ctx.metrics.clone(),
             effects: ctx.effects.clone(),
+            bodies: Bodies::new(memory),
         }
+    }
+
+    /// Ends a call (or the instantiation): the response bodies the guest has not read are
+    /// dropped, giving their memory back.
+    pub(in crate::wasm) fn end_call(&mut self) {
+        self.bodies.end_call();
     }
 
     fn deny(&self, origin: &str) -> Sent {
@@ -88,6 +100,8 @@ impl WasiHttpHooks for HttpHooks {
             in_flight: self.in_flight.clone(),
             subscription: self.subscription.clone(),
             metrics: self.metrics.clone(),
+            bodies: self.bodies.clone(),
+            call: self.bodies.call(),
         };
         match self.effects.clone() {
             None => Box::new(outbound.send(request)),

@@ -1,16 +1,22 @@
 //! Outbound HTTP for handlers granted it (`[subscription.http]`), through `wasi:http`.
 //!
 //! wasmtime-wasi-http gives the guest the `wasi:http` resources; every request it makes comes
-//! to [`HttpHooks::send_request`](hooks), which sends it only to an allowed origin, within the
-//! request's timeout (never past the call's deadline), with at most `max_in_flight` requests
-//! of a call waiting for their responses at once, and a response body of at most `max_body`
-//! bytes (`send.rs`). The host never follows a redirect: a guest (its SDK) that follows one
-//! makes a new request, checked like the first. TLS is rustls on `ring`, trusting the
-//! platform's roots and the grant's `ca_file` (`tls.rs`).
+//! to [`HttpHooks::send_request`](hooks), which sends it only to an allowed origin, and there
+//! only to an address the grant lets it reach (`address.rs`: a name resolving inside the
+//! host's networks is refused unless the grant names the address or allows private ones),
+//! within the request's timeout (never past the call's deadline), with at most
+//! `max_in_flight` requests of a call waiting for their responses at once, and a response body
+//! of at most `max_body` bytes (`send.rs`) that counts against the instance's memory until the
+//! guest reads it and is dropped at the end of the call if it does not (`held.rs`). The host
+//! never follows a redirect: a guest (its SDK) that follows one makes a new request, checked
+//! like the first. TLS is rustls on `ring`, trusting the platform's roots and the grant's
+//! `ca_file` (`tls.rs`).
 //!
 //! A component that imports `wasi:http` is refused at load for a subscription that grants no
 //! HTTP; an instance of one that does not is denied every request anyway.
 
+mod address;
+mod held;
 mod hooks;
 mod send;
 mod tls;
@@ -54,6 +60,41 @@ impl HttpGate {
     /// many were not logged in between), so a guest that loops on a denied origin cannot flood
     /// the log.
     fn log_denied(&self, subscription: &str, origin: &str) {
+        let Some(quiet) = self.may_log_denial() else {
+            return;
+        };
+        tracing::warn!(
+            subscription,
+            origin,
+            not_logged_since = quiet,
+            "handler request denied: {origin} is not in the subscription's [subscription.http] allow"
+        );
+    }
+
+    /// Logs a request denied because its allowed name resolved only to addresses inside the
+    /// host's networks, naming them; rate-limited as [`HttpGate::log_denied`].
+    fn log_refused(&self, subscription: &str, origin: &Origin, refused: &[address::Refused]) {
+        let Some(quiet) = self.may_log_denial() else {
+            return;
+        };
+        let addresses: Vec<String> = refused
+            .iter()
+            .map(|r| format!("{} ({})", r.addr.ip(), r.inside))
+            .collect();
+        let addresses = addresses.join(", ");
+        tracing::warn!(
+            subscription,
+            %origin,
+            addresses,
+            not_logged_since = quiet,
+            "handler request denied: {origin} resolved to {addresses}, inside the host's networks; \
+             allow it with allow_private = true in [subscription.http], or by listing the address \
+             and port as an origin"
+        );
+    }
+
+    /// Whether a denial may be logged now: `Some(denials not logged since the last line)`.
+    fn may_log_denial(&self) -> Option<u64> {
         let mut log = self.denials.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         if log
@@ -61,16 +102,10 @@ impl HttpGate {
             .is_some_and(|at| now.duration_since(at) < DENIAL_LOG_EVERY)
         {
             log.quiet += 1;
-            return;
+            return None;
         }
-        let quiet = std::mem::take(&mut log.quiet);
         log.last = Some(now);
-        tracing::warn!(
-            subscription,
-            origin,
-            not_logged_since = quiet,
-            "handler request denied: {origin} is not in the subscription's [subscription.http] allow"
-        );
+        Some(std::mem::take(&mut log.quiet))
     }
 }
 

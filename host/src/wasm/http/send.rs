@@ -1,12 +1,14 @@
-//! One allowed request: connect (TLS for https), send, read the whole response body (at most
-//! `max_body`, by the request's deadline), and hand the response back.
+//! One allowed request: resolve its name and keep the addresses the grant lets it reach
+//! (`address.rs`), connect to those (TLS for https), send, read the whole response body (at
+//! most `max_body`, by the request's deadline, counted against the instance's memory:
+//! `held.rs`), and hand the response back.
 
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -16,9 +18,12 @@ use tokio::time::{Sleep, timeout_at};
 use tokio_rustls::rustls::pki_types::ServerName;
 use wasmtime_wasi_http::{Error, WasiBody};
 
-use super::{HttpGate, http};
+use super::held::Bodies;
+use super::{HttpGate, address, http};
 use crate::config::Origin;
 use crate::metrics::Metrics;
+use crate::wasm::human_bytes;
+use crate::wasm::limits::OverBudget;
 
 /// What the hook answers: the response (or why there is none), and a future wasmtime runs
 /// beside the response's body.
@@ -43,6 +48,22 @@ pub(super) struct Outbound {
     pub(super) in_flight: Arc<Semaphore>,
     pub(super) subscription: Arc<str>,
     pub(super) metrics: Option<Arc<Metrics>>,
+    /// Where the response body is held for the guest, and the call the request was made in.
+    pub(super) bodies: Arc<Bodies>,
+    pub(super) call: u64,
+}
+
+/// Why a request got no response, and what the metrics call it.
+pub(super) struct Failed {
+    error: Error,
+    kind: &'static str,
+}
+
+impl From<Error> for Failed {
+    fn from(error: Error) -> Failed {
+        let kind = kind_of(&error);
+        Failed { error, kind }
+    }
 }
 
 trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
@@ -73,9 +94,9 @@ impl Outbound {
                     Box::new(async { Ok(()) });
                 Ok((response, done))
             }
-            Err(e) => {
-                count.error(kind_of(&e));
-                Err(e)
+            Err(Failed { error, kind }) => {
+                count.error(kind);
+                Err(error)
             }
         }
     }
@@ -83,7 +104,7 @@ impl Outbound {
     async fn exchange(
         &self,
         mut request: http::Request<WasiBody>,
-    ) -> Result<http::Response<WasiBody>, Error> {
+    ) -> Result<http::Response<WasiBody>, Failed> {
         let deadline = tokio::time::Instant::from_std(self.deadline);
         // A permit per request until its whole response is read: `max_in_flight` of a call at
         // once, the others queue (bounded by the deadline like the rest).
@@ -99,7 +120,8 @@ impl Outbound {
             hyper::client::conn::http1::handshake::<_, WasiBody>(TokioIo::new(stream)),
         )
         .await
-        .map_err(|_| Error::ConnectionTimeout)??;
+        .map_err(|_| Error::ConnectionTimeout)?
+        .map_err(Error::from)?;
         // The connection lives until the response's body is read or dropped, never long past
         // the request's deadline: the request itself ends at the deadline with a timeout, and
         // the connection a moment later (ended first, it would be that error instead).
@@ -122,36 +144,73 @@ impl Outbound {
         if let Some(length) = response.body().size_hint().exact()
             && length > max
         {
-            return Err(Error::HttpResponseBodySize(Some(length)));
+            return Err(Error::HttpResponseBodySize(Some(length)).into());
         }
         // The whole body is read here, before the guest sees the response: a body cut at
         // `max_body` or at the deadline is the request's error, with its error code, in every
-        // SDK (an error in the middle of a wasi:http body stream carries none).
+        // SDK (an error in the middle of a wasi:http body stream carries none). Each frame
+        // takes its bytes from the instance's memory budget as it arrives.
         let (head, incoming) = response.into_parts();
-        let bounded = Bounded {
+        let mut bounded = Bounded {
             incoming,
             left: max,
             max,
             deadline: Box::pin(tokio::time::sleep_until(deadline)),
         };
-        let body = bounded.collect().await?.to_bytes();
-        let body = Full::new(body)
-            .map_err(|never| match never {})
-            .boxed_unsync();
+        let mut body = self.bodies.reading();
+        while let Some(frame) = bounded.frame().await {
+            if let Ok(data) = frame?.into_data() {
+                body.push(data).map_err(|over| self.over_budget(over))?;
+            }
+        }
+        let body = body.hold(self.call).boxed_unsync();
         Ok(http::Response::from_parts(head, body))
     }
 
-    /// A TCP connection to the origin, with TLS for https.
+    /// The error of a body that does not fit in the instance's memory.
+    fn over_budget(&self, over: OverBudget) -> Failed {
+        let message = format!(
+            "the response body of {} does not fit in the instance's memory limit of {}: in use \
+             are {} of the handler's memory and {} of response bodies it has not read; read or \
+             drop responses before asking for more",
+            self.origin,
+            human_bytes(over.limit as u64),
+            human_bytes(over.guest as u64),
+            human_bytes(over.host as u64),
+        );
+        tracing::debug!(subscription = &*self.subscription, "{message}");
+        Failed {
+            error: Error::InternalError(Some(message)),
+            kind: "memory",
+        }
+    }
+
+    /// A TCP connection to the origin, with TLS for https: to an address its name resolved to
+    /// that the grant lets it reach, never resolving it again.
     async fn connect(&self) -> Result<Box<dyn Io>, Error> {
         let Origin { scheme, host, port } = &self.origin;
         let bare = host.trim_start_matches('[').trim_end_matches(']');
-        let addrs: Vec<_> = tokio::net::lookup_host((bare, *port))
+        let resolved: Vec<_> = tokio::net::lookup_host((bare, *port))
             .await
             .map_err(|e| Error::DnsError {
                 rcode: Some(e.to_string()),
                 info_code: None,
             })?
             .collect();
+        let (addrs, refused) = address::admit(&self.gate.grant, &self.origin, resolved);
+        if addrs.is_empty() && !refused.is_empty() {
+            self.gate
+                .log_refused(&self.subscription, &self.origin, &refused);
+            return Err(Error::HttpRequestDenied);
+        }
+        if !refused.is_empty() {
+            tracing::debug!(
+                subscription = &*self.subscription,
+                origin = %self.origin,
+                refused = ?refused,
+                "some addresses of an allowed name are not reached: they are inside the host's networks"
+            );
+        }
         let tcp = TcpStream::connect(&addrs[..]).await.map_err(|e| {
             if e.kind() == std::io::ErrorKind::ConnectionRefused {
                 Error::ConnectionRefused

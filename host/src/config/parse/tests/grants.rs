@@ -33,7 +33,9 @@ const GRANT_PROBLEMS: &[(&str, usize, &str, &str)] = &[
     ("[subscription.http]\nallow = [\"https://x.example\"]\nmax_in_flight = 1025", 3, "sub.http.max_in_flight", "must be from 1 to 1024"),
     ("[subscription.http]\nallow = [\"https://x.example\"]\nca_file = \"gone.pem\"", 3, "sub.http.ca_file", "CA file not found: "),
     ("[subscription.http]\nallow = [\"https://x.example\"]\nca_file = \"feed.ndjson\"", 3, "sub.http.ca_file", "feed.ndjson holds no PEM certificate (a \"-----BEGIN CERTIFICATE-----\" block)"),
-    ("[subscription.http]\nallow = [\"https://x.example\"]\norigins = []", 3, "sub.http.origins", "unknown key `origins`; expected one of: allow, timeout, max_body, max_in_flight, ca_file"),
+    ("[subscription.http]\nallow = [\"https://x.example\"]\norigins = []", 3, "sub.http.origins", "unknown key `origins`; expected one of: allow, timeout, max_body, max_in_flight, ca_file, allow_private"),
+    ("[subscription.http]\nallow = [\"https://x.example\"]\nallow_private = \"yes\"", 3, "sub.http.allow_private", "expected a boolean (true or false), found the string \"yes\""),
+    ("[subscription.http]\nallow = [\"https://x.example\"]\nallow_private = 1", 3, "sub.http.allow_private", "expected a boolean (true or false), found the integer 1"),
     ("config = 5", 1, "sub.config", "expected a table, found the integer 5"),
     ("[subscription.config]\nport = 8090", 2, "sub.config.port", "config values are strings: write \"8090\""),
     ("[subscription.config]\ndebug = true", 2, "sub.config.debug", "config values are strings: write \"true\""),
@@ -74,7 +76,8 @@ fn an_http_grant_reads_its_origins_and_bounds() {
     let config = s.load(&format!(
         "{MINIMAL}[subscription.http]\n\
          allow = [\"https://API.Carrier.example\", \"http://127.0.0.1:8090\", \"http://[::1]:80\"]\n\
-         timeout = \"2500ms\"\nmax_body = \"1MiB\"\nmax_in_flight = 4\nca_file = \"certs/ca.pem\"\n"
+         timeout = \"2500ms\"\nmax_body = \"1MiB\"\nmax_in_flight = 4\nca_file = \"certs/ca.pem\"\n\
+         allow_private = true\n"
     ));
     let origin = |scheme: &str, host: &str, port| Origin {
         scheme: scheme.into(),
@@ -91,6 +94,7 @@ fn an_http_grant_reads_its_origins_and_bounds() {
         max_body: 1 << 20,
         max_in_flight: 4,
         ca_file: Some(s.0.join("certs/ca.pem")),
+        allow_private: true,
     };
     assert_eq!(config.subscriptions[0].wasi.http, Some(wanted));
 }
@@ -107,8 +111,9 @@ fn an_http_grant_with_only_origins_takes_the_default_bounds() {
         http.max_body,
         http.max_in_flight,
         http.ca_file,
+        http.allow_private,
     );
-    assert_eq!(bounds, (Duration::from_secs(5), 10 << 20, 16, None));
+    assert_eq!(bounds, (Duration::from_secs(5), 10 << 20, 16, None, false));
     let http = load("[subscription.http]\nallow = [\"https://x.example\"]\nmax_body = 1\nmax_in_flight = 1024\ntimeout = \"15m\"")
         .subscriptions[0]
         .wasi
