@@ -37,5 +37,6 @@ mod sdks;
 mod shadow;
 mod state;
 mod status_page;
+mod subscriptions;
 mod throughput;
 mod worker;

@@ -1,0 +1,392 @@
+//! Two subscriptions on one stream (issue 42): each handles every record through lease rows of
+//! its own, polling and by fan-out, on the memory store and a DynamoDB lease table, with records
+//! put while both read and a kill -9 and restart in the middle; each checkpoint stays behind
+//! what its own subscription handled. A shared `stream:shard` row another host's subscription
+//! took is refused, never shared.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use shardhost::source::StartPosition;
+use shardhost::status::StatusBoard;
+
+use crate::support::fleet::{Instance, Stack, stack};
+use crate::support::kinesis::Kinesis;
+use crate::support::{
+    HostToml, Outcomes, Running, Scratch, Seen, Subscription, guest, kinesis_endpoint, unique,
+    wait_until_else,
+};
+
+const SUBSCRIPTIONS: [&str; 2] = ["one", "two"];
+
+/// A record: its shard and sequence number.
+type Put = (String, String);
+
+/// Subscription `name` of `stream` with the scripted guest, from the stream's beginning.
+fn sub(name: &str, stream: &str, read: &str) -> Subscription {
+    Subscription::new(name, stream, guest("scripted"))
+        .trim_horizon()
+        .batch(10)
+        .poll_interval("100ms")
+        .set("read", read)
+}
+
+/// Whether sequence number `seq` is at or before the checkpoint `checkpoint` (`SEQ`, `SEQ/SUB`
+/// or `SHARD_END`); sequence numbers compare as numbers.
+fn at_or_before(seq: &str, checkpoint: &str) -> bool {
+    if checkpoint == "SHARD_END" {
+        return true;
+    }
+    let cp = checkpoint.split('/').next().unwrap_or_default();
+    (seq.len(), seq) <= (cp.len(), cp)
+}
+
+/// A checkpoint a subscription had on a shard, and what it had handled by then.
+struct Sample {
+    subscription: String,
+    shard: String,
+    checkpoint: String,
+    handled: BTreeSet<Put>,
+}
+
+/// Asserts that no checkpoint passed a record its subscription had not handled.
+fn assert_behind_what_was_handled(samples: &[Sample], records: &[Put]) {
+    for s in samples {
+        for (shard, seq) in records {
+            if *shard == s.shard && at_or_before(seq, &s.checkpoint) {
+                assert!(
+                    s.handled.contains(&(shard.clone(), seq.clone())),
+                    "subscription `{}` checkpointed shard {shard} at {} past record {seq}, \
+                     which it never handled",
+                    s.subscription,
+                    s.checkpoint
+                );
+            }
+        }
+    }
+}
+
+/// Asserts that each subscription handled every record.
+fn assert_each_handled_all(handled: &BTreeMap<String, BTreeSet<Put>>, records: &[Put]) {
+    for name in SUBSCRIPTIONS {
+        let mine = handled.get(name).cloned().unwrap_or_default();
+        let missed: Vec<&Put> = records.iter().filter(|r| !mine.contains(*r)).collect();
+        assert!(
+            missed.is_empty(),
+            "subscription `{name}` never handled {} of {} records: {:?}",
+            missed.len(),
+            records.len(),
+            &missed[..missed.len().min(5)]
+        );
+    }
+}
+
+/// What each subscription handled, from a host's outcome tap.
+fn by_subscription(seen: &[Seen]) -> BTreeMap<String, BTreeSet<Put>> {
+    let mut out: BTreeMap<String, BTreeSet<Put>> = BTreeMap::new();
+    for s in seen {
+        out.entry(s.subscription.clone())
+            .or_default()
+            .insert((s.shard_id.clone(), s.sequence_number.clone()));
+    }
+    out
+}
+
+/// Notes every checkpoint of the board, with what the tap saw its subscription handle: the tap
+/// sees a record as it is settled, before any checkpoint passes it, so checkpoints are read
+/// first.
+fn sample(status: &StatusBoard, seen: &Outcomes, samples: &mut Vec<Sample>) {
+    let board = status.snapshot();
+    let handled = by_subscription(&seen.all());
+    for (subscription, shard, s) in board {
+        if let Some(checkpoint) = s.checkpoint {
+            samples.push(Sample {
+                handled: handled.get(&subscription).cloned().unwrap_or_default(),
+                subscription,
+                shard,
+                checkpoint,
+            });
+        }
+    }
+}
+
+/// Every record of every shard of `stream` in the host's embedded stream.
+fn embedded_records(host: &Running, stream: &str) -> Vec<Put> {
+    host.block_on(async {
+        let mut records = Vec::new();
+        for shard in host.source.list_shards(stream).await.unwrap() {
+            let mut reader = host
+                .source
+                .open(stream, &shard.shard_id, &StartPosition::TrimHorizon)
+                .await
+                .unwrap();
+            let read = reader.read(10_000).await.unwrap();
+            records.extend(
+                read.records
+                    .into_iter()
+                    .map(|r| (shard.shard_id.clone(), r.sequence_number)),
+            );
+        }
+        records
+    })
+}
+
+#[test]
+fn two_subscriptions_on_the_embedded_stream_each_handle_every_record() {
+    let dir = Scratch::new("two-subs-embedded");
+    let stream = "orders";
+    let config = HostToml::memory()
+        .leases("checkpoint_every", "100ms")
+        .subscription(sub("one", stream, "polling").create_if_missing(4))
+        .subscription(sub("two", stream, "polling").create_if_missing(4));
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, config, |h| h.on_outcome(seen.tap()));
+    let mut samples = Vec::new();
+    for i in 0..600 {
+        host.put(stream, &format!("key-{i}"), format!("r-{i}").into_bytes());
+        if i % 20 == 0 {
+            // Both read while records come in, a few at a time.
+            std::thread::sleep(Duration::from_millis(20));
+            sample(&host.status, &seen, &mut samples);
+        }
+    }
+    wait_until_else(
+        "each subscription to handle all 600 records",
+        Duration::from_secs(60),
+        || {
+            sample(&host.status, &seen, &mut samples);
+            let handled = by_subscription(&seen.all());
+            SUBSCRIPTIONS
+                .iter()
+                .all(|s| handled.get(*s).is_some_and(|h| h.len() >= 600))
+        },
+        || format!("{:#?}", by_subscription(&seen.all()).iter().map(|(s, h)| (s, h.len())).collect::<Vec<_>>()),
+    );
+    let records = embedded_records(&host, stream);
+    assert_eq!(records.len(), 600);
+    assert_each_handled_all(&by_subscription(&seen.all()), &records);
+    assert_behind_what_was_handled(&samples, &records);
+    let text = host.metrics();
+    for name in SUBSCRIPTIONS {
+        let label = format!("subscription=\"{name}\"");
+        let acked = crate::support::metric(&text, "shardhost_records_total", &[&label, "outcome=\"ack\""]);
+        assert!(acked >= 600.0, "records_total of `{name}`: {acked}");
+    }
+    host.stop();
+}
+
+#[test]
+fn two_fan_out_subscriptions_on_kinesis_each_handle_every_record() {
+    let Some(endpoint) = kinesis_endpoint() else {
+        return;
+    };
+    let k = Kinesis::new(&endpoint);
+    let stream = unique("two-subs-fan-out");
+    k.create(&stream, 2);
+    let dir = Scratch::new("two-subs-fan-out");
+    let config = HostToml::kinesis(&endpoint)
+        .leases("renew_every", "1s")
+        .leases("list_every", "300ms")
+        .leases("checkpoint_every", "100ms")
+        .subscription(sub("one", &stream, "fan-out"))
+        .subscription(sub("two", &stream, "fan-out"));
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, config, |h| h.on_outcome(seen.tap()));
+    let mut samples = Vec::new();
+    let mut records = Vec::new();
+    for i in 0..200 {
+        records.push(k.put(&stream, &format!("key-{i}"), format!("r-{i}")));
+        if i % 20 == 0 {
+            sample(&host.status, &seen, &mut samples);
+        }
+    }
+    wait_until_else(
+        "each subscription to handle all 200 records",
+        Duration::from_secs(60),
+        || {
+            sample(&host.status, &seen, &mut samples);
+            let handled = by_subscription(&seen.all());
+            SUBSCRIPTIONS
+                .iter()
+                .all(|s| records.iter().all(|r| handled.get(*s).is_some_and(|h| h.contains(r))))
+        },
+        || format!("{:?}", by_subscription(&seen.all()).iter().map(|(s, h)| (s, h.len())).collect::<Vec<_>>()),
+    );
+    assert_each_handled_all(&by_subscription(&seen.all()), &records);
+    assert_behind_what_was_handled(&samples, &records);
+    host.stop();
+}
+
+/// (subscription, shard, sequence number) of every record an instance settled, from its log.
+fn settled(instance: &Instance) -> BTreeMap<String, BTreeSet<Put>> {
+    let mut out: BTreeMap<String, BTreeSet<Put>> = BTreeMap::new();
+    for v in instance.lines() {
+        let f = &v["fields"];
+        if !(f["sequence_number"].is_string() && f["handler"].is_string()) {
+            continue;
+        }
+        let subscription = v["spans"]
+            .as_array()
+            .and_then(|spans| spans.iter().find_map(|s| s["subscription"].as_str()))
+            .unwrap_or_default()
+            .to_owned();
+        let shard = v["span"]["shard"].as_str().unwrap_or_default().to_owned();
+        let seq = f["sequence_number"].as_str().unwrap_or_default();
+        let seq = seq.split('/').next().unwrap_or_default().to_owned();
+        out.entry(subscription).or_default().insert((shard, seq));
+    }
+    out
+}
+
+impl Stack {
+    /// The checkpoint of subscription `name`'s own row of `shard`.
+    fn own_checkpoint(&self, shard: &str, name: &str) -> Option<String> {
+        let key = format!("{}:{shard}#{name}", self.stream);
+        self.rt
+            .block_on(self.d.row(&self.table, &key))?
+            .get("checkpoint")
+            .and_then(|v| v.as_s().ok())
+            .cloned()
+    }
+}
+
+/// Puts `count` records on the stack's stream from a thread of its own, 10 every 100 ms.
+fn put_while_reading(st: &Stack, count: usize) -> std::thread::JoinHandle<Vec<Put>> {
+    let (endpoint, stream) = (st.kinesis.clone(), st.stream.clone());
+    std::thread::spawn(move || {
+        let k = Kinesis::new(&endpoint);
+        (0..count)
+            .map(|i| {
+                if i % 10 == 0 {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                k.put(&stream, &format!("key-{i}"), format!("r-{i}"))
+            })
+            .collect()
+    })
+}
+
+/// Two subscriptions of one host on a DynamoDB lease table, records put while both read, the
+/// host killed (kill -9) and restarted in the middle.
+fn two_subscriptions_on_a_lease_table_across_a_kill_9(read: &str) {
+    let Some(st) = stack(2) else { return };
+    let dir = Scratch::new("two-subs-kill9");
+    let config = st
+        .host("pod-a")
+        .leases("renew_every", "1s")
+        .leases("list_every", "1s")
+        .leases("checkpoint_every", "200ms")
+        .subscription(sub("one", &st.stream, read))
+        .subscription(sub("two", &st.stream, read));
+    let mut first = Instance::start(&dir, "first", &config);
+    let producer = put_while_reading(&st, 400);
+    first.wait_for(
+        "each subscription to handle 60 records",
+        Duration::from_secs(60),
+        |i| {
+            let handled = settled(i);
+            SUBSCRIPTIONS
+                .iter()
+                .all(|s| handled.get(*s).is_some_and(|h| h.len() >= 60))
+        },
+    );
+    first.kill9();
+    let mut samples = Vec::new();
+    let handled_first = settled(&first);
+    for name in SUBSCRIPTIONS {
+        for shard in ["shardId-000000000000", "shardId-000000000001"] {
+            if let Some(checkpoint) = st.own_checkpoint(shard, name) {
+                samples.push(Sample {
+                    subscription: name.to_owned(),
+                    shard: shard.to_owned(),
+                    checkpoint,
+                    handled: handled_first.get(name).cloned().unwrap_or_default(),
+                });
+            }
+        }
+    }
+    // The same owner id regains its leases at once.
+    let second = Instance::start(&dir, "second", &config);
+    let records = producer.join().unwrap();
+    second.wait_for(
+        "each subscription to handle every record",
+        Duration::from_secs(90),
+        |i| {
+            let handled = settled(i);
+            SUBSCRIPTIONS.iter().all(|s| {
+                records.iter().all(|r| {
+                    handled.get(*s).is_some_and(|h| h.contains(r))
+                        || handled_first.get(*s).is_some_and(|h| h.contains(r))
+                })
+            })
+        },
+    );
+    let mut handled = handled_first.clone();
+    for (name, set) in settled(&second) {
+        handled.entry(name).or_default().extend(set);
+    }
+    assert_each_handled_all(&handled, &records);
+    assert_behind_what_was_handled(&samples, &records);
+    for name in SUBSCRIPTIONS {
+        assert!(
+            samples.iter().any(|s| s.subscription == name),
+            "subscription `{name}` wrote checkpoints to rows of its own before the kill"
+        );
+    }
+}
+
+#[test]
+fn two_polling_subscriptions_on_a_lease_table_each_handle_every_record_across_a_kill_9() {
+    two_subscriptions_on_a_lease_table_across_a_kill_9("polling");
+}
+
+#[test]
+fn two_fan_out_subscriptions_on_a_lease_table_each_handle_every_record_across_a_kill_9() {
+    two_subscriptions_on_a_lease_table_across_a_kill_9("fan-out");
+}
+
+#[test]
+fn a_shared_row_another_hosts_subscription_took_is_refused_not_shared() {
+    let Some(st) = stack(1) else { return };
+    let dir = Scratch::new("two-subs-refused");
+    let records: Vec<Put> = (0..20)
+        .map(|i| st.k.put(&st.stream, &format!("key-{i}"), format!("r-{i}")))
+        .collect();
+    let host = |owner: &str| {
+        st.host(owner)
+            .leases("renew_every", "1s")
+            .leases("list_every", "1s")
+    };
+    let a = Instance::start(&dir, "a", host("a").subscription(sub("one", &st.stream, "polling")));
+    a.wait_for("a to handle every record", Duration::from_secs(60), |i| {
+        settled(i).get("one").is_some_and(|h| h.len() == 20)
+    });
+    // Host b runs another service's subscription alone on the same stream and table: by
+    // default it would read the same `stream:shard` rows.
+    let b = Instance::start(&dir, "b", host("b").subscription(sub("two", &st.stream, "polling")));
+    b.wait_for(
+        "b to refuse the row subscription `one` took",
+        Duration::from_secs(30),
+        |i| i.logged("belongs to subscription `one`") && i.logged("lease_key = \\\"subscription\\\""),
+    );
+    assert!(settled(&b).is_empty(), "b handled none of one's records");
+    let shard = "shardId-000000000000";
+    let row = st.row(shard).unwrap();
+    assert_eq!(row["subscription"].as_s().unwrap(), "one");
+    assert_eq!(st.owner(shard).as_deref(), Some("a"), "b never took a's row");
+    drop(b);
+    // With rows of its own, it reads the stream beside `one`, from its own start.
+    let b = Instance::start(
+        &dir,
+        "b2",
+        host("b").subscription(sub("two", &st.stream, "polling").set("lease_key", "subscription")),
+    );
+    b.wait_for("b to handle every record", Duration::from_secs(60), |i| {
+        settled(i)
+            .get("two")
+            .is_some_and(|h| records.iter().all(|r| h.contains(r)))
+    });
+    assert_eq!(st.owner(shard).as_deref(), Some("a"), "a's row is still a's");
+    assert!(st.own_checkpoint(shard, "two").is_some());
+}
+
