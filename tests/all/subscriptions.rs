@@ -160,7 +160,15 @@ fn two_subscriptions_on_the_embedded_stream_each_handle_every_record() {
                 .iter()
                 .all(|s| handled.get(*s).is_some_and(|h| h.len() >= 600))
         },
-        || format!("{:#?}", by_subscription(&seen.all()).iter().map(|(s, h)| (s, h.len())).collect::<Vec<_>>()),
+        || {
+            format!(
+                "{:#?}",
+                by_subscription(&seen.all())
+                    .iter()
+                    .map(|(s, h)| (s, h.len()))
+                    .collect::<Vec<_>>()
+            )
+        },
     );
     let records = embedded_records(&host, stream);
     assert_eq!(records.len(), 600);
@@ -169,7 +177,11 @@ fn two_subscriptions_on_the_embedded_stream_each_handle_every_record() {
     let text = host.metrics();
     for name in SUBSCRIPTIONS {
         let label = format!("subscription=\"{name}\"");
-        let acked = crate::support::metric(&text, "shardhost_records_total", &[&label, "outcome=\"ack\""]);
+        let acked = crate::support::metric(
+            &text,
+            "shardhost_records_total",
+            &[&label, "outcome=\"ack\""],
+        );
         assert!(acked >= 600.0, "records_total of `{name}`: {acked}");
     }
     host.stop();
@@ -206,11 +218,21 @@ fn two_fan_out_subscriptions_on_kinesis_each_handle_every_record() {
         || {
             sample(&host.status, &seen, &mut samples);
             let handled = by_subscription(&seen.all());
-            SUBSCRIPTIONS
-                .iter()
-                .all(|s| records.iter().all(|r| handled.get(*s).is_some_and(|h| h.contains(r))))
+            SUBSCRIPTIONS.iter().all(|s| {
+                records
+                    .iter()
+                    .all(|r| handled.get(*s).is_some_and(|h| h.contains(r)))
+            })
         },
-        || format!("{:?}", by_subscription(&seen.all()).iter().map(|(s, h)| (s, h.len())).collect::<Vec<_>>()),
+        || {
+            format!(
+                "{:?}",
+                by_subscription(&seen.all())
+                    .iter()
+                    .map(|(s, h)| (s, h.len()))
+                    .collect::<Vec<_>>()
+            )
+        },
     );
     assert_each_handled_all(&by_subscription(&seen.all()), &records);
     assert_behind_what_was_handled(&samples, &records);
@@ -357,23 +379,38 @@ fn a_shared_row_another_hosts_subscription_took_is_refused_not_shared() {
             .leases("renew_every", "1s")
             .leases("list_every", "1s")
     };
-    let a = Instance::start(&dir, "a", host("a").subscription(sub("one", &st.stream, "polling")));
+    let a = Instance::start(
+        &dir,
+        "a",
+        host("a").subscription(sub("one", &st.stream, "polling")),
+    );
     a.wait_for("a to handle every record", Duration::from_secs(60), |i| {
         settled(i).get("one").is_some_and(|h| h.len() == 20)
     });
     // Host b runs another service's subscription alone on the same stream and table: by
     // default it would read the same `stream:shard` rows.
-    let b = Instance::start(&dir, "b", host("b").subscription(sub("two", &st.stream, "polling")));
+    let b = Instance::start(
+        &dir,
+        "b",
+        host("b").subscription(sub("two", &st.stream, "polling")),
+    );
     b.wait_for(
         "b to refuse the row subscription `one` took",
         Duration::from_secs(30),
-        |i| i.logged("belongs to subscription `one`") && i.logged("lease_key = \\\"subscription\\\""),
+        |i| {
+            i.logged("belongs to subscription `one`")
+                && i.logged("lease_key = \\\"subscription\\\"")
+        },
     );
     assert!(settled(&b).is_empty(), "b handled none of one's records");
     let shard = "shardId-000000000000";
     let row = st.row(shard).unwrap();
     assert_eq!(row["subscription"].as_s().unwrap(), "one");
-    assert_eq!(st.owner(shard).as_deref(), Some("a"), "b never took a's row");
+    assert_eq!(
+        st.owner(shard).as_deref(),
+        Some("a"),
+        "b never took a's row"
+    );
     drop(b);
     // With rows of its own, it reads the stream beside `one`, from its own start.
     let b = Instance::start(
@@ -386,7 +423,108 @@ fn a_shared_row_another_hosts_subscription_took_is_refused_not_shared() {
             .get("two")
             .is_some_and(|h| records.iter().all(|r| h.contains(r)))
     });
-    assert_eq!(st.owner(shard).as_deref(), Some("a"), "a's row is still a's");
-    assert!(st.own_checkpoint(shard, "two").is_some());
+    assert_eq!(
+        st.owner(shard).as_deref(),
+        Some("a"),
+        "a's row is still a's"
+    );
+    let last = &records.last().unwrap().1;
+    wait_until_else(
+        "two's checkpoint in its own row at the last record",
+        Duration::from_secs(30),
+        || st.own_checkpoint(shard, "two").as_deref() == Some(last.as_str()),
+        || format!("{:?}", st.own_checkpoint(shard, "two")),
+    );
 }
 
+#[tokio::test]
+async fn a_subscription_moved_to_rows_of_its_own_resumes_from_the_shared_row_it_wrote() {
+    use shardhost::lease::{
+        Checkpoint, DynamoLeaseStore, DynamoOptions, LeaseKey, LeaseRows, LeaseStore,
+    };
+    use shardhost::record::Position;
+    let Some(ep) = crate::support::dynamodb_endpoint() else {
+        return;
+    };
+    let table = unique("moved");
+    crate::support::dynamo::Dynamo::new(&ep)
+        .create_lease_table(&table)
+        .await;
+    let store = DynamoLeaseStore::connect(DynamoOptions::local(&table, &ep)).await;
+    let ttl = Duration::from_secs(10);
+    let shard = "shardId-000000000000";
+    // `one`, alone on its stream, read through the shared row and checkpointed there.
+    let shared = LeaseKey::of("orders", shard, "one", LeaseRows::Stream);
+    let lease = store.acquire(&shared, "a", ttl).await.unwrap().unwrap();
+    let cp = Checkpoint::At(Position::new("42", 0));
+    let lease = store.checkpoint(&lease, &cp).await.unwrap();
+    store.release(&lease).await.unwrap();
+    // A second subscription joined the stream: `one` reads through its own row now, and
+    // starts where the shared row it wrote stopped; `two` starts at its start_at.
+    let own = LeaseKey::of("orders", shard, "one", LeaseRows::Subscription);
+    let taken = store.acquire(&own, "a", ttl).await.unwrap().unwrap();
+    assert_eq!(taken.checkpoint, Some(cp.clone()));
+    let two = LeaseKey::of("orders", shard, "two", LeaseRows::Subscription);
+    let taken = store.acquire(&two, "a", ttl).await.unwrap().unwrap();
+    assert_eq!(taken.checkpoint, None);
+    // The shared row is `one`'s: `two` may neither read nor take it.
+    let two_shared = LeaseKey::of("orders", shard, "two", LeaseRows::Stream);
+    assert!(
+        store
+            .acquire(&two_shared, "b", ttl)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let refused = store.read(&two_shared).await.unwrap_err().to_string();
+    assert!(
+        refused.contains("belongs to subscription `one`"),
+        "{refused}"
+    );
+    // A reader that names no subscription (ruststream-kinesis's layout) still reads it.
+    let plain = store
+        .read(&LeaseKey::new("orders", shard))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(plain.checkpoint, Some(cp));
+}
+
+#[test]
+fn check_says_which_lease_rows_each_subscription_reads_through() {
+    let dir = Scratch::new("two-subs-check");
+    let config = HostToml::memory()
+        .subscription(sub("one", "orders", "polling"))
+        .subscription(sub("two", "orders", "polling"))
+        .subscription(sub("three", "orders", "polling").set("lease_key", "stream"))
+        .subscription(sub("alone", "invoices", "polling"));
+    let path = dir.write("shardhost.toml", config.to_string());
+    let out = crate::support::fleet::shardhost(&["check", path.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in [
+        "lease rows: orders:SHARD#one (its own: `two`, `three` read stream `orders` too)",
+        "lease rows: orders:SHARD#two (its own: `one`, `three` read stream `orders` too)",
+        "lease rows: orders:SHARD (lease_key = \"stream\")",
+        "lease rows: invoices:SHARD (shared, as ruststream-kinesis and earlier versions key them: \
+         the only subscription on stream `invoices`)",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    let refused = HostToml::memory()
+        .subscription(sub("one", "orders", "polling").set("lease_key", "stream"))
+        .subscription(sub("two", "orders", "polling").set("lease_key", "stream"));
+    let path = dir.write("refused.toml", refused.to_string());
+    let out = crate::support::fleet::shardhost(&["check", path.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("subscriptions `one` (line")
+            && err.contains("and `two` both read stream `orders`"),
+        "{err}"
+    );
+}
