@@ -528,3 +528,54 @@ fn check_says_which_lease_rows_each_subscription_reads_through() {
         "{err}"
     );
 }
+
+#[test]
+fn a_table_ruststream_kinesis_wrote_is_read_on_from_its_checkpoints() {
+    use crate::support::dynamo::{n, s};
+    let Some(st) = stack(1) else { return };
+    let dir = Scratch::new("two-subs-ruststream");
+    let records: Vec<Put> = (0..10)
+        .map(|i| st.k.put(&st.stream, &format!("key-{i}"), format!("r-{i}")))
+        .collect();
+    // The row ruststream-kinesis 0.7 leaves after a clean stop: released at record 4.
+    let shard = "shardId-000000000000";
+    let key = format!("{}:{shard}", st.stream);
+    st.rt.block_on(st.d.put_row(
+        &st.table,
+        &[
+            ("lease_key", s(&key)),
+            ("lease_expiry", n(0)),
+            ("lease_counter", n(7)),
+            ("checkpoint", s(&records[4].1)),
+        ],
+    ));
+    let config = st
+        .host("pod-a")
+        .leases("list_every", "1s")
+        .leases("checkpoint_every", "200ms")
+        .subscription(sub("one", &st.stream, "polling"));
+    let a = Instance::start(&dir, "a", config);
+    a.wait_for(
+        "the records after the checkpoint",
+        Duration::from_secs(60),
+        |i| {
+            settled(i)
+                .get("one")
+                .is_some_and(|h| records[5..].iter().all(|r| h.contains(r)))
+        },
+    );
+    let handled = settled(&a).remove("one").unwrap_or_default();
+    assert!(
+        records[..5].iter().all(|r| !handled.contains(r)),
+        "nothing at or before ruststream's checkpoint is read again: {handled:?}"
+    );
+    let last = &records[9].1;
+    wait_until_else(
+        "the shared row's checkpoint at the last record",
+        Duration::from_secs(30),
+        || st.checkpoint(shard).as_deref() == Some(last.as_str()),
+        || format!("{:?}", st.row(shard)),
+    );
+    let row = st.row(shard).unwrap();
+    assert_eq!(row["subscription"].as_s().unwrap(), "one");
+}
