@@ -276,7 +276,7 @@ impl LeaseStore for DynamoLeaseStore {
     ) -> Result<Option<Lease>, LeaseError> {
         if !self.has_checkpoint(key)
             && let Some(checkpoint) = self.inherited(key).await?
-            && !self.get(key).await?.is_some_and(|r| r.checkpoint.is_some())
+            && self.get(key).await?.is_none_or(|r| r.checkpoint.is_none())
         {
             let from = format!(
                 "the shared row `{}`, which this subscription wrote",
