@@ -140,6 +140,7 @@ fn drain_shadowed(
         plan: Arc::new(SubscriptionPlan {
             name: Arc::from("bench"),
             stream: Arc::from("shipments"),
+            rows: Default::default(),
             read_limit: batch,
             call_batch,
             checkpoint_every: Duration::from_secs(1),

@@ -91,6 +91,7 @@ impl Slot {
         let plan = SubscriptionPlan {
             name: Arc::from("sim"),
             stream: Arc::from(STREAM),
+            rows: Default::default(),
             read_limit: p.read_limit,
             call_batch: p.call_batch,
             checkpoint_every: p.checkpoint_every,

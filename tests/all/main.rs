@@ -40,6 +40,7 @@ mod shadow;
 mod signed_rows;
 mod state;
 mod status_page;
+mod subscriptions;
 mod throughput;
 mod trial;
 mod worker;

@@ -2,10 +2,11 @@
 
 use std::path::Path;
 
-use crate::config::{Config, LeaseStoreKind, StateStoreKind, WasiGrants};
+use crate::config::{Config, LeaseStoreKind, StateStoreKind, SubscriptionConfig, WasiGrants};
 use crate::envelope::EnvelopeKey;
 use crate::envelope::key::KeyError;
 use crate::feed;
+use crate::lease::{LeaseKey, LeaseRows};
 use crate::wasm::{Runtime, short_version};
 
 use super::{CheckProblem, CliError};
@@ -97,6 +98,7 @@ async fn load_all(path: &Path, config: &Config) -> Result<Vec<String>, CliError>
                     short_version(c.version())
                 ));
                 loaded.push(format!("  read: {}", s.read.describe()));
+                loaded.push(lease_rows(config, s));
                 loaded.extend(grants(&s.wasi));
             }
             Err(source) => problems.push(CheckProblem::Handler {
@@ -121,6 +123,32 @@ async fn load_all(path: &Path, config: &Config) -> Result<Vec<String>, CliError>
             problems,
         })
     }
+}
+
+/// The line that says which lease rows a subscription reads through, and why.
+fn lease_rows(config: &Config, s: &SubscriptionConfig) -> String {
+    let key = LeaseKey::of(&s.stream, "SHARD", &s.name, s.lease_rows);
+    let others: Vec<String> = config
+        .subscriptions
+        .iter()
+        .filter(|o| o.stream == s.stream && o.name != s.name)
+        .map(|o| format!("`{}`", o.name))
+        .collect();
+    let why = match (s.lease_key, s.lease_rows) {
+        (Some(rows), _) => format!("lease_key = \"{}\"", rows.as_str()),
+        (None, LeaseRows::Subscription) => format!(
+            "its own: {} read{} stream `{}` too",
+            others.join(", "),
+            if others.len() == 1 { "s" } else { "" },
+            s.stream
+        ),
+        (None, LeaseRows::Stream) => format!(
+            "shared, as ruststream-kinesis and earlier versions key them: the only \
+             subscription on stream `{}`",
+            s.stream
+        ),
+    };
+    format!("  lease rows: {key} ({why})")
 }
 
 /// The lines under a subscription's handler line that say what it is granted: names, origins

@@ -15,6 +15,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::lease::LeaseRows;
+
 pub use parse::{
     MAX_CALL_TIMEOUT, MAX_MEMORY, MIN_MEMORY, is_bucket_name, state_namespace, timestamp_millis,
 };
@@ -353,6 +355,12 @@ pub struct SubscriptionConfig {
     pub read: ReadMode,
     /// Parallel lanes per shard (1..=64, default 1); one partition key stays in one lane.
     pub lanes: u32,
+    /// `lease_key` as set; `None`: decided by how many subscriptions read the stream.
+    pub lease_key: Option<LeaseRows>,
+    /// Whose lease rows the subscription reads through: `lease_key`, else the shared
+    /// `stream:shard` rows when it is the config's only subscription on its stream, else its own
+    /// `stream:shard#SUBSCRIPTION`.
+    pub lease_rows: LeaseRows,
     /// The retry cap (`max_attempts`, `dead_letter`, `retry_stream`); `None`: retry holds the
     /// record.
     pub retry: Option<RetryPolicy>,

@@ -3,6 +3,7 @@
 
 mod ca;
 mod grants;
+mod lease_key;
 mod read;
 mod state;
 
@@ -23,6 +24,7 @@ use super::{
     LeaseConfig, LeaseStoreKind, Limits, RetryPolicy, StartAt, SubscriptionConfig, WasiGrants,
     defaults,
 };
+use crate::lease::LeaseRows;
 use interpolate::Lookup;
 pub use walk::timestamp_millis;
 use walk::{Field, Section, Walker, describe, is_name, is_url, parse_listen, quote};
@@ -79,6 +81,7 @@ const SUBSCRIPTION_KEYS: &[&str] = &[
     "read",
     "consumer",
     "lanes",
+    "lease_key",
     "max_attempts",
     "dead_letter",
     "retry_stream",
@@ -511,11 +514,18 @@ fn subscriptions(
         w.report_at(&field, "at least one [[subscription]] is required");
     }
     let mut names = HashMap::new();
+    let mut shared = HashMap::new();
     let mut subscriptions = Vec::new();
     for item in &items {
         if let Some(sec) = w.open(item, SUBSCRIPTION_KEYS) {
-            subscriptions.push(subscription(w, &sec, memory, signed, cx, &mut names));
+            let mut s = subscription(w, &sec, memory, signed, cx, &mut names);
+            lease_key::read(w, &sec, &mut s, &mut shared);
+            subscriptions.push(s);
         }
+    }
+    let rows = lease_key::resolve(&subscriptions);
+    for (s, rows) in subscriptions.iter_mut().zip(rows) {
+        s.lease_rows = rows;
     }
     subscriptions
 }
@@ -594,6 +604,8 @@ fn subscription(
             memory,
         ),
         lanes: int(w, "lanes", 1, 64).map_or(defaults::LANES, |n| n as u32),
+        lease_key: None,
+        lease_rows: LeaseRows::Stream,
         retry: retry_policy(w, sec, stream.as_deref()),
         in_place_max_delay: in_place_max_delay(w, sec),
         publish_to: publish_to(w, sec),

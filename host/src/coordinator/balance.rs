@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use super::Coordinator;
 use super::shards::Shards;
-use crate::lease::{Lease, LeaseKey, LeaseState, now_ms};
+use crate::lease::{Lease, LeaseState, now_ms};
 use crate::source::ShardInfo;
 
 impl Coordinator {
@@ -26,7 +26,7 @@ impl Coordinator {
             if s.holds(&shard.shard_id) {
                 continue;
             }
-            let key = LeaseKey::new(&self.plan.stream, &shard.shard_id);
+            let key = self.plan.lease_key(&shard.shard_id);
             let Ok(Some(row)) = self.store.read(&key).await else {
                 continue;
             };

@@ -11,7 +11,7 @@ use super::Coordinator;
 use super::shards::{Ended, Shards};
 use crate::config::StartAt;
 use crate::dispatch::ShardWorker;
-use crate::lease::{Checkpoint, Lease, LeaseError, LeaseHandle, LeaseKey, LeaseState, now_ms};
+use crate::lease::{Checkpoint, Lease, LeaseError, LeaseHandle, LeaseState, now_ms};
 use crate::source::ShardInfo;
 use crate::status::ShardState;
 
@@ -92,7 +92,7 @@ impl Coordinator {
     /// Tries to take one shard's lease; `None` when it is not takeable now (held elsewhere,
     /// refused, or the store failed), noting when to look again.
     async fn try_take(&self, id: &str, s: &mut Shards) -> Option<Lease> {
-        let key = LeaseKey::new(&self.plan.stream, id);
+        let key = self.plan.lease_key(id);
         match self
             .store
             .acquire(&key, &self.owner, self.timings.ttl)
@@ -115,7 +115,9 @@ impl Coordinator {
                     Ok(Some(row)) if row.state(now_ms()) != LeaseState::Free => {
                         s.look_again(row.expiry_ms.saturating_add(50));
                     }
-                    Err(LeaseError::Malformed(why)) => self.refuse(id, why),
+                    Err(LeaseError::Malformed(why) | LeaseError::Refused(why)) => {
+                        self.refuse(id, why)
+                    }
                     _ => {}
                 }
                 None
@@ -187,7 +189,7 @@ impl Coordinator {
                 any_read |= how == Ended::Read;
                 continue;
             }
-            let key = LeaseKey::new(&self.plan.stream, parent);
+            let key = self.plan.lease_key(parent);
             match self.store.read(&key).await {
                 Ok(Some(row)) if row.checkpoint == Some(Checkpoint::ShardEnd) => {
                     s.mark_ended(parent, Ended::Read);

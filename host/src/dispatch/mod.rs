@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{RetryPolicy, StartAt};
 use crate::handler::{CallContext, Handler, HandlerFactory, HandlerSlot};
-use crate::lease::{Checkpoint, Lease, LeaseError, LeaseHandle, now_ms};
+use crate::lease::{Checkpoint, Lease, LeaseError, LeaseHandle, LeaseKey, LeaseRows, now_ms};
 use crate::metrics::{Metrics, ShardMetrics};
 use crate::publish::Publisher;
 use crate::record::{BatchInfo, Outcome, Position, Record};
@@ -72,6 +72,9 @@ pub type OutcomeTap = Arc<dyn Fn(&Settled<'_>) + Send + Sync>;
 pub struct SubscriptionPlan {
     pub name: Arc<str>,
     pub stream: Arc<str>,
+    /// Whose lease rows the subscription reads through (`lease_key`): the shared `stream:shard`
+    /// or its own `stream:shard#SUBSCRIPTION`.
+    pub rows: LeaseRows,
     /// The most records a read asks for (`read_limit`): the read size adapts below it
     /// ([`read_size`]), and the in-flight bound may leave less room.
     pub read_limit: usize,
@@ -104,6 +107,13 @@ pub struct SubscriptionPlan {
     pub subscriptions: Arc<[Arc<str>]>,
     pub metrics: Arc<Metrics>,
     pub tap: Option<OutcomeTap>,
+}
+
+impl SubscriptionPlan {
+    /// The key of the row through which this subscription reads `shard`.
+    pub fn lease_key(&self, shard: &str) -> LeaseKey {
+        LeaseKey::of(&self.stream, shard, &self.name, self.rows)
+    }
 }
 
 /// How much a shard may hold in memory beyond the batch it reads.

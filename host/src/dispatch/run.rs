@@ -375,10 +375,7 @@ impl Run<'_> {
     pub(super) async fn exit(&mut self, interrupt: Interrupt) -> WorkerExit {
         match interrupt {
             Interrupt::LeaseLost => self.lease_error(LeaseError::Lost {
-                key: crate::lease::LeaseKey::new(
-                    &self.worker.plan.stream,
-                    &self.worker.ctx.shard_id,
-                ),
+                key: self.worker.plan.lease_key(&self.worker.ctx.shard_id),
                 owner: String::new(),
             }),
             Interrupt::Stop => match self.write_checkpoint(Flush::Now).await {

@@ -6,16 +6,36 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{Checkpoint, Lease, LeaseError, LeaseKey, LeaseStore, now_ms};
+use super::{Checkpoint, Lease, LeaseError, LeaseKey, LeaseStore, claimed_by_another, now_ms};
 
 /// A [`LeaseStore`] in the memory of the process.
 ///
 /// It applies the same conditions as the table-backed store, so code that is correct on it is
-/// correct on DynamoDB. It starts empty: a restarted process opens each shard where `start_at`
-/// says.
+/// correct on DynamoDB: rows are keyed by their key's text, and a row keeps the name of the
+/// subscription that took it and is refused to any other. It starts empty: a restarted process
+/// opens each shard where `start_at` says.
 #[derive(Debug, Default)]
 pub struct MemoryLeaseStore {
-    rows: Mutex<HashMap<LeaseKey, Lease>>,
+    rows: Mutex<HashMap<String, Row>>,
+}
+
+#[derive(Debug)]
+struct Row {
+    /// The subscription that took the row, if one named itself.
+    claim: Option<String>,
+    lease: Lease,
+}
+
+impl Row {
+    /// Refuses a key whose subscription is not the one that took the row.
+    fn check(&self, key: &LeaseKey) -> Result<(), LeaseError> {
+        match (&self.claim, &key.subscription) {
+            (Some(theirs), Some(ours)) if theirs != ours => {
+                Err(claimed_by_another("", key, theirs))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 impl MemoryLeaseStore {
@@ -44,7 +64,7 @@ impl MemoryLeaseStore {
             key: lease.key.clone(),
             owner: lease.owner.clone().unwrap_or_default(),
         };
-        let row = rows.get_mut(&lease.key).ok_or_else(lost)?;
+        let row = &mut rows.get_mut(&lease.key.to_string()).ok_or_else(lost)?.lease;
         if row.owner != lease.owner || row.counter != lease.counter || lease.owner.is_none() {
             return Err(lost());
         }
@@ -69,12 +89,19 @@ impl LeaseStore for MemoryLeaseStore {
         ttl: Duration,
     ) -> Result<Option<Lease>, LeaseError> {
         let mut rows = self.rows.lock().expect("lease rows poisoned");
-        let row = rows
-            .entry(key.clone())
-            .or_insert_with(|| Lease::new(key.clone()));
-        if !row.takeable_by(owner, now_ms()) {
+        let entry = rows.entry(key.to_string()).or_insert_with(|| Row {
+            claim: None,
+            lease: Lease::new(key.clone()),
+        });
+        entry.check(key)?;
+        if !entry.lease.takeable_by(owner, now_ms()) {
             return Ok(None);
         }
+        if key.subscription.is_some() {
+            entry.claim = key.subscription.clone();
+        }
+        let row = &mut entry.lease;
+        row.key = key.clone();
         row.owner = Some(owner.to_owned());
         row.expiry_ms = expiry(ttl);
         row.handoff_to = None;
@@ -101,12 +128,12 @@ impl LeaseStore for MemoryLeaseStore {
     }
 
     async fn read(&self, key: &LeaseKey) -> Result<Option<Lease>, LeaseError> {
-        Ok(self
-            .rows
-            .lock()
-            .expect("lease rows poisoned")
-            .get(key)
-            .cloned())
+        let rows = self.rows.lock().expect("lease rows poisoned");
+        let Some(row) = rows.get(&key.to_string()) else {
+            return Ok(None);
+        };
+        row.check(key)?;
+        Ok(Some(row.lease.clone()))
     }
 
     async fn request_handoff(&self, lease: &Lease, requester: &str) -> Result<bool, LeaseError> {
@@ -163,7 +190,14 @@ mod tests {
         assert_eq!(a.checkpoint, Some(cp.clone()));
 
         // Expire it, let b take it: a's next write is refused and changes nothing.
-        store.rows.lock().unwrap().get_mut(&key).unwrap().expiry_ms = 0;
+        store
+            .rows
+            .lock()
+            .unwrap()
+            .get_mut(&key.to_string())
+            .unwrap()
+            .lease
+            .expiry_ms = 0;
         let b = store.acquire(&key, "b", TTL).await.unwrap().unwrap();
         assert_eq!(
             b.checkpoint,
@@ -181,6 +215,26 @@ mod tests {
         let row = store.read(&key).await.unwrap().unwrap();
         assert_eq!(row.checkpoint, Some(cp));
         assert_eq!(row.owner.as_deref(), Some("b"));
+    }
+
+    #[tokio::test]
+    async fn a_row_one_subscription_took_is_refused_to_another() {
+        use crate::lease::LeaseRows;
+        let store = MemoryLeaseStore::new();
+        let shard = "shardId-000000000000";
+        let one = LeaseKey::of("orders", shard, "one", LeaseRows::Stream);
+        let a = store.acquire(&one, "a", TTL).await.unwrap().unwrap();
+        store.release(&a).await.unwrap();
+        let two = LeaseKey::of("orders", shard, "two", LeaseRows::Stream);
+        let refused = store.acquire(&two, "a", TTL).await.unwrap_err().to_string();
+        assert!(
+            refused.contains("`one`") && refused.contains("`two`") && refused.contains("lease_key"),
+            "{refused}"
+        );
+        assert!(store.read(&two).await.is_err());
+        let own = LeaseKey::of("orders", shard, "two", LeaseRows::Subscription);
+        assert!(store.acquire(&own, "a", TTL).await.unwrap().is_some());
+        assert!(store.acquire(&one, "a", TTL).await.unwrap().is_some());
     }
 
     #[tokio::test]

@@ -10,6 +10,7 @@
 
 mod dynamo;
 mod handle;
+mod key;
 mod memory;
 
 use std::fmt;
@@ -23,31 +24,11 @@ pub use dynamo::{
     StoredComponent, is_id, is_version, new_id,
 };
 pub(crate) use handle::{KeepAlive, LeaseHandle};
+pub(crate) use key::claimed_by_another;
+pub use key::{LeaseKey, LeaseRows, SUBSCRIPTION_SEPARATOR};
 pub use memory::MemoryLeaseStore;
 
 use crate::record::Position;
-
-/// The key of one lease row: `stream:shard`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct LeaseKey {
-    pub stream: String,
-    pub shard_id: String,
-}
-
-impl LeaseKey {
-    pub fn new(stream: &str, shard_id: &str) -> Self {
-        LeaseKey {
-            stream: stream.to_owned(),
-            shard_id: shard_id.to_owned(),
-        }
-    }
-}
-
-impl fmt::Display for LeaseKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.stream, self.shard_id)
-    }
-}
 
 /// How far a shard has been handled.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -178,7 +159,7 @@ pub enum LeaseError {
     #[error("{0}")]
     Malformed(String),
     /// This shard must not be taken: the message says why and what to do (e.g. an
-    /// earlier-version row without `legacy_stream`).
+    /// earlier-version row without `legacy_stream`, or a row another subscription took).
     #[error("{0}")]
     Refused(String),
 }

@@ -96,6 +96,7 @@ impl Parts {
         let plan = SubscriptionPlan {
             name: Arc::from(s.name.as_str()),
             stream: Arc::from(s.stream.as_str()),
+            rows: s.lease_rows,
             read_limit: s.read_limit,
             call_batch: s.batch,
             checkpoint_every: self.checkpoint_every,

@@ -151,6 +151,7 @@ impl NativeRun {
             plan: Arc::new(SubscriptionPlan {
                 name: Arc::from("sub"),
                 stream: Arc::from(stream),
+                rows: Default::default(),
                 read_limit: plan.read_limit,
                 call_batch: plan.call_batch,
                 checkpoint_every: Duration::ZERO,

@@ -311,6 +311,67 @@ fn relative_paths_resolve_against_the_config_dir() {
 }
 
 #[test]
+fn a_subscription_shares_its_streams_lease_rows_only_when_it_reads_the_stream_alone() {
+    use crate::lease::LeaseRows::{Stream, Subscription};
+    let sub = |name: &str, stream: &str, extra: &str| {
+        format!(
+            "[[subscription]]\nname = \"{name}\"\nstream = \"{stream}\"\nhandler = \"ship.wasm\"\n{extra}"
+        )
+    };
+    let config = Scratch::new().load(
+        &[
+            sub("one", "orders", ""),
+            sub("two", "orders", ""),
+            sub("three", "orders", "lease_key = \"stream\"\n"),
+            sub("alone", "invoices", ""),
+            sub("own", "refunds", "lease_key = \"subscription\"\n"),
+        ]
+        .concat(),
+    );
+    let rows: Vec<_> = config
+        .subscriptions
+        .iter()
+        .map(|s| (s.name.as_str(), s.lease_rows))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("one", Subscription),
+            ("two", Subscription),
+            ("three", Stream),
+            ("alone", Stream),
+            ("own", Subscription)
+        ]
+    );
+    let problems = Scratch::new().problems(
+        &[
+            sub("one", "orders", "lease_key = \"stream\"\n"),
+            sub("two", "orders", "lease_key = \"stream\"\n"),
+            sub("three", "orders", "lease_key = \"both\"\n"),
+        ]
+        .concat(),
+    );
+    assert_eq!(
+        places(&problems),
+        [
+            (10, "subscription[1].lease_key"),
+            (15, "subscription[2].lease_key")
+        ]
+    );
+    assert!(
+        problems[0]
+            .message
+            .starts_with("subscriptions `one` (line 5) and `two` both read stream `orders`"),
+        "{problems:#?}"
+    );
+    assert!(
+        problems[1]
+            .message
+            .starts_with("unknown lease_key \"both\"")
+    );
+}
+
+#[test]
 fn a_config_without_subscriptions_is_refused() {
     let problems = Scratch::new().problems("[host]\nname = \"x\"\n");
     assert_eq!(

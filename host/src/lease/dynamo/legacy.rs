@@ -7,7 +7,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::DynamoLeaseStore;
 use super::row::{self, KEY};
-use crate::lease::{Checkpoint, LeaseError, LeaseKey};
+use crate::lease::{Checkpoint, LeaseError, LeaseKey, LeaseRows};
 
 /// What an earlier-version row means for a `stream:shard` row without a checkpoint.
 pub(super) enum Legacy {
@@ -21,6 +21,10 @@ impl DynamoLeaseStore {
     /// What the bare row of `key`'s shard means for `key`; `None` when it is to be ignored (no
     /// bare row, no checkpoint in it, or `legacy_stream` names another stream).
     pub(super) async fn legacy(&self, key: &LeaseKey) -> Result<Option<Legacy>, LeaseError> {
+        if key.rows != LeaseRows::Stream {
+            // A subscription's own rows were never bare: only the shared ones were.
+            return Ok(None);
+        }
         if let Some(stream) = &self.legacy_stream
             && *stream != key.stream
         {

@@ -6,15 +6,22 @@
 //!
 //! | attribute       | type | value                                                   |
 //! |-----------------|------|---------------------------------------------------------|
-//! | `lease_key`     | S    | `stream:shard`                                          |
+//! | `lease_key`     | S    | `stream:shard` (or `stream:shard#SUBSCRIPTION`, below)  |
 //! | `lease_owner`   | S    | the holder; absent while nobody holds it                |
 //! | `lease_expiry`  | N    | ms since the Unix epoch; 0 after a release              |
 //! | `lease_counter` | N    | +1 on every write                                       |
 //! | `checkpoint`    | S    | a sequence number, `SEQ/SUB` in a KPL aggregate, or `SHARD_END` |
 //!
-//! shardhost adds two attributes of its own, which other readers of the table ignore:
-//! `opened_at` (N, when a reader first opened the shard while it had no checkpoint) and
-//! `handoff_to` (S, the owner a handoff was asked for; see [`LeaseState`](super::LeaseState)).
+//! shardhost adds three attributes of its own, which other readers of the table ignore:
+//! `opened_at` (N, when a reader first opened the shard while it had no checkpoint),
+//! `handoff_to` (S, the owner a handoff was asked for; see [`LeaseState`](super::LeaseState))
+//! and `subscription` (S, the subscription that took the row: a row is never taken, read or
+//! written for another subscription, which is refused with [`LeaseError::Refused`]).
+//!
+//! A subscription whose rows are its own ([`LeaseRows::Subscription`](super::LeaseRows)) keys
+//! them `stream:shard#SUBSCRIPTION`; while such a row has no checkpoint, it starts from the
+//! checkpoint of the shared `stream:shard` row when that row names the same subscription (it
+//! read through the shared rows before it had rows of its own).
 //!
 //! Every write is a conditional UpdateItem: acquire on the row being free, expired or already the
 //! caller's; renew, checkpoint and release on the owner and counter the caller last saw. Rows keyed
@@ -46,7 +53,7 @@ use aws_config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 
-use super::{Checkpoint, Lease, LeaseError, LeaseKey, LeaseStore, now_ms};
+use super::{Checkpoint, Lease, LeaseError, LeaseKey, LeaseRows, LeaseStore, now_ms};
 pub use canary::{Rollout, RolloutRead, RolloutState};
 pub use component::new_id;
 pub use desired::{
@@ -73,6 +80,9 @@ pub struct DynamoLeaseStore {
     legacy_stream: Option<String>,
     /// The checkpoint of each bare (earlier-version) row looked at so far, by shard id.
     bare_rows: Mutex<HashMap<String, Option<Checkpoint>>>,
+    /// For each subscription's own row looked at so far, the checkpoint the shared row of its
+    /// shard holds for the same subscription (see [`Self::inherited`]).
+    shared_rows: Mutex<HashMap<LeaseKey, Option<Checkpoint>>>,
     /// Rows seen with a checkpoint of their own: earlier-version rows no longer matter for them
     /// (a checkpoint is never removed).
     checkpointed: Mutex<HashSet<LeaseKey>>,
@@ -134,6 +144,7 @@ impl DynamoLeaseStore {
             endpoint: options.endpoint,
             legacy_stream: options.legacy_stream,
             bare_rows: Mutex::default(),
+            shared_rows: Mutex::default(),
             checkpointed: Mutex::default(),
         }
     }
@@ -150,23 +161,60 @@ impl DynamoLeaseStore {
         table::check(&self.client, &self.table, self.endpoint.as_deref()).await
     }
 
-    /// The row of `key` as stored, without looking at earlier-version rows.
+    /// The row of `key` as stored, without looking at earlier-version rows. A row another
+    /// subscription took is refused.
     async fn get(&self, key: &LeaseKey) -> Result<Option<Lease>, LeaseError> {
+        let item = self.get_item(&key.to_string()).await?;
+        let lease = item
+            .map(|item| row::lease(&self.table, key, &item))
+            .transpose()?;
+        self.note(lease.as_ref());
+        Ok(lease)
+    }
+
+    /// The item keyed `name`, read consistently.
+    async fn get_item(&self, name: &str) -> Result<Option<row::Item>, LeaseError> {
         let out = self
             .client
             .get_item()
             .table_name(&self.table)
-            .key(KEY, s(key.to_string()))
+            .key(KEY, s(name))
             .consistent_read(true)
             .send()
             .await
-            .map_err(|e| self.sdk_error("read", &key.to_string(), e))?;
-        let lease = out
-            .item()
-            .map(|item| row::lease(&self.table, key, item))
-            .transpose()?;
-        self.note(lease.as_ref());
-        Ok(lease)
+            .map_err(|e| self.sdk_error("read", name, e))?;
+        Ok(out.item().cloned())
+    }
+
+    /// The checkpoint a subscription's own row starts from while it has none: the shared row's
+    /// of the same shard, when that row names this subscription (taken by it before it had rows
+    /// of its own: a second subscription on its stream, or `lease_key = "subscription"`, moved
+    /// it). Read once per row and store.
+    async fn inherited(&self, key: &LeaseKey) -> Result<Option<Checkpoint>, LeaseError> {
+        if key.rows != LeaseRows::Subscription || key.subscription.is_none() {
+            return Ok(None);
+        }
+        let cached = self
+            .shared_rows
+            .lock()
+            .expect("shared rows poisoned")
+            .get(key)
+            .cloned();
+        if let Some(cached) = cached {
+            return Ok(cached);
+        }
+        let shared = key.shared().to_string();
+        let checkpoint = match self.get_item(&shared).await? {
+            Some(item) if row::claim(&self.table, &shared, &item)? == key.subscription => {
+                row::checkpoint(&self.table, &shared, &item)?
+            }
+            _ => None,
+        };
+        self.shared_rows
+            .lock()
+            .expect("shared rows poisoned")
+            .insert(key.clone(), checkpoint.clone());
+        Ok(checkpoint)
     }
 
     /// Remembers that a row has a checkpoint of its own.
@@ -227,13 +275,27 @@ impl LeaseStore for DynamoLeaseStore {
         ttl: Duration,
     ) -> Result<Option<Lease>, LeaseError> {
         if !self.has_checkpoint(key)
+            && let Some(checkpoint) = self.inherited(key).await?
+            && self.get(key).await?.is_none_or(|r| r.checkpoint.is_none())
+        {
+            let from = format!(
+                "the shared row `{}`, which this subscription wrote",
+                key.shared()
+            );
+            return self.adopt(key, owner, ttl, &checkpoint, &from).await;
+        }
+        if !self.has_checkpoint(key)
             && let Some(legacy) = self.legacy(key).await?
         {
             let has_own = self.get(key).await?.is_some_and(|r| r.checkpoint.is_some());
             match legacy {
                 _ if has_own => {}
                 Legacy::Refuse(message) => return Err(LeaseError::Refused(message)),
-                Legacy::Adopt(checkpoint) => return self.adopt(key, owner, ttl, &checkpoint).await,
+                Legacy::Adopt(checkpoint) => {
+                    let from =
+                        format!("the earlier-version row `{}` (legacy_stream)", key.shard_id);
+                    return self.adopt(key, owner, ttl, &checkpoint, &from).await;
+                }
             }
         }
         self.take(key, owner, ttl, None).await
@@ -264,6 +326,13 @@ impl LeaseStore for DynamoLeaseStore {
         let row = self.get(key).await?;
         if row.as_ref().is_some_and(|r| r.checkpoint.is_some()) {
             return Ok(row);
+        }
+        if let Some(checkpoint) = self.inherited(key).await? {
+            // What an acquire would start from; the table is left as it is.
+            return Ok(Some(Lease {
+                checkpoint: Some(checkpoint),
+                ..row.unwrap_or_else(|| Lease::new(key.clone()))
+            }));
         }
         match self.legacy(key).await? {
             None => Ok(row),

@@ -4,9 +4,10 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use crate::lease::{Checkpoint, Lease, LeaseError, LeaseKey};
+use crate::lease::{Checkpoint, Lease, LeaseError, LeaseKey, claimed_by_another};
 
-/// The partition key (S): `stream:shard`, or a bare shard id in an earlier-version row.
+/// The partition key (S): `stream:shard`, `stream:shard#SUBSCRIPTION` for a subscription's own
+/// rows, or a bare shard id in an earlier-version row.
 pub(super) const KEY: &str = "lease_key";
 /// The holder (S); absent while nobody holds the lease.
 pub(super) const OWNER: &str = "lease_owner";
@@ -22,6 +23,10 @@ pub(super) const OPENED: &str = "opened_at";
 /// shardhost's own (S): the owner another instance asked the holder to hand the shard to; on a
 /// row without `lease_owner`, the one owner that may take it until `lease_expiry`.
 pub(super) const HANDOFF_TO: &str = "handoff_to";
+
+/// shardhost's own (S): the subscription that took the row; no other subscription takes it.
+/// Absent in rows only other readers (ruststream-kinesis, earlier shardhost) wrote.
+pub(super) const SUBSCRIPTION: &str = "subscription";
 
 /// How far ahead of this host's clock a `lease_expiry` may lie before the row is malformed: a
 /// lease lasts at most its ttl (an hour at most), so a day covers any clock skew.
@@ -49,6 +54,13 @@ pub(super) fn lease(table: &str, key: &LeaseKey, item: &Item) -> Result<Lease, L
             "lease table `{table}`: the row answered for `{name}` has {KEY} {stored:?}"
         )));
     }
+    if let Some(theirs) = claim(table, &name, item)?
+        && let Some(ours) = &key.subscription
+        && theirs != *ours
+    {
+        let place = format!(" in lease table `{table}`");
+        return Err(claimed_by_another(&place, key, &theirs));
+    }
     let expiry_ms = number(table, &name, item, EXPIRY)?.unwrap_or(0);
     if expiry_ms > crate::lease::now_ms().saturating_add(MAX_EXPIRY_AHEAD_MS) {
         return Err(malformed(
@@ -68,6 +80,11 @@ pub(super) fn lease(table: &str, key: &LeaseKey, item: &Item) -> Result<Lease, L
         opened_ms: number(table, &name, item, OPENED)?,
         handoff_to: string(table, &name, item, HANDOFF_TO)?,
     })
+}
+
+/// The subscription that took the row keyed `row`, if one did.
+pub(super) fn claim(table: &str, row: &str, item: &Item) -> Result<Option<String>, LeaseError> {
+    string(table, row, item, SUBSCRIPTION)
 }
 
 /// The `checkpoint` attribute of the row keyed `row`, if it has one.

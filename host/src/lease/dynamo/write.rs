@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
-use super::row::{self, CHECKPOINT, COUNTER, EXPIRY, HANDOFF_TO, KEY, OWNER, n, s};
+use super::row::{self, CHECKPOINT, COUNTER, EXPIRY, HANDOFF_TO, KEY, OWNER, SUBSCRIPTION, n, s};
 use super::{DynamoLeaseStore, expiry};
 use crate::lease::{Checkpoint, Lease, LeaseError, LeaseKey, now_ms};
 
@@ -92,6 +92,14 @@ impl DynamoLeaseStore {
             (":one", n(1)),
         ];
         let mut condition = TAKEABLE.to_owned();
+        if let Some(subscription) = &key.subscription {
+            // The row is the subscription's, or nobody's yet: never another subscription's.
+            update.push_str(&format!(", {SUBSCRIPTION} = :sub"));
+            values.push((":sub", s(subscription)));
+            condition.push_str(&format!(
+                " AND (attribute_not_exists({SUBSCRIPTION}) OR {SUBSCRIPTION} = :sub)"
+            ));
+        }
         if let Some(checkpoint) = adopt {
             update.push_str(&format!(", {CHECKPOINT} = :legacy"));
             values.push((":legacy", s(checkpoint.to_stored())));
@@ -108,21 +116,22 @@ impl DynamoLeaseStore {
         .await
     }
 
-    /// Takes the row starting from an earlier-version row's checkpoint.
+    /// Takes the row starting from the checkpoint of another row, `from` (an earlier-version
+    /// row, or the shared row the subscription read through before it had rows of its own).
     pub(super) async fn adopt(
         &self,
         key: &LeaseKey,
         owner: &str,
         ttl: Duration,
         checkpoint: &Checkpoint,
+        from: &str,
     ) -> Result<Option<Lease>, LeaseError> {
         if let Some(lease) = self.take(key, owner, ttl, Some(checkpoint)).await? {
             tracing::info!(
                 table = %self.table,
                 key = %key,
                 checkpoint = %checkpoint,
-                "adopted the checkpoint of the earlier-version row `{}` (legacy_stream)",
-                key.shard_id
+                "adopted the checkpoint of {from}"
             );
             return Ok(Some(lease));
         }
