@@ -105,6 +105,7 @@ fn heartbeat(i: usize) -> Heartbeat {
         refused: None,
         canary: None,
         shadow: None,
+        refused_trials: Vec::new(),
     };
     let now = now_ms();
     Heartbeat {
