@@ -77,7 +77,11 @@ fn invoke(dir: &Scratch, server: &HttpServer, records: &str) -> Finished {
             .args(["--batch", "1", "--json", "--timeout", "60s"])
             .args(["--allow-http", &server.origin()])
             .env("SHARDHOST_CACHE_DIR", dir.0.join("cache"))
-            .env("RUST_LOG", "warn"),
+            .env("RUST_LOG", "warn")
+            // As many environments set it: the errors a guest is answered with must still
+            // carry no backtrace (resolving one loads the debug info, hundreds of MiB).
+            .env("RUST_BACKTRACE", "1")
+            .env_remove("RUST_LIB_BACKTRACE"),
     )
 }
 
@@ -152,6 +156,11 @@ fn a_guest_keeping_every_response_across_calls_holds_neither_the_host_nor_past_i
         run.stderr.contains("kept response 1")
             && run.stderr.contains("not read by the end of the call"),
         "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains("backtrace"),
+        "the guest is answered without a backtrace: {}",
         run.stderr
     );
 }
