@@ -313,7 +313,8 @@ fn one_deploy_reaches_every_instance_and_one_started_later_runs_it_from_its_firs
         d.settled().iter().all(|s| s.handler == v2[..12]),
         "d ran only the new version"
     );
-    // The lease rows hold the lease table's attributes only: the fleet's rows are its own.
+    // The lease rows hold the lease table's attributes only (with the subscription whose rows
+    // they are): the fleet's rows are its own.
     let lease_attributes = [
         "lease_key",
         "lease_owner",
@@ -322,6 +323,7 @@ fn one_deploy_reaches_every_instance_and_one_started_later_runs_it_from_its_firs
         "checkpoint",
         "opened_at",
         "handoff_to",
+        "subscription",
     ];
     for shard in (0..4).map(|i| format!("shardId-{i:012}")) {
         let row = f.st.row(&shard).unwrap();
