@@ -297,38 +297,16 @@ async fn signed_through_admin(
 }
 
 /// Before a signed rollback through an instance: the previous version's own signature (kept
-/// in the row, shown by the instance) must verify under `key`. Nothing the table alone vouches
-/// for is signed.
+/// in the row, shown by the instance) must verify under `key` (only that key: through `--admin`
+/// there is no config with trusted keys).
 fn vouched_previous(
     scope: Scope<'_>,
     version: &str,
     was: Option<&Intent>,
     key: &SignKey,
 ) -> Result<(), CliError> {
-    let unvouched = |why: String| FleetError::Unvouched {
-        subscription: scope.subscription.to_owned(),
-        what: "a rollback to",
-        version: version.to_owned(),
-        why,
-    };
-    let was = was.ok_or_else(|| {
-        unvouched("it was never deployed under a signature; deploy its file with --sign-key".into())
-    })?;
-    let statement = Statement::Deploy {
-        scope,
-        version,
-        generation: was.generation,
-        deploy_id: &was.deploy_id,
-    };
-    TrustedKeys::new(vec![key.public()])
-        .verify(&statement, Some(&was.signed))
-        .map_err(|e| {
-            unvouched(format!(
-                "the signature it was deployed under is refused: {e} (only this key is checked \
-                 through --admin; with --config, [fleet] trusted_keys too)"
-            ))
-        })?;
-    Ok(())
+    let keys = TrustedKeys::new(vec![key.public()]);
+    Ok(crate::fleet::vouch_previous(scope, version, was, &keys)?)
 }
 
 /// Before a signed promote through an instance: the fleet's shadow row must name `version`,
@@ -341,27 +319,17 @@ fn vouched_shadow(
 ) -> Result<(), CliError> {
     let row = desired
         .and_then(|d| d.shadow.as_ref())
-        .filter(|s| s.on && s.version == version);
-    let checked = match row {
-        None => Err("the instance's shadow is not the fleet's signed shadow".to_owned()),
-        Some(row) => TrustedKeys::new(vec![key.public()])
-            .verify(
-                &crate::fleet::shadow_statement(scope, row),
-                row.signed.as_ref(),
-            )
-            .map_err(|e| e.to_string()),
-    };
-    checked.map_err(|why| {
-        FleetError::Unvouched {
+        .filter(|s| s.on && s.version == version)
+        .ok_or_else(|| FleetError::Unvouched {
             subscription: scope.subscription.to_owned(),
             what: "a promotion of the shadow",
             version: version.to_owned(),
-            why: format!(
-                "{why}; set it with --shadow --sign-key, or deploy its file with --sign-key"
-            ),
-        }
-        .into()
-    })
+            why: "the instance's shadow is not the fleet's signed shadow; set it with --shadow \
+                  --sign-key, or deploy its file with --sign-key"
+                .into(),
+        })?;
+    let keys = TrustedKeys::new(vec![key.public()]);
+    Ok(crate::fleet::vouch_shadow(scope, row, &keys)?)
 }
 
 async fn through_table(

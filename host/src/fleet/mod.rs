@@ -44,7 +44,7 @@ use crate::metrics::Metrics;
 pub use crate::signing::Intent;
 use crate::signing::{SignKey, TrustedKeys, Untrusted};
 use crate::wasm::{short_version, version_of};
-pub use trust::{rollout_statement, shadow_statement};
+pub use trust::{rollout_statement, shadow_statement, vouch_previous, vouch_shadow};
 
 /// Why a fleet deploy, rollback or fetch did not happen, or a desired version is not run.
 #[derive(Debug, thiserror::Error)]

@@ -157,26 +157,7 @@ impl Fleet {
             Sign::Made(_) if self.policy.trusted.is_empty() => return Ok(()),
             Sign::Made(_) => self.policy.trusted.clone(),
         };
-        let unvouched = |why: String| FleetError::Unvouched {
-            subscription: subscription.to_owned(),
-            what: "a rollback to",
-            version: version.to_owned(),
-            why,
-        };
-        let was = was.ok_or_else(|| {
-            unvouched(
-                "it was never deployed under a signature (the row keeps none for it); deploy \
-                 its file with --sign-key instead"
-                    .into(),
-            )
-        })?;
-        let statement = self.statement(subscription, version, was.generation, &was.deploy_id);
-        keys.verify(&statement, Some(&was.signed)).map_err(|e| {
-            unvouched(format!(
-                "the signature it was deployed under (generation {}) is refused: {e}",
-                was.generation
-            ))
-        })
+        super::vouch_previous(self.scope(subscription), version, was, &keys)
     }
 
     /// Refuses a component larger than the fleet accepts.

@@ -79,20 +79,11 @@ impl Fleet {
         shadow: &FleetShadow,
         key: &SignKey,
     ) -> Result<(), FleetError> {
-        self.vouching(key.public())
-            .verify(
-                &shadow_statement(self.scope(subscription), shadow),
-                shadow.signed.as_ref(),
-            )
-            .map_err(|e| FleetError::Unvouched {
-                subscription: subscription.to_owned(),
-                what: "a promotion of the shadow",
-                version: shadow.version.clone(),
-                why: format!(
-                    "the shadow's own signature is refused ({e}); set it again with \
-                     --shadow --sign-key, or deploy its file with --sign-key"
-                ),
-            })
+        super::vouch_shadow(
+            self.scope(subscription),
+            shadow,
+            &self.vouching(key.public()),
+        )
     }
 
     /// Turns the fleet's shadow of `subscription` off; answers the one dropped (`None`: none).

@@ -3,7 +3,7 @@
 //! this lease table, service and subscription and for everything the row decides (see
 //! [`crate::signing`]).
 
-use super::{Fleet, FleetError};
+use super::{Fleet, FleetError, Intent};
 use crate::lease::{Desired, FleetShadow, Rollout};
 use crate::signing::{PublicKey, Scope, Statement, TrustedKeys};
 
@@ -121,4 +121,58 @@ pub fn shadow_statement<'a>(scope: Scope<'a>, shadow: &'a FleetShadow) -> Statem
         shadow_id: &shadow.shadow_id,
         version: &shadow.version,
     }
+}
+
+/// Before a rollback is signed: the signature `version` was deployed under (`was`, kept in the
+/// desired row) must verify under `keys`. Nothing only the table vouches for is signed.
+pub fn vouch_previous(
+    scope: Scope<'_>,
+    version: &str,
+    was: Option<&Intent>,
+    keys: &TrustedKeys,
+) -> Result<(), FleetError> {
+    let unvouched = |why: String| FleetError::Unvouched {
+        subscription: scope.subscription.to_owned(),
+        what: "a rollback to",
+        version: version.to_owned(),
+        why,
+    };
+    let was = was.ok_or_else(|| {
+        unvouched(
+            "it was never deployed under a signature (the row keeps none for it); deploy its \
+             file with --sign-key instead"
+                .into(),
+        )
+    })?;
+    let statement = Statement::Deploy {
+        scope,
+        version,
+        generation: was.generation,
+        deploy_id: &was.deploy_id,
+    };
+    keys.verify(&statement, Some(&was.signed)).map_err(|e| {
+        unvouched(format!(
+            "the signature it was deployed under (generation {}) is refused: {e}",
+            was.generation
+        ))
+    })
+}
+
+/// Before a promotion of `shadow` is signed: the shadow row's own signature must verify under
+/// `keys`.
+pub fn vouch_shadow(
+    scope: Scope<'_>,
+    shadow: &FleetShadow,
+    keys: &TrustedKeys,
+) -> Result<(), FleetError> {
+    keys.verify(&shadow_statement(scope, shadow), shadow.signed.as_ref())
+        .map_err(|e| FleetError::Unvouched {
+            subscription: scope.subscription.to_owned(),
+            what: "a promotion of the shadow",
+            version: shadow.version.clone(),
+            why: format!(
+                "the shadow's own signature is refused ({e}); set it again with --shadow \
+                 --sign-key, or deploy its file with --sign-key"
+            ),
+        })
 }
