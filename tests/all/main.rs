@@ -33,6 +33,7 @@ mod replay;
 mod retries;
 mod retry_after;
 mod retry_keys;
+mod retry_stream;
 mod roster;
 mod sandbox;
 mod sdks;
