@@ -106,6 +106,7 @@ impl Slot {
             envelopes: Arc::new(EnvelopeKey::from_bytes([7; 32]).into()),
             subscriptions: Arc::new([Arc::from("sim")]),
             metrics: Arc::new(shardhost::Metrics::new()),
+            role: Default::default(),
             tap: None,
         };
         let coordinator = Coordinator {

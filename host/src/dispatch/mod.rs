@@ -107,12 +107,66 @@ pub struct SubscriptionPlan {
     pub subscriptions: Arc<[Arc<str>]>,
     pub metrics: Arc<Metrics>,
     pub tap: Option<OutcomeTap>,
+    /// What this plan's reader is for: the subscription's stream, or its retry copies on a
+    /// `retry_stream` of their own.
+    pub role: Role,
+}
+
+/// What a subscription's reader reads for it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Role {
+    /// Its stream's records (and its own retry copies, when they go to that stream).
+    #[default]
+    Records,
+    /// Its retry copies on a `retry_stream` of their own, which the host that runs the
+    /// subscription reads too (rows of its own, `RETRY:shard#SUBSCRIPTION`, from the stream's
+    /// beginning): anything there that is not one of its copies is skipped, counted and logged.
+    RetryCopies,
 }
 
 impl SubscriptionPlan {
     /// The key of the row through which this subscription reads `shard`.
     pub fn lease_key(&self, shard: &str) -> LeaseKey {
         LeaseKey::of(&self.stream, shard, &self.name, self.rows)
+    }
+
+    /// How status and metrics name one of its shards: the shard id; on a retry stream of its
+    /// own, `RETRY:shard` (the subscription's two streams may have shards of the same id).
+    pub fn shard_label(&self, shard: &str) -> String {
+        match self.role {
+            Role::Records => shard.to_owned(),
+            Role::RetryCopies => format!("{}:{shard}", self.stream),
+        }
+    }
+
+    /// The plan of the reader of this subscription's retry copies, when they go to a stream of
+    /// their own: that stream, through the subscription's own rows, from its beginning.
+    pub fn retry_copies(&self) -> Option<SubscriptionPlan> {
+        let policy = self.retry.as_ref()?;
+        if policy.retry_stream == *self.stream {
+            return None;
+        }
+        Some(SubscriptionPlan {
+            stream: Arc::from(policy.retry_stream.as_str()),
+            rows: LeaseRows::Subscription,
+            start_at: StartAt::TrimHorizon,
+            role: Role::RetryCopies,
+            name: self.name.clone(),
+            read_limit: self.read_limit,
+            call_batch: self.call_batch,
+            checkpoint_every: self.checkpoint_every,
+            poll_interval: self.poll_interval,
+            handler: self.handler.clone(),
+            lanes: self.lanes,
+            in_flight: self.in_flight,
+            retry: self.retry.clone(),
+            in_place_max_delay: self.in_place_max_delay,
+            publisher: self.publisher.clone(),
+            envelopes: self.envelopes.clone(),
+            subscriptions: self.subscriptions.clone(),
+            metrics: self.metrics.clone(),
+            tap: self.tap.clone(),
+        })
     }
 }
 
@@ -215,8 +269,8 @@ impl ShardWorker {
             effects: None,
         };
         ShardWorker {
-            status: status.shard(&plan.name, shard_id),
-            metrics: plan.metrics.shard(&plan.name, shard_id),
+            status: status.shard(&plan.name, &plan.shard_label(shard_id)),
+            metrics: plan.metrics.shard(&plan.name, &plan.shard_label(shard_id)),
             plan,
             ctx,
             lease,

@@ -239,12 +239,13 @@ impl Metrics {
         }
     }
 
-    pub fn set_leases_held(&self, subscription: &str, n: usize) {
+    /// Adds `delta` to the leases a subscription holds (each of its coordinators adds its own).
+    pub fn add_leases_held(&self, subscription: &str, delta: i64) {
         self.leases_held
             .get_or_create(&SubscriptionLabels {
                 subscription: subscription.to_owned(),
             })
-            .set(n as i64);
+            .inc_by(delta);
     }
 
     pub fn renewal_failed(&self, subscription: &str) {

@@ -168,6 +168,7 @@ impl NativeRun {
                     shardhost::testing::envelope::EnvelopeKey::from_bytes([0; 32]).into(),
                 ),
                 subscriptions: Arc::new([Arc::from("sub")]),
+                role: Default::default(),
                 tap: Some(Arc::new(move |s| {
                     tap_into.lock().unwrap().push((
                         s.shard_id.to_owned(),
