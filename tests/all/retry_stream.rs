@@ -6,7 +6,7 @@
 use crate::retries::{SECRET, fleet_key};
 use crate::support::kinesis::Kinesis;
 use crate::support::{
-    HostToml, Outcomes, Running, Scratch, Subscription, guest, kinesis_endpoint, unique,
+    HostToml, Outcomes, Running, Scratch, Subscription, guest, kinesis_endpoint, unique, wait_until,
 };
 use shardhost::record::Outcome;
 use shardhost::testing::envelope::{self, Kind};
@@ -130,5 +130,85 @@ fn check_says_who_reads_a_subscriptions_retry_copies() {
          `orders.dead`",
     ] {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+}
+
+/// Two `shardhost` processes on a lease table (dynalite) and kinesis-mock, a subscription whose
+/// copies go to a 2-shard retry stream of their own, one process killed (kill -9) while copies
+/// are in flight: every record the handler always retries reaches the dead-letter stream, every
+/// record it takes on its second attempt is acked, and the retry stream's shards were leased
+/// through the subscription's own rows.
+#[test]
+fn retried_records_survive_a_kill_9_of_one_of_two_hosts_reading_the_retry_stream() {
+    use crate::support::fleet::{Instance, stack};
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    let Some(st) = stack(2) else { return };
+    let retry = format!("{}.retry", st.stream);
+    let dead = format!("{}.dead", st.stream);
+    st.k.create(&retry, 2);
+    st.k.create(&dead, 1);
+    let dir = Scratch::new("retry-stream-kill9");
+    let config = |owner: &str| {
+        st.host(owner)
+            .set("host", "retry_key", SECRET)
+            .leases("ttl", "3s")
+            .leases("renew_every", "1s")
+            .leases("list_every", "1s")
+            .leases("checkpoint_every", "200ms")
+            .subscription(
+                st.subscription("scripted")
+                    .trim_horizon()
+                    .batch(5)
+                    .max_attempts(2)
+                    .dead_letter(&dead)
+                    .set("retry_stream", retry.as_str()),
+            )
+    };
+    let mut a = Instance::start(&dir, "a", config("pod-a"));
+    let b = Instance::start(&dir, "b", config("pod-b"));
+    let (mut always, mut second) = (BTreeSet::new(), BTreeSet::new());
+    for i in 0..30 {
+        always.insert(st.k.put(&st.stream, &format!("always-{i}"), "retry").1);
+        second.insert(format!("second-{i}"));
+        st.k.put(&st.stream, &format!("second-{i}"), "retry-until:2");
+    }
+    wait_until("some dead letters out", Duration::from_secs(60), || {
+        !st.k.read_all(&dead).is_empty()
+    });
+    a.kill9();
+    let lettered = || -> BTreeSet<String> {
+        st.k.read_all(&dead)
+            .iter()
+            .map(|(_, _, data)| {
+                let (h, _) = envelope::unwrap(&fleet_key(), data).unwrap().unwrap();
+                h.origin.sequence_number
+            })
+            .collect()
+    };
+    let acked = |i: &Instance| -> BTreeSet<String> {
+        i.outcomes()
+            .into_iter()
+            .filter(|(k, o)| o == "ack" && k.starts_with("second-"))
+            .map(|(k, _)| k)
+            .collect()
+    };
+    b.wait_for(
+        "every record dead-lettered or acked",
+        Duration::from_secs(90),
+        |b| {
+            let acks: BTreeSet<String> = acked(b).union(&acked(&a)).cloned().collect();
+            lettered() == always && acks == second
+        },
+    );
+    let rows = st.rt.block_on(st.d.rows(&st.table));
+    for shard in ["shardId-000000000000", "shardId-000000000001"] {
+        let key = format!("{retry}:{shard}#test");
+        assert!(
+            rows.iter()
+                .any(|r| r.get("lease_key").and_then(|v| v.as_s().ok()) == Some(&key)),
+            "the retry stream's shard {shard} was leased through {key}"
+        );
     }
 }
