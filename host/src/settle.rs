@@ -8,7 +8,9 @@
 //! A record answered `retry` with no cap is *held*: it stays unsettled, the reader goes on, and
 //! the checkpoint stops in front of it for as long as this reader holds the shard. Nothing
 //! behind a held record can move the checkpoint, so once the held record reaches the front the
-//! tracker stops remembering what comes after it; its memory stays bounded by what is in flight.
+//! tracker stops remembering what comes after it. A record that is not settled yet (waiting for
+//! a retry-after delay or a publish) keeps every record after it here until it settles: the
+//! shard's in-flight bound counts them ([`Tracker::span`]) and stops reading at it.
 
 use std::collections::VecDeque;
 
@@ -225,6 +227,25 @@ impl Tracker {
         self.blocked_key.as_deref()
     }
 
+    /// How many delivered records the tracker keeps: every one from the first unsettled record
+    /// on (a record that waits keeps all read after it), none past a held record at the front.
+    pub fn span(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// What the records [`Tracker::span`] counts cost in memory, in bytes.
+    pub fn span_bytes(&self) -> u64 {
+        (self.slots.len() * std::mem::size_of::<Slot>()) as u64
+    }
+
+    /// The first record the checkpoint waits for, while the tracker keeps records behind it.
+    pub fn first_unsettled(&self) -> Option<&Position> {
+        self.slots
+            .iter()
+            .find(|s| s.state != State::Settled)
+            .map(|s| &s.position)
+    }
+
     pub fn counts(&self) -> Counts {
         self.counts
     }
@@ -359,6 +380,29 @@ mod tests {
         assert_eq!(t.blocked_key(), Some("order-2"), "the first held one");
         t.seek(&pos(2));
         assert_eq!((t.blocked_at(), t.blocked_key()), (None, None));
+    }
+
+    #[test]
+    fn a_record_that_waits_keeps_every_record_after_it_until_it_settles_a_held_one_none() {
+        let mut t = Tracker::new(None);
+        let first = t.deliver(pos(1));
+        for n in 2..=100 {
+            let k = t.deliver(pos(n));
+            t.settle(k, Outcome::Ack);
+        }
+        assert_eq!(t.span(), 100, "the first waits: all are kept");
+        assert_eq!(t.first_unsettled(), Some(&pos(1)));
+        t.settle(first, Outcome::Ack);
+        assert_eq!((t.span(), t.span_bytes()), (0, 0));
+        assert_eq!(t.take_checkpoint(), at(100));
+        // Held at the front: nothing is kept behind it.
+        let held = t.deliver(pos(101));
+        t.settle(held, Outcome::Retry);
+        for n in 102..=200 {
+            let k = t.deliver(pos(n));
+            t.settle(k, Outcome::Ack);
+        }
+        assert_eq!(t.span(), 0);
     }
 
     #[test]
