@@ -6,25 +6,27 @@
 //! only its own shard.
 //!
 //! One job per file, in the order a record meets them: this file starts a worker at its
-//! position; [`run`] is the read loop and the checkpoint ([`read`] keeps one read in flight,
-//! [`read_size`] says how many records it asks for, [`in_flight`] the shard's memory bound,
-//! [`interrupt`] what ends it early); [`batch`] is one
-//! batch (the handler version it runs on, lanes, seeks, each record resolved by its answer);
-//! [`lane`] runs one lane's calls (bisecting a failed call); [`retry`] is the retry policy
-//! (copies, dead letters, retry-after delays), [`again`] calls a record answered retry-after
-//! without a cap again in place. Settling itself, the checkpoint moving over
-//! answered records, is [`crate::settle`]. [`shadow`] hands each batch to the subscription's
-//! shadow, if it has one; [`judge`] answers records outside any worker (`replay`), through the
-//! same lanes.
+//! position; [`run`] is the read loop ([`read`] keeps one read in flight, [`read_size`] says
+//! how many records it asks for, [`in_flight`] the shard's memory bound, [`interrupt`] what ends
+//! it early, [`checkpoint`] writes the checkpoint); [`batch`] is one batch (the handler version
+//! it runs on, lanes, seeks, each record resolved by its answer); [`lane`] runs one lane's calls
+//! (bisecting a failed call); [`retry`] is the retry policy (copies, dead letters, retry-after
+//! delays), [`outbox`] publishes a batch's copies and dead letters together, [`again`] calls a
+//! record answered retry-after without a cap again in place. Settling itself, the checkpoint
+//! moving over answered records, is [`crate::settle`]. [`shadow`] hands each batch to the
+//! subscription's shadow, if it has one; [`judge`] answers records outside any worker
+//! (`replay`), through the same lanes.
 
 mod again;
 mod batch;
+mod checkpoint;
 mod copies;
 mod in_flight;
 mod interrupt;
 mod judge;
 pub(crate) use judge::{Judge, Judged};
 mod lane;
+mod outbox;
 mod read;
 mod read_size;
 mod retry;
@@ -216,9 +218,12 @@ pub struct ShardWorker {
 /// A shard worker's state while it reads.
 struct Run<'w> {
     tracker: Tracker,
-    /// A moved checkpoint not written yet (coalescing).
+    /// A moved checkpoint not written yet (coalescing, or the store failed its write).
     pending: Option<Checkpoint>,
     last_write: Instant,
+    /// Checkpoint writes in a row the lease store failed, and when the next try may go.
+    failed_writes: u32,
+    retry_write_at: Option<Instant>,
     /// The slot generation `factory` came from.
     generation: u64,
     /// The handler version this shard's batches run on; the slot is looked at between batches.
@@ -314,6 +319,8 @@ impl ShardWorker {
             tracker: Tracker::new(lease.checkpoint),
             pending: None,
             last_write: Instant::now(),
+            failed_writes: 0,
+            retry_write_at: None,
             generation,
             version: factory.version().into(),
             factory,
