@@ -479,6 +479,7 @@ impl ShardReader for Gone {
         }
         Err(SourceError::SubscriptionGone {
             shard: "shardId-000000000000".into(),
+            why: "panicked".into(),
         })
     }
 }

@@ -23,6 +23,7 @@ use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::StreamStatus;
 
 mod consumer;
+mod end_probe;
 mod fanout;
 mod reader;
 mod subscription;

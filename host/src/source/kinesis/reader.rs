@@ -1,6 +1,8 @@
 //! Reading one shard: GetShardIterator at a position, then GetRecords, reopening an expired
 //! iterator after the last delivered record; an end of shard is an answer without a next
-//! iterator.
+//! iterator. A reader opened at the tip (`Latest`) that reopens before it delivered a record
+//! reopens at the time it first opened, less a margin ([`reopened_after_latest`]), never at the
+//! tip again: that would skip what arrived in between.
 
 use async_trait::async_trait;
 use aws_config::retry::RetryConfig;
@@ -10,6 +12,7 @@ use aws_sdk_kinesis::primitives::DateTime;
 use aws_sdk_kinesis::types::ShardIteratorType;
 
 use super::sdk_error;
+use crate::dispatch::OPENED_SLACK_MS;
 use crate::record::{Position, Record};
 use crate::source::{Call, ReadBatch, ShardReader, SourceError, StartPosition, kpl};
 
@@ -17,8 +20,9 @@ pub(super) struct KinesisReader {
     client: Client,
     stream: String,
     shard_id: String,
-    /// Where the next iterator opens: the original start until a record is delivered, then
-    /// just after the last delivered one.
+    /// Where the next iterator opens: the original start until a record is delivered (`Latest`
+    /// only the first time: see [`reopened_after_latest`]), then just after the last delivered
+    /// one.
     start: StartPosition,
     iterator: Option<String>,
     /// Set when an iterator opens at a position: records before it (and, for `After`, the one
@@ -33,6 +37,15 @@ pub(super) enum Skip {
     Through(Position),
     /// Records before this one (the sub-records of an aggregate before a seek target).
     Before(Position),
+}
+
+/// Where a reader that first opened at the tip at `opened_ms` (this host's clock) opens again
+/// while it has delivered nothing: at that time, less [`OPENED_SLACK_MS`] for a clock
+/// difference between this host and the service. The tip again would skip every record that
+/// arrived in between (its first checkpoint would pass them); what arrived in the margin is
+/// delivered, maybe again: duplicates are the documented cost.
+pub(super) fn reopened_after_latest(opened_ms: u64) -> StartPosition {
+    StartPosition::Timestamp(opened_ms.saturating_sub(OPENED_SLACK_MS))
 }
 
 impl Skip {
@@ -88,12 +101,23 @@ impl KinesisReader {
 
     async fn open_iterator(&mut self) -> Result<String, SourceError> {
         self.skip = Skip::of(&self.start);
+        if self.start == StartPosition::Latest {
+            // Opened at the tip once: any later iterator opens at this moment instead.
+            self.start = reopened_after_latest(crate::lease::now_ms());
+            return self.send_open(&StartPosition::Latest).await;
+        }
+        let start = self.start.clone();
+        self.send_open(&start).await
+    }
+
+    /// GetShardIterator at `start`.
+    async fn send_open(&self, start: &StartPosition) -> Result<String, SourceError> {
         let request = self
             .client
             .get_shard_iterator()
             .stream_name(&self.stream)
             .shard_id(&self.shard_id);
-        let request = match &self.start {
+        let request = match start {
             // AT, not AFTER: the position may stand inside an aggregate; `skip` drops
             // what was already handled.
             StartPosition::After(p) | StartPosition::At(p) => request
@@ -157,7 +181,9 @@ impl KinesisReader {
                             .is_some_and(|s| s.is_expired_iterator_exception()) =>
                 {
                     tracing::debug!(
-                        "shard iterator expired; reopening after the last delivered record"
+                        start = ?self.start,
+                        "shard iterator expired; reopening after the last delivered record \
+                         (before the first: where the reader first opened)"
                     );
                     reopened = true;
                 }

@@ -17,7 +17,12 @@
 //!   shards no real ending sequence number), so an idle subscription also asks GetRecords after
 //!   its continuation from time to time: no records and no next iterator is the end (the rule
 //!   polling ends a shard by). On the real service that question is only ever answered "not
-//!   yet": it costs one read every 30 s of an idle shard.
+//!   yet": it costs one read every 30 s of an idle shard. The question runs beside the events,
+//!   never in their way: a slow answer holds up no record.
+//! - A reader opened at the tip (`Latest`) subscribes there once; every later subscription
+//!   before the first event starts where the reader opened, less a margin (see
+//!   `reader::reopened_after_latest`): a first subscription refused or cut must not skip what
+//!   arrived meanwhile.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +39,8 @@ use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::time::Instant;
 
 use super::consumer::call_error;
-use super::reader::{Skip, user_records};
+use super::end_probe::{Asker, Asking, EndProbe, answer, closed_and_read};
+use super::reader::{Skip, reopened_after_latest, user_records};
 use super::sdk_error;
 use crate::record::Record;
 use crate::source::{Call, SourceError, StartPosition};
@@ -51,10 +57,6 @@ const IN_USE_REPORTED_AFTER: u32 = 10;
 const SILENCE: Duration = Duration::from_secs(60);
 /// How long a full queue may hold up reading events before the subscription is cancelled.
 const STALL: Duration = Duration::from_secs(2);
-/// An idle subscription first asks whether its shard ended this long after its last records;
-/// the wait doubles up to [`PROBE_MAX`].
-const PROBE_FIRST: Duration = Duration::from_secs(2);
-const PROBE_MAX: Duration = Duration::from_secs(30);
 
 /// A registered stream consumer.
 #[derive(Clone, Debug)]
@@ -80,7 +82,8 @@ type Events = EventReceiver<SubscribeToShardEventStream, SubscribeToShardEventSt
 
 /// Where the next subscription starts.
 enum From {
-    /// The reader's start: nothing was pushed yet.
+    /// The reader's start: nothing was pushed yet (after a first try at `Latest`, the time the
+    /// reader opened, less a margin).
     Start(StartPosition),
     /// Just after the last event (its continuation sequence number).
     Continuation(String),
@@ -113,6 +116,8 @@ pub(super) struct Subscription {
     /// Failed subscriptions since the last event.
     failures: u32,
     probe: EndProbe,
+    /// When the reader opened (this host's clock, ms since the epoch).
+    opened_ms: u64,
 }
 
 impl Subscription {
@@ -134,10 +139,12 @@ impl Subscription {
             skip: Skip::of(start),
             failures: 0,
             probe: EndProbe::default(),
+            opened_ms: crate::lease::now_ms(),
         }
     }
 
-    /// Subscribes again and again until the shard ends or the reader is dropped.
+    /// Subscribes again and again until the shard ends, the reader is dropped, or the task is
+    /// aborted (the reader's drop).
     pub async fn run(mut self) {
         let mut last: Option<Instant> = None;
         loop {
@@ -180,8 +187,10 @@ impl Subscription {
         }
     }
 
-    /// SubscribeToShard where the last one left off. Answers with the first event received.
-    async fn subscribe(&mut self) -> Result<Events, Failure> {
+    /// Where this subscription starts: where the last one left off. A start at the tip is
+    /// taken once; from then on, until an event comes, the start is the time of that first
+    /// try (less a margin), so a refused or cut first subscription skips nothing.
+    fn position(&mut self) -> StartingPosition {
         let position = StartingPosition::builder();
         let position = match &self.from {
             // AT, not AFTER: the position may stand inside an aggregate; `skip` drops what
@@ -200,7 +209,15 @@ impl Subscription {
                 .r#type(ShardIteratorType::AfterSequenceNumber)
                 .sequence_number(c),
         };
-        let position = position.build().expect("the type is always set");
+        if matches!(self.from, From::Start(StartPosition::Latest)) {
+            self.from = From::Start(reopened_after_latest(self.opened_ms));
+        }
+        position.build().expect("the type is always set")
+    }
+
+    /// SubscribeToShard where the last one left off. Answers with the first event received.
+    async fn subscribe(&mut self) -> Result<Events, Failure> {
+        let position = self.position();
         let sent = self
             .client
             .subscribe_to_shard()
@@ -229,10 +246,23 @@ impl Subscription {
         }
     }
 
-    /// Reads one subscription's events until it ends.
+    /// Reads one subscription's events until it ends. The question whether the shard ended
+    /// runs beside them.
     async fn pump(&mut self, mut events: Events) -> Outcome {
+        let mut asking: Option<Asking> = None;
+        let mut silent_at = Instant::now() + SILENCE;
         loop {
-            let event = match tokio::time::timeout(SILENCE, events.recv()).await {
+            let received = tokio::select! {
+                ended = answer(&mut asking) => {
+                    asking = None;
+                    if ended {
+                        return self.end().await;
+                    }
+                    continue;
+                }
+                received = tokio::time::timeout_at(silent_at, events.recv()) => received,
+            };
+            let event = match received {
                 Err(_) => {
                     let silent = format!("no event for {SILENCE:?}");
                     let e = SourceError::Service {
@@ -247,8 +277,14 @@ impl Subscription {
                 Ok(Err(e)) => return Outcome::Failed(self.stream_failure(e)),
             };
             self.failures = 0;
+            silent_at = Instant::now() + SILENCE;
             match self.take(event).await {
                 Flow::Go => {}
+                Flow::Ask(continuation) => {
+                    if asking.is_none() {
+                        asking = Some(Box::pin(closed_and_read(self.asker(), continuation)));
+                    }
+                }
                 Flow::Stop(outcome) => return outcome,
                 Flow::Stalled(pushed) => {
                     // Free the connection's window, then wait for room: the next
@@ -282,6 +318,8 @@ impl Subscription {
 /// What to do after an event.
 enum Flow {
     Go,
+    /// Go on, and ask (beside the events) whether the shard ended after this continuation.
+    Ask(String),
     Stop(Outcome),
     /// The queue stayed full: this is the event to push once there is room.
     Stalled(Pushed),
@@ -322,7 +360,7 @@ impl Subscription {
                     Ok(Err(_)) => return Flow::Stop(Outcome::Done),
                     Err(_) if ended => {
                         return match self.tx.send(Ok(pushed)).await {
-                            Ok(()) => self.end().await,
+                            Ok(()) => Flow::Stop(self.end().await),
                             Err(_) => Flow::Stop(Outcome::Done),
                         };
                     }
@@ -331,49 +369,28 @@ impl Subscription {
             }
         }
         if ended {
-            return self.end().await;
+            return Flow::Stop(self.end().await);
         }
-        if idle && self.probe.due(Instant::now()) && self.closed_and_read(&continuation).await {
-            return self.end().await;
+        if idle && self.probe.due(Instant::now()) {
+            return Flow::Ask(continuation);
         }
         Flow::Go
     }
 
     /// Tells the reader the shard ended.
-    async fn end(&self) -> Flow {
+    async fn end(&self) -> Outcome {
         tracing::debug!("the subscription reached the end of the shard");
         let _ = self.tx.send(Ok(Pushed::End)).await;
-        Flow::Stop(Outcome::Done)
+        Outcome::Done
     }
 
-    /// Whether the shard is closed and read to its end after `continuation`: GetRecords there
-    /// answers no records and no next iterator. A failed question is "not known yet".
-    async fn closed_and_read(&self, continuation: &str) -> bool {
-        let iterator = self
-            .client
-            .get_shard_iterator()
-            .stream_name(&self.stream)
-            .shard_id(&self.shard)
-            .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
-            .starting_sequence_number(continuation)
-            .send()
-            .await;
-        let Some(iterator) = iterator.ok().and_then(|o| o.shard_iterator) else {
-            return false;
-        };
-        match self
-            .client
-            .get_records()
-            .shard_iterator(iterator)
-            .limit(1)
-            .send()
-            .await
-        {
-            Ok(out) => out.records.is_empty() && out.next_shard_iterator.is_none(),
-            Err(e) => {
-                tracing::debug!(error = %sdk_error(self.call(), e), "could not ask whether the shard ended");
-                false
-            }
+    /// What the question whether the shard ended needs.
+    fn asker(&self) -> Asker {
+        Asker {
+            client: self.client.clone(),
+            stream: self.stream.clone(),
+            shard: self.shard.clone(),
+            call: self.call(),
         }
     }
 }
@@ -385,35 +402,6 @@ fn backoff(failures: u32) -> Duration {
         .min(MAX_BACKOFF)
 }
 
-/// When an idle subscription asks whether its shard ended.
-#[derive(Default)]
-struct EndProbe {
-    next: Option<Instant>,
-    every: Duration,
-}
-
-impl EndProbe {
-    /// Records came: the shard is not at its end.
-    fn records(&mut self) {
-        self.next = None;
-    }
-
-    /// Whether to ask now, after an idle event at `now`.
-    fn due(&mut self, now: Instant) -> bool {
-        let Some(next) = self.next else {
-            self.every = PROBE_FIRST;
-            self.next = Some(now + PROBE_FIRST);
-            return false;
-        };
-        if now < next {
-            return false;
-        }
-        self.every = (self.every * 2).min(PROBE_MAX);
-        self.next = Some(now + self.every);
-        true
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -422,24 +410,5 @@ mod tests {
     fn failed_subscriptions_wait_one_second_doubling_up_to_ten() {
         let waits: Vec<u64> = (1..=6).map(|n| backoff(n).as_secs()).collect();
         assert_eq!(waits, [1, 2, 4, 8, 10, 10]);
-    }
-
-    #[test]
-    fn an_idle_shard_is_asked_about_its_end_less_and_less_often_until_records_come() {
-        let t0 = Instant::now();
-        let at = |s: u64| t0 + Duration::from_secs(s);
-        let mut probe = EndProbe::default();
-        assert!(
-            !probe.due(at(0)),
-            "the first idle event only starts the wait"
-        );
-        assert!(!probe.due(at(1)));
-        assert!(probe.due(at(2)));
-        assert!(!probe.due(at(5)));
-        assert!(probe.due(at(6)), "4 s after the first question");
-        assert!(probe.due(at(14)), "then 8 s");
-        probe.records();
-        assert!(!probe.due(at(15)));
-        assert!(probe.due(at(17)), "records start the waits over");
     }
 }
