@@ -6,13 +6,12 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_kinesis::Client;
-use aws_sdk_kinesis::types::ShardIteratorType;
 use tokio::time::Instant;
 
-use super::sdk_error;
+use super::api::{IteratorAt, KinesisApi};
 use crate::source::Call;
 
 /// An idle subscription first asks whether its shard ended this long after its last records;
@@ -33,7 +32,7 @@ pub(super) async fn answer(asking: &mut Option<Asking>) -> bool {
 
 /// Who asks whether a shard ended, and about which.
 pub(super) struct Asker {
-    pub client: Client,
+    pub api: Arc<dyn KinesisApi>,
     pub stream: String,
     pub shard: String,
     pub call: Call,
@@ -42,29 +41,18 @@ pub(super) struct Asker {
 /// Whether the shard is closed and read to its end after `continuation`: GetRecords there
 /// answers no records and no next iterator. A failed question is "not known yet".
 pub(super) async fn closed_and_read(asker: Asker, continuation: String) -> bool {
+    let at = IteratorAt::AfterSequence(continuation);
     let iterator = asker
-        .client
-        .get_shard_iterator()
-        .stream_name(&asker.stream)
-        .shard_id(&asker.shard)
-        .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
-        .starting_sequence_number(continuation)
-        .send()
+        .api
+        .get_shard_iterator(&asker.stream, &asker.shard, &at)
         .await;
-    let Some(iterator) = iterator.ok().and_then(|o| o.shard_iterator) else {
+    let Some(iterator) = iterator.ok().flatten() else {
         return false;
     };
-    match asker
-        .client
-        .get_records()
-        .shard_iterator(iterator)
-        .limit(1)
-        .send()
-        .await
-    {
-        Ok(out) => out.records.is_empty() && out.next_shard_iterator.is_none(),
+    match asker.api.get_records(&iterator, 1).await {
+        Ok(out) => out.records.is_empty() && out.next_iterator.is_none(),
         Err(e) => {
-            tracing::debug!(error = %sdk_error(asker.call, e), "could not ask whether the shard ended");
+            tracing::debug!(error = %e.failed(asker.call), "could not ask whether the shard ended");
             false
         }
     }

@@ -2,6 +2,7 @@
 //! registered consumer instead of GetRecords ([`KinesisStreams::fan_out`]).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -11,6 +12,7 @@ use tracing::Instrument;
 
 #[cfg(doc)]
 use super::KinesisStreams;
+use super::api::KinesisApi;
 use super::subscription::{Consumer, Push, Pushed, Subscription};
 use crate::record::Record;
 use crate::source::{ReadBatch, ShardReader, SourceError, StartPosition};
@@ -22,21 +24,14 @@ const QUEUED_EVENTS: usize = 2;
 /// Opens a reader of `shard_id` that takes what `consumer`'s subscriptions push, starting at
 /// `start`.
 pub(super) fn open(
-    client: &aws_sdk_kinesis::Client,
+    api: Arc<dyn KinesisApi>,
     consumer: &Consumer,
     stream: &str,
     shard_id: &str,
     start: &StartPosition,
 ) -> Box<dyn ShardReader> {
     let (tx, pushes) = mpsc::channel(QUEUED_EVENTS);
-    let subscription = Subscription::new(
-        client.clone(),
-        stream,
-        shard_id,
-        consumer.clone(),
-        start,
-        tx,
-    );
+    let subscription = Subscription::new(api, stream, shard_id, consumer.clone(), start, tx);
     let task = tokio::spawn(subscription.run().in_current_span());
     Box::new(FanOutReader {
         shard: shard_id.to_owned(),

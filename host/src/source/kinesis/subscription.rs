@@ -27,21 +27,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_kinesis::Client;
-use aws_sdk_kinesis::error::SdkError;
-use aws_sdk_kinesis::primitives::DateTime;
-use aws_sdk_kinesis::primitives::event_stream::EventReceiver;
-use aws_sdk_kinesis::types::error::SubscribeToShardEventStreamError;
-use aws_sdk_kinesis::types::{
-    ShardIteratorType, StartingPosition, SubscribeToShardEvent, SubscribeToShardEventStream,
-};
 use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::time::Instant;
 
-use super::consumer::call_error;
+use super::api::{ApiError, ApiErrorKind, IteratorAt, KinesisApi, ShardEvent, ShardEvents};
 use super::end_probe::{Asker, Asking, EndProbe, answer, closed_and_read};
 use super::reader::{Skip, reopened_after_latest, user_records};
-use super::sdk_error;
 use crate::record::Record;
 use crate::source::{Call, SourceError, StartPosition};
 
@@ -78,8 +69,6 @@ pub(super) enum Pushed {
 
 pub(super) type Push = Result<Pushed, SourceError>;
 
-type Events = EventReceiver<SubscribeToShardEventStream, SubscribeToShardEventStreamError>;
-
 /// Where the next subscription starts.
 enum From {
     /// The reader's start: nothing was pushed yet (after a first try at `Latest`, the time the
@@ -106,7 +95,7 @@ enum Failure {
 
 /// One shard's subscriptions, one after the other.
 pub(super) struct Subscription {
-    pub client: Client,
+    pub api: Arc<dyn KinesisApi>,
     pub stream: String,
     pub shard: String,
     pub consumer: Consumer,
@@ -122,7 +111,7 @@ pub(super) struct Subscription {
 
 impl Subscription {
     pub fn new(
-        client: Client,
+        api: Arc<dyn KinesisApi>,
         stream: &str,
         shard: &str,
         consumer: Consumer,
@@ -130,7 +119,7 @@ impl Subscription {
         tx: mpsc::Sender<Push>,
     ) -> Subscription {
         Subscription {
-            client,
+            api,
             stream: stream.to_owned(),
             shard: shard.to_owned(),
             consumer,
@@ -190,65 +179,34 @@ impl Subscription {
     /// Where this subscription starts: where the last one left off. A start at the tip is
     /// taken once; from then on, until an event comes, the start is the time of that first
     /// try (less a margin), so a refused or cut first subscription skips nothing.
-    fn position(&mut self) -> StartingPosition {
-        let position = StartingPosition::builder();
-        let position = match &self.from {
-            // AT, not AFTER: the position may stand inside an aggregate; `skip` drops what
-            // was handled already.
-            From::Start(StartPosition::After(p) | StartPosition::At(p)) => position
-                .r#type(ShardIteratorType::AtSequenceNumber)
-                .sequence_number(p.sequence_number()),
-            From::Start(StartPosition::TrimHorizon) => {
-                position.r#type(ShardIteratorType::TrimHorizon)
-            }
-            From::Start(StartPosition::Latest) => position.r#type(ShardIteratorType::Latest),
-            From::Start(StartPosition::Timestamp(ms)) => position
-                .r#type(ShardIteratorType::AtTimestamp)
-                .timestamp(DateTime::from_millis(*ms as i64)),
-            From::Continuation(c) => position
-                .r#type(ShardIteratorType::AfterSequenceNumber)
-                .sequence_number(c),
+    fn position(&mut self) -> IteratorAt {
+        let at = match &self.from {
+            From::Start(start) => IteratorAt::of(start),
+            From::Continuation(c) => IteratorAt::AfterSequence(c.clone()),
         };
         if matches!(self.from, From::Start(StartPosition::Latest)) {
             self.from = From::Start(reopened_after_latest(self.opened_ms));
         }
-        position.build().expect("the type is always set")
+        at
     }
 
-    /// SubscribeToShard where the last one left off. Answers with the first event received.
-    async fn subscribe(&mut self) -> Result<Events, Failure> {
-        let position = self.position();
+    /// SubscribeToShard where the last one left off.
+    async fn subscribe(&mut self) -> Result<Box<dyn ShardEvents>, Failure> {
+        let at = self.position();
         let sent = self
-            .client
-            .subscribe_to_shard()
-            .consumer_arn(&*self.consumer.arn)
-            .shard_id(&self.shard)
-            .starting_position(position)
-            .send()
+            .api
+            .subscribe(&self.consumer.arn, &self.shard, &at)
             .await;
-        match sent {
-            Ok(out) => Ok(out.event_stream),
-            Err(e) => {
-                let service = e.as_service_error();
-                if service.is_some_and(|s| s.is_resource_in_use_exception()) {
-                    Err(Failure::InUse(sdk_error(self.call(), e)))
-                } else if service.is_some_and(|s| s.is_limit_exceeded_exception()) {
-                    Err(Failure::Throttled(SourceError::Throttled(self.call())))
-                } else {
-                    let call = self.call();
-                    Err(Failure::Other(call_error(
-                        call,
-                        "kinesis:SubscribeToShard",
-                        e,
-                    )))
-                }
-            }
-        }
+        sent.map_err(|e| match e.kind {
+            ApiErrorKind::InUse => Failure::InUse(e.failed(self.call())),
+            ApiErrorKind::LimitExceeded => Failure::Throttled(SourceError::Throttled(self.call())),
+            _ => Failure::Other(e.failed_needing(self.call(), "kinesis:SubscribeToShard")),
+        })
     }
 
     /// Reads one subscription's events until it ends. The question whether the shard ended
     /// runs beside them.
-    async fn pump(&mut self, mut events: Events) -> Outcome {
+    async fn pump(&mut self, mut events: Box<dyn ShardEvents>) -> Outcome {
         let mut asking: Option<Asking> = None;
         let mut silent_at = Instant::now() + SILENCE;
         loop {
@@ -260,7 +218,7 @@ impl Subscription {
                     }
                     continue;
                 }
-                received = tokio::time::timeout_at(silent_at, events.recv()) => received,
+                received = tokio::time::timeout_at(silent_at, events.next()) => received,
             };
             let event = match received {
                 Err(_) => {
@@ -271,8 +229,7 @@ impl Subscription {
                     };
                     return Outcome::Failed(Failure::Other(e));
                 }
-                Ok(Ok(Some(SubscribeToShardEventStream::SubscribeToShardEvent(event)))) => event,
-                Ok(Ok(Some(_))) => continue,
+                Ok(Ok(Some(event))) => event,
                 Ok(Ok(None)) => return Outcome::Again,
                 Ok(Err(e)) => return Outcome::Failed(self.stream_failure(e)),
             };
@@ -300,17 +257,11 @@ impl Subscription {
         }
     }
 
-    fn stream_failure(
-        &self,
-        e: SdkError<SubscribeToShardEventStreamError, impl std::fmt::Debug + Send + Sync + 'static>,
-    ) -> Failure {
-        let service = e.as_service_error();
-        if service.is_some_and(|s| s.is_resource_in_use_exception()) {
-            Failure::InUse(sdk_error(self.call(), e))
-        } else if service.is_some_and(|s| s.is_kms_throttling_exception()) {
-            Failure::Throttled(SourceError::Throttled(self.call()))
-        } else {
-            Failure::Other(sdk_error(self.call(), e))
+    fn stream_failure(&self, e: ApiError) -> Failure {
+        match e.kind {
+            ApiErrorKind::InUse => Failure::InUse(e.failed(self.call())),
+            ApiErrorKind::Throttled => Failure::Throttled(SourceError::Throttled(self.call())),
+            _ => Failure::Other(e.failed(self.call())),
         }
     }
 }
@@ -328,8 +279,8 @@ enum Flow {
 impl Subscription {
     /// One event: its records pushed (after what was handled already), the continuation kept,
     /// the end of the shard noticed.
-    async fn take(&mut self, event: SubscribeToShardEvent) -> Flow {
-        let continuation = event.continuation_sequence_number;
+    async fn take(&mut self, event: ShardEvent) -> Flow {
+        let continuation = event.continuation;
         // The service marks the end of a shard by an event without a continuation number
         // (and with the child shards).
         let ended = continuation.is_empty();
@@ -347,7 +298,7 @@ impl Subscription {
         }
         let pushed = Pushed::Records {
             records,
-            millis_behind_latest: event.millis_behind_latest.max(0) as u64,
+            millis_behind_latest: event.millis_behind_latest,
         };
         match self.tx.try_reserve() {
             Ok(permit) => permit.send(Ok(pushed)),
@@ -387,7 +338,7 @@ impl Subscription {
     /// What the question whether the shard ended needs.
     fn asker(&self) -> Asker {
         Asker {
-            client: self.client.clone(),
+            api: self.api.clone(),
             stream: self.stream.clone(),
             shard: self.shard.clone(),
             call: self.call(),
