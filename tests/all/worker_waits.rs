@@ -137,6 +137,8 @@ struct DownPuts {
     inner: MemoryStreams,
     down: AtomicBool,
     puts: AtomicUsize,
+    /// How long a put takes to fail while the stream is down.
+    fails_after: Duration,
 }
 
 #[async_trait]
@@ -161,13 +163,56 @@ impl StreamSource for DownPuts {
     async fn put(&self, stream: &str, key: &str, data: Vec<u8>) -> Result<String, SourceError> {
         self.puts.fetch_add(1, Ordering::SeqCst);
         if self.down.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_secs(30)).await;
+            tokio::time::sleep(self.fails_after).await;
             return Err(SourceError::Throttled(Call::Put {
                 stream: stream.into(),
             }));
         }
         self.inner.put(stream, key, data).await
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn copies_of_later_batches_wait_for_the_back_off_of_a_failed_publish() {
+    // Every record answers retry, ten reads of 100; the retry stream refuses every put at once.
+    // After the first failure, the copies of the batches read during its back-off wait with it
+    // (1 s, 2 s, 4 s, ...): a put per back-off, not a put per batch.
+    let inner = one_shard("s", 1_000);
+    inner.create("retry", 1);
+    inner.create("dead", 1);
+    let source = Arc::new(DownPuts {
+        inner,
+        down: AtomicBool::new(true),
+        puts: AtomicUsize::new(0),
+        fails_after: Duration::ZERO,
+    });
+    let handler =
+        Native::new(|records: &[Record]| Answer::each(vec![Outcome::Retry; records.len()]));
+    let plan = Plan {
+        read_limit: 100,
+        call_batch: 100,
+        retry: Some(shardhost::config::RetryPolicy {
+            max_attempts: 3,
+            retry_stream: "retry".into(),
+            dead_letter: "dead".into(),
+            own_retry_stream: false,
+        }),
+        ..Plan::default()
+    };
+    let run = NativeRun::start(source.clone(), "s", handler, plan);
+    let all_read = run
+        .wait(Duration::from_secs(5), |r| {
+            r.shard(SHARD).is_some_and(|s| s.counts.delivered >= 1_000)
+        })
+        .await;
+    let puts = source.puts.load(Ordering::SeqCst);
+    run.stop().await;
+    assert!(all_read, "reading went on while the copies waited");
+    assert!(
+        puts <= 4,
+        "{puts} puts in 5 s against a retry stream that refuses each at once: the copies of the \
+         batches read after a failure should wait for its back-off (puts at 0, 1, 3 s)"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -183,6 +228,7 @@ async fn a_batch_of_retries_against_a_retry_stream_that_is_down_waits_as_one() {
         inner,
         down: AtomicBool::new(true),
         puts: AtomicUsize::new(0),
+        fails_after: Duration::from_secs(30),
     });
     let handler = Native::new(|records: &[Record]| {
         Answer::each(
