@@ -47,10 +47,14 @@ impl Run<'_> {
         if !self.delayed.iter().any(|d| d.due <= now) {
             return;
         }
+        self.wait_out_back_offs(now);
         let (mut due, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.delayed)
             .into_iter()
             .partition(|d| d.due <= now);
         self.delayed = waiting;
+        if due.is_empty() {
+            return;
+        }
         due.sort_by_cached_key(|d| d.record.position());
         let outgoing: Vec<Outgoing> = due.into_iter().map(|d| self.outgoing(policy, d)).collect();
         let (copies, letters): (Vec<_>, Vec<_>) = outgoing
@@ -80,6 +84,26 @@ impl Run<'_> {
                 }
             }
             return;
+        }
+    }
+
+    /// While a publish to a stream that failed waits its back-off, what falls due for that
+    /// stream meanwhile (a later batch's copies, a retry-after delay over) waits with it: the
+    /// stream is down or throttles, and each put would cost a call's whole wait.
+    fn wait_out_back_offs(&mut self, now: Instant) {
+        let stream = |d: &Delayed| d.letter.is_some();
+        let until = |letter: bool| {
+            self.delayed
+                .iter()
+                .filter(|d| d.failures > 0 && d.due > now && stream(d) == letter)
+                .map(|d| d.due)
+                .max()
+        };
+        let (copies, letters) = (until(false), until(true));
+        for d in self.delayed.iter_mut().filter(|d| d.due <= now) {
+            if let Some(until) = if stream(d) { letters } else { copies } {
+                d.due = until;
+            }
         }
     }
 
