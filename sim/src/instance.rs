@@ -4,10 +4,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use shardhost::config::StartAt;
 use shardhost::handler::HandlerSlot;
 use shardhost::status::StatusBoard;
-use shardhost::testing::envelope::EnvelopeKey;
+use shardhost::testing::envelope::EnvelopeKeys;
 use shardhost::testing::{Coordinator, LeaseSettings, SubscriptionPlan};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -15,19 +14,21 @@ use tokio_util::sync::CancellationToken;
 use crate::faults::Faults;
 use crate::handler::Factory;
 use crate::log::Log;
-use crate::params::Params;
-use crate::stream::{Stream, StreamView};
+use crate::params::{Params, STREAM};
+use crate::stream::Stream;
 use crate::table::{Table, TableView};
-
-pub const STREAM: &str = "sim-stream";
+use crate::view::StreamView;
 
 /// What every instance shares.
 pub struct Shared {
     pub params: Params,
     pub log: Arc<Mutex<Log>>,
     pub table: Arc<Table>,
-    pub stream: Arc<Stream>,
+    /// The read stream, then the retry stream of its own.
+    pub streams: Vec<Arc<Stream>>,
     pub faults: Arc<Faults>,
+    /// What retry copies and dead letters are made under.
+    pub keys: Arc<EnvelopeKeys>,
 }
 
 /// One run of an instance, from its start to its end.
@@ -82,6 +83,7 @@ impl Slot {
             inc
         };
         let killed = CancellationToken::new();
+        let stop = CancellationToken::new();
         let factory = Arc::new(Factory {
             inc,
             log: shared.log.clone(),
@@ -96,14 +98,14 @@ impl Slot {
             call_batch: p.call_batch,
             checkpoint_every: p.checkpoint_every,
             poll_interval: p.poll_interval,
-            start_at: StartAt::TrimHorizon,
+            start_at: p.paths.start_at,
             handler: Arc::new(HandlerSlot::new(factory)),
             lanes: p.lanes,
-            in_flight: Default::default(),
-            retry: None,
+            in_flight: p.paths.in_flight,
+            retry: p.paths.retry.clone(),
             in_place_max_delay: shardhost::config::defaults::IN_PLACE_MAX_DELAY,
             publisher: None,
-            envelopes: Arc::new(EnvelopeKey::from_bytes([7; 32]).into()),
+            envelopes: shared.keys.clone(),
             subscriptions: Arc::new([Arc::from("sim")]),
             metrics: Arc::new(shardhost::Metrics::new()),
             tap: None,
@@ -111,10 +113,11 @@ impl Slot {
         let coordinator = Coordinator {
             plan: Arc::new(plan),
             source: Arc::new(StreamView {
-                stream: shared.stream.clone(),
+                streams: shared.streams.clone(),
                 inc,
                 faults: shared.faults.clone(),
                 killed: killed.clone(),
+                keys: shared.keys.clone(),
             }),
             store: Arc::new(TableView {
                 table: shared.table.clone(),
@@ -122,6 +125,7 @@ impl Slot {
                 skew_ms: p.skew_ms[self.index],
                 faults: shared.faults.clone(),
                 killed: killed.clone(),
+                stopping: stop.clone(),
             }),
             owner: Arc::from(self.owner.as_str()),
             timings: LeaseSettings {
@@ -132,7 +136,6 @@ impl Slot {
             },
             status: StatusBoard::new(),
         };
-        let stop = CancellationToken::new();
         let task = tokio::spawn({
             let stop = stop.clone();
             async move { coordinator.run(stop).await.map_err(|e| e.to_string()) }
