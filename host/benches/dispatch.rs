@@ -157,6 +157,7 @@ fn drain_shadowed(
                 shardhost::testing::envelope::EnvelopeKey::from_bytes([0; 32]).into(),
             ),
             subscriptions: Arc::new([Arc::from("bench")]),
+            role: Default::default(),
             tap: None,
         }),
         source: Arc::new(streams),

@@ -108,6 +108,7 @@ impl Slot {
             envelopes: shared.keys.clone(),
             subscriptions: Arc::new([Arc::from("sim")]),
             metrics: Arc::new(shardhost::Metrics::new()),
+            role: Default::default(),
             tap: None,
         };
         let coordinator = Coordinator {

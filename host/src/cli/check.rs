@@ -99,6 +99,7 @@ async fn load_all(path: &Path, config: &Config) -> Result<Vec<String>, CliError>
                 ));
                 loaded.push(format!("  read: {}", s.read.describe()));
                 loaded.push(lease_rows(config, s));
+                loaded.extend(retry_copies(s));
                 loaded.extend(grants(&s.wasi));
             }
             Err(source) => problems.push(CheckProblem::Handler {
@@ -149,6 +150,32 @@ fn lease_rows(config: &Config, s: &SubscriptionConfig) -> String {
         ),
     };
     format!("  lease rows: {key} ({why})")
+}
+
+/// Under a retry cap, where the subscription's copies go and who reads them.
+fn retry_copies(s: &SubscriptionConfig) -> Option<String> {
+    let policy = s.retry.as_ref()?;
+    let dead = format!(
+        "after {} attempts to `{}`",
+        policy.max_attempts, policy.dead_letter
+    );
+    if !policy.own_retry_stream || policy.retry_stream == s.stream {
+        return Some(format!(
+            "  retries: copies on `{}`, read back as it is read; dead letters {dead}",
+            s.stream
+        ));
+    }
+    let rows = LeaseKey::of(
+        &policy.retry_stream,
+        "SHARD",
+        &s.name,
+        LeaseRows::Subscription,
+    );
+    Some(format!(
+        "  retries: copies on `{}`, read by this subscription too (lease rows: {rows}); dead \
+         letters {dead}",
+        policy.retry_stream
+    ))
 }
 
 /// The lines under a subscription's handler line that say what it is granted: names, origins

@@ -55,6 +55,9 @@ impl Coordinator {
         let mut s = Shards::default();
         self.plan.metrics.subscription_started(&self.plan.name);
         let mut list = tokio::time::interval(self.timings.list_every);
+        // What this coordinator added to the subscription's leases-held gauge (a subscription
+        // with a retry stream of its own has two coordinators adding to it).
+        let mut counted = 0;
         let failure = loop {
             tokio::select! {
                 biased;
@@ -74,11 +77,21 @@ impl Coordinator {
                 },
                 _ = list.tick() => self.look(&mut s, &mut list).await,
             }
-            self.plan.metrics.set_leases_held(&self.plan.name, s.held());
+            counted = self.count_leases_held(counted, s.held());
         };
         let failure = self.drain(&mut s).await.or(failure);
-        self.plan.metrics.set_leases_held(&self.plan.name, 0);
+        self.count_leases_held(counted, 0);
         failure.map_or(Ok(()), Err)
+    }
+
+    /// Moves the subscription's leases-held gauge from this coordinator's `counted` leases to
+    /// `held`; answers `held`.
+    fn count_leases_held(&self, counted: usize, held: usize) -> usize {
+        let delta = held as i64 - counted as i64;
+        if delta != 0 {
+            self.plan.metrics.add_leases_held(&self.plan.name, delta);
+        }
+        held
     }
 
     /// Lists the shards, takes what this instance may, balances; looks again sooner than the

@@ -139,7 +139,9 @@ impl Coordinator {
 
     /// A shard that cannot be taken until its row is fixed: said once, shown in status.
     fn refuse(&self, id: &str, why: String) {
-        let cell = self.status.shard(&self.plan.name, id);
+        let cell = self
+            .status
+            .shard(&self.plan.name, &self.plan.shard_label(id));
         if cell.get().last_error.as_deref() != Some(why.as_str()) {
             tracing::error!(shard = %id, "shard not started: {why}");
             cell.update(|s| {
@@ -150,7 +152,9 @@ impl Coordinator {
     }
 
     fn clear_refusal(&self, id: &str) {
-        let cell = self.status.shard(&self.plan.name, id);
+        let cell = self
+            .status
+            .shard(&self.plan.name, &self.plan.shard_label(id));
         if cell.get().state == ShardState::Refused {
             cell.update(|s| {
                 s.state = ShardState::Starting;

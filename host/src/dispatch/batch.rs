@@ -1,7 +1,8 @@
 //! One batch: the handler version it runs on, records registered with the tracker and split
 //! into lanes by partition key, the lanes run (side by side when there are several), then every
 //! record resolved by its answer, in read order: settled, left for the next reader, or handed to
-//! the retry policy ([`retry`](super::retry)).
+//! the retry policy ([`retry`](super::retry)), whose copies and dead letters are then published
+//! together ([`outbox`](super::outbox)).
 
 use std::sync::Arc;
 
@@ -88,6 +89,8 @@ impl Run<'_> {
             self.forget_waiting_from(&at);
             self.seek_to = Some(at);
         }
+        // The batch's copies and dead letters go out together.
+        self.flush_delayed().await;
         self.report(error);
     }
 

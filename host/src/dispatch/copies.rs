@@ -4,7 +4,7 @@
 //! handed to the handler as if it were a record: it is dead-lettered as it was read (held when
 //! the subscription has no cap), with an error naming the key it claims to be made under.
 
-use super::Run;
+use super::{Role, Run};
 use crate::envelope::{self, Header, Kind, Origin, Rejected};
 use crate::record::{Outcome, Record};
 use crate::settle::Ticket;
@@ -33,12 +33,29 @@ impl Run<'_> {
     /// subscription, on its retry stream. A record that looks like one but is not is an ordinary
     /// record (logged and counted); a dead letter read by a subscription is an ordinary record.
     pub(super) fn copy_of(&self, record: &Record) -> Copy {
+        let copy = self.what_copy(record);
+        if self.worker.plan.role == Role::RetryCopies && matches!(copy, Copy::No) {
+            // Only the subscription's copies are its to handle on its own retry stream.
+            let plan = &self.worker.plan;
+            plan.metrics.contained(&plan.name, "not-a-copy-skipped");
+            tracing::warn!(
+                sequence_number = %record.position(), partition_key = %record.partition_key,
+                "a record on the subscription's retry stream that is not one of its retry copies \
+                 is skipped: from a retry stream of its own, a subscription handles only its copies"
+            );
+            return Copy::Foreign;
+        }
+        copy
+    }
+
+    /// What `record` is to this subscription, wherever it reads.
+    fn what_copy(&self, record: &Record) -> Copy {
         let w = self.worker;
         let reject = |why: &dyn std::fmt::Display| {
             w.plan.metrics.envelope_rejected(&w.plan.name);
             tracing::warn!(
                 sequence_number = %record.position(),
-                "a record that looks like a retry copy is handled as an ordinary record: {why}"
+                "a record that looks like a retry copy is not one: {why}"
             );
             Copy::No
         };

@@ -6,25 +6,27 @@
 //! only its own shard.
 //!
 //! One job per file, in the order a record meets them: this file starts a worker at its
-//! position; [`run`] is the read loop and the checkpoint ([`read`] keeps one read in flight,
-//! [`read_size`] says how many records it asks for, [`in_flight`] the shard's memory bound,
-//! [`interrupt`] what ends it early); [`batch`] is one
-//! batch (the handler version it runs on, lanes, seeks, each record resolved by its answer);
-//! [`lane`] runs one lane's calls (bisecting a failed call); [`retry`] is the retry policy
-//! (copies, dead letters, retry-after delays), [`again`] calls a record answered retry-after
-//! without a cap again in place. Settling itself, the checkpoint moving over
-//! answered records, is [`crate::settle`]. [`shadow`] hands each batch to the subscription's
-//! shadow, if it has one; [`judge`] answers records outside any worker (`replay`), through the
-//! same lanes.
+//! position; [`run`] is the read loop ([`read`] keeps one read in flight, [`read_size`] says
+//! how many records it asks for, [`in_flight`] the shard's memory bound, [`interrupt`] what ends
+//! it early, [`checkpoint`] writes the checkpoint); [`batch`] is one batch (the handler version
+//! it runs on, lanes, seeks, each record resolved by its answer); [`lane`] runs one lane's calls
+//! (bisecting a failed call); [`retry`] is the retry policy (copies, dead letters, retry-after
+//! delays), [`outbox`] publishes a batch's copies and dead letters together, [`again`] calls a
+//! record answered retry-after without a cap again in place. Settling itself, the checkpoint
+//! moving over answered records, is [`crate::settle`]. [`shadow`] hands each batch to the
+//! subscription's shadow, if it has one; [`judge`] answers records outside any worker
+//! (`replay`), through the same lanes.
 
 mod again;
 mod batch;
+mod checkpoint;
 mod copies;
 mod in_flight;
 mod interrupt;
 mod judge;
 pub(crate) use judge::{Judge, Judged};
 mod lane;
+mod outbox;
 mod read;
 mod read_size;
 mod retry;
@@ -107,12 +109,66 @@ pub struct SubscriptionPlan {
     pub subscriptions: Arc<[Arc<str>]>,
     pub metrics: Arc<Metrics>,
     pub tap: Option<OutcomeTap>,
+    /// What this plan's reader is for: the subscription's stream, or its retry copies on a
+    /// `retry_stream` of their own.
+    pub role: Role,
+}
+
+/// What a subscription's reader reads for it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Role {
+    /// Its stream's records (and its own retry copies, when they go to that stream).
+    #[default]
+    Records,
+    /// Its retry copies on a `retry_stream` of their own, which the host that runs the
+    /// subscription reads too (rows of its own, `RETRY:shard#SUBSCRIPTION`, from the stream's
+    /// beginning): anything there that is not one of its copies is skipped, counted and logged.
+    RetryCopies,
 }
 
 impl SubscriptionPlan {
     /// The key of the row through which this subscription reads `shard`.
     pub fn lease_key(&self, shard: &str) -> LeaseKey {
         LeaseKey::of(&self.stream, shard, &self.name, self.rows)
+    }
+
+    /// How status and metrics name one of its shards: the shard id; on a retry stream of its
+    /// own, `RETRY:shard` (the subscription's two streams may have shards of the same id).
+    pub fn shard_label(&self, shard: &str) -> String {
+        match self.role {
+            Role::Records => shard.to_owned(),
+            Role::RetryCopies => format!("{}:{shard}", self.stream),
+        }
+    }
+
+    /// The plan of the reader of this subscription's retry copies, when they go to a stream of
+    /// their own: that stream, through the subscription's own rows, from its beginning.
+    pub fn retry_copies(&self) -> Option<SubscriptionPlan> {
+        let policy = self.retry.as_ref()?;
+        if policy.retry_stream == *self.stream {
+            return None;
+        }
+        Some(SubscriptionPlan {
+            stream: Arc::from(policy.retry_stream.as_str()),
+            rows: LeaseRows::Subscription,
+            start_at: StartAt::TrimHorizon,
+            role: Role::RetryCopies,
+            name: self.name.clone(),
+            read_limit: self.read_limit,
+            call_batch: self.call_batch,
+            checkpoint_every: self.checkpoint_every,
+            poll_interval: self.poll_interval,
+            handler: self.handler.clone(),
+            lanes: self.lanes,
+            in_flight: self.in_flight,
+            retry: self.retry.clone(),
+            in_place_max_delay: self.in_place_max_delay,
+            publisher: self.publisher.clone(),
+            envelopes: self.envelopes.clone(),
+            subscriptions: self.subscriptions.clone(),
+            metrics: self.metrics.clone(),
+            tap: self.tap.clone(),
+        })
     }
 }
 
@@ -162,9 +218,12 @@ pub struct ShardWorker {
 /// A shard worker's state while it reads.
 struct Run<'w> {
     tracker: Tracker,
-    /// A moved checkpoint not written yet (coalescing).
+    /// A moved checkpoint not written yet (coalescing, or the store failed its write).
     pending: Option<Checkpoint>,
     last_write: Instant,
+    /// Checkpoint writes in a row the lease store failed, and when the next try may go.
+    failed_writes: u32,
+    retry_write_at: Option<Instant>,
     /// The slot generation `factory` came from.
     generation: u64,
     /// The handler version this shard's batches run on; the slot is looked at between batches.
@@ -215,8 +274,8 @@ impl ShardWorker {
             effects: None,
         };
         ShardWorker {
-            status: status.shard(&plan.name, shard_id),
-            metrics: plan.metrics.shard(&plan.name, shard_id),
+            status: status.shard(&plan.name, &plan.shard_label(shard_id)),
+            metrics: plan.metrics.shard(&plan.name, &plan.shard_label(shard_id)),
             plan,
             ctx,
             lease,
@@ -260,6 +319,8 @@ impl ShardWorker {
             tracker: Tracker::new(lease.checkpoint),
             pending: None,
             last_write: Instant::now(),
+            failed_writes: 0,
+            retry_write_at: None,
             generation,
             version: factory.version().into(),
             factory,

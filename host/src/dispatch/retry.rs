@@ -1,15 +1,16 @@
 //! The retry policy: what becomes of a record the handler could not handle. Without a cap
 //! (`max_attempts`) it is held, or after `retry-after` called again in place once the delay is
 //! over ([`again`](super::again)); under one, a copy wrapped in an envelope is published for the
-//! next attempt (at once, or once a `retry-after` delay is over), and after the last attempt the
-//! record goes to the dead-letter stream. Reading side: a copy read back is unwrapped.
+//! next attempt (with the batch's other copies, or once a `retry-after` delay is over), and after
+//! the last attempt the record goes to the dead-letter stream. Publishing them is
+//! [`outbox`](super::outbox). Reading side: a copy read back is unwrapped.
 
 use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Run;
 use crate::config::RetryPolicy;
-use crate::envelope::{self, Header, Kind, Origin};
+use crate::envelope::Origin;
 use crate::handler::CallError;
 use crate::record::{Outcome, Position, Record};
 use crate::settle::Ticket;
@@ -33,35 +34,25 @@ pub(super) struct Delivery {
 /// lease before then delivers it again.
 pub(super) struct Delayed {
     pub due: Instant,
-    ticket: Ticket,
-    record: Record,
-    attempt: u32,
-    origin: Origin,
+    pub ticket: Ticket,
+    pub record: Record,
+    pub attempt: u32,
+    pub origin: Origin,
     /// A dead letter (why the record's attempts ended), or a retry copy (`None`).
-    letter: Option<String>,
+    pub letter: Option<String>,
     /// Publishes of it that failed so far.
-    failures: u32,
-}
-
-/// How a publish ended.
-enum Published {
-    /// Out, under this sequence number; the record is settled.
-    Done(String),
-    /// It failed; the record is unsettled and waits for another try.
-    Failed,
-    /// A stop or a lost lease came first; the record is left for the shard's next reader.
-    Interrupted,
+    pub failures: u32,
 }
 
 /// The wait before the next try of a publish that failed `failures` times: 1 s, doubling, at
 /// most 30 s.
-fn publish_backoff(failures: u32) -> Duration {
+pub(super) fn publish_backoff(failures: u32) -> Duration {
     Duration::from_secs(1 << failures.saturating_sub(1).min(5)).min(Duration::from_secs(30))
 }
 
 impl Delayed {
-    /// A publish of `record` not (yet) out, after `failures` failed tries.
-    fn pending(
+    /// A publish of `record` due now, after `failures` failed tries.
+    pub fn pending(
         ticket: Ticket,
         record: Record,
         attempt: u32,
@@ -151,68 +142,21 @@ impl Run<'_> {
                 failures: 0,
             });
         } else {
-            self.publish_copy(policy, record, meta.ticket, meta.attempt, origin, 0)
-                .await;
+            self.queue_copy(record, meta.ticket, meta.attempt, origin);
         }
     }
 
-    /// Publishes the next attempt of a record and settles this one; if the copy cannot be
-    /// published, it is tried again after a back-off (nothing is lost). A record too large to carry an
-    /// envelope within Kinesis' record limit cannot be retried by a copy: its attempts end here
-    /// and it is dead-lettered (as a reference), so a cap always ends a record.
-    async fn publish_copy(
-        &mut self,
-        policy: &RetryPolicy,
-        record: Record,
-        ticket: Ticket,
-        attempt: u32,
-        origin: Origin,
-        failures: u32,
-    ) {
-        let w = self.worker;
-        let header = Header {
-            kind: Kind::Retry,
-            subscription: w.plan.name.to_string(),
-            attempt: attempt + 1,
-            origin,
-            reason: None,
-            handler_version: None,
-            data_omitted: None,
-        };
-        let data = envelope::wrap(w.plan.envelopes.current(), &header, &record.data);
-        if !envelope::fits(&data, &record.partition_key) {
-            let reason = format!(
-                "a record of {} bytes is too large for a retry copy (with its envelope it passes \
-                 Kinesis' {} byte limit); attempt {attempt} of {} was its last",
-                record.data.len(),
-                envelope::MAX_RECORD_BYTES,
-                policy.max_attempts
-            );
-            w.plan.metrics.contained(&w.plan.name, "oversized-copy");
-            self.dead_letter(policy, record, ticket, attempt, header.origin, (reason, 0))
-                .await;
-            return;
-        }
-        let published = self
-            .publish(&policy.retry_stream, data, &record, ticket, failures)
-            .await;
-        let pending = Delayed::pending(ticket, record, attempt, header.origin, None, failures);
-        if let Some(record) = self.keep_unless_out(&published, pending)
-            && let Published::Done(seq) = &published
-        {
-            w.plan.metrics.retry_copy(&w.plan.name);
-            tracing::info!(
-                sequence_number = %record.position(), partition_key = %record.partition_key,
-                retry_stream = %policy.retry_stream, copy = %seq,
-                "retry: attempt {} of {} published", attempt + 1, policy.max_attempts
-            );
-        }
+    /// Queues the next attempt of a record: its copy goes out with the batch's other copies and
+    /// dead letters once the batch is resolved ([`outbox`](super::outbox)), and then this one
+    /// is settled.
+    fn queue_copy(&mut self, record: Record, ticket: Ticket, attempt: u32, origin: Origin) {
+        let copy = Delayed::pending(ticket, record, attempt, origin, None, 0);
+        self.delayed.push(copy);
     }
 
-    /// Publishes a record that used up its attempts to the dead-letter stream, with why, and
-    /// settles it; if that fails, it is tried again after a back-off. When the record and its envelope do not
-    /// fit into one Kinesis record, the letter is a reference: the envelope alone, naming where
-    /// the record is and how large it is.
+    /// Queues a record that used up its attempts for the dead-letter stream, with why: the
+    /// letter goes out with the batch's copies and other letters ([`outbox`](super::outbox)),
+    /// and then the record is settled.
     pub(super) async fn dead_letter(
         &mut self,
         policy: &RetryPolicy,
@@ -222,147 +166,12 @@ impl Run<'_> {
         origin: Origin,
         (reason, failures): (String, u32),
     ) {
-        let w = self.worker;
-        let mut header = Header {
-            kind: Kind::DeadLetter,
-            subscription: w.plan.name.to_string(),
-            attempt,
-            origin,
-            reason: Some(envelope::short_reason(&reason)),
-            handler_version: Some(self.version.to_string()),
-            data_omitted: None,
-        };
-        let mut data = envelope::wrap(w.plan.envelopes.current(), &header, &record.data);
-        if !envelope::fits(&data, &record.partition_key) {
-            header.data_omitted = Some(record.data.len() as u64);
-            data = envelope::wrap(w.plan.envelopes.current(), &header, &[]);
-            w.plan
-                .metrics
-                .contained(&w.plan.name, "dead-letter-reference");
-        }
-        let reference = header.data_omitted.is_some();
-        let published = self
-            .publish(&policy.dead_letter, data, &record, ticket, failures)
-            .await;
-        let letter = Some(reason.clone());
-        let pending = Delayed::pending(ticket, record, attempt, header.origin, letter, failures);
-        if let Some(record) = self.keep_unless_out(&published, pending)
-            && let Published::Done(seq) = &published
-        {
-            w.plan.metrics.dead_letter(&w.plan.name);
-            tracing::warn!(
-                sequence_number = %record.position(), partition_key = %record.partition_key,
-                dead_letter = %policy.dead_letter, letter = %seq, attempts = attempt, reference,
-                "dead-lettered{}: {reason}",
-                if reference { " (a reference: the record is too large to carry)" } else { "" }
-            );
-        }
-    }
-
-    /// Puts enveloped `data` into `stream` under the record's key and settles the record. A put
-    /// that fails leaves the record unsettled (the caller tries again later); a stop or a lost
-    /// lease ends the wait at once and leaves it to the shard's next reader (a put already on
-    /// its way may land too: a duplicate copy, the documented cost of a stop).
-    async fn publish(
-        &mut self,
-        stream: &str,
-        data: Vec<u8>,
-        record: &Record,
-        ticket: Ticket,
-        failures: u32,
-    ) -> Published {
-        let interrupts = self.interrupts.clone();
-        let put = self.source.put(stream, &record.partition_key, data);
-        let answer = tokio::select! {
-            biased;
-            _ = interrupts.wait() => return Published::Interrupted,
-            answer = put => answer,
-        };
-        match answer {
-            Ok(seq) => {
-                self.tracker.settle(ticket, Outcome::Drop);
-                Published::Done(seq)
-            }
-            Err(e) => {
-                let w = self.worker;
-                w.plan.metrics.contained(&w.plan.name, "publish-failed");
-                // The first failure and then one in ten: an outage does not flood the log.
-                if failures.is_multiple_of(10) {
-                    tracing::error!(
-                        sequence_number = %record.position(), failures = failures + 1,
-                        "cannot publish to `{stream}`: {e}; the record waits (the checkpoint \
-                         stays in front of it) and is published again in {:?}",
-                        publish_backoff(failures + 1)
-                    );
-                }
-                Published::Failed
-            }
-        }
-    }
-
-    /// After a publish: answers the record when it went out. Otherwise keeps it among the
-    /// delayed ones: after a back-off when it failed; due at once when a stop, a lost lease or
-    /// a handoff came first (the worker ends then, and the record stays unsettled for the next
-    /// reader; kept so nothing waits for it as if it were out).
-    fn keep_unless_out(&mut self, published: &Published, mut pending: Delayed) -> Option<Record> {
-        match published {
-            Published::Done(_) => return Some(pending.record),
-            Published::Failed => {
-                pending.failures += 1;
-                pending.due = Instant::now() + publish_backoff(pending.failures);
-            }
-            Published::Interrupted => {}
-        }
-        self.delayed.push(pending);
-        None
-    }
-
-    /// Publishes the copies and dead letters that are due (a retry-after delay is over, or a
-    /// failed publish is to be tried again), one at a time in read order. After one fails, the
-    /// rest of this turn wait with it (the stream is down: no point trying each for 30 s); after
-    /// a stop or a lost lease, they stay unsettled and are delivered again by the next reader.
-    pub(super) async fn flush_delayed(&mut self) {
-        let now = Instant::now();
-        // Copies wait only under a cap.
-        let Some(policy) = &self.worker.plan.retry else {
-            return;
-        };
-        if !self.delayed.iter().any(|d| d.due <= now) {
-            return;
-        }
-        let (due, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.delayed)
-            .into_iter()
-            .partition(|d| d.due <= now);
-        self.delayed = waiting;
-        let mut due = due.into_iter();
-        while let Some(d) = due.next() {
-            let waiting = self.delayed.len();
-            if self.interrupts.now().is_some() {
-                self.delayed.push(d);
-                self.delayed.extend(due);
-                return;
-            }
-            match d.letter {
-                Some(reason) => {
-                    let (record, ticket, origin) = (d.record, d.ticket, d.origin);
-                    let letter = (reason, d.failures);
-                    self.dead_letter(policy, record, ticket, d.attempt, origin, letter)
-                        .await;
-                }
-                None => {
-                    self.publish_copy(policy, d.record, d.ticket, d.attempt, d.origin, d.failures)
-                        .await;
-                }
-            }
-            // Put back after a failure (not an interruption, which is due at once): the rest
-            // wait as long.
-            if let Some(failed) = self.delayed.get(waiting).filter(|f| f.due > now) {
-                let until = failed.due;
-                self.delayed
-                    .extend(due.map(|d| Delayed { due: until, ..d }));
-                return;
-            }
-        }
+        tracing::debug!(
+            sequence_number = %record.position(), dead_letter = %policy.dead_letter,
+            "the record's attempts ended: {reason}"
+        );
+        let letter = Delayed::pending(ticket, record, attempt, origin, Some(reason), failures);
+        self.delayed.push(letter);
     }
 
     /// Forgets the delayed copies a seek reads again (from `at` on).

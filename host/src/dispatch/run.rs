@@ -6,24 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
+use super::checkpoint::Flush;
 use super::interrupt::Interrupt;
 use super::read::{self, Reads};
 use super::read_size::{Answered, ReadSize};
 use super::retry::Delayed;
 use super::{Run, WorkerExit};
-use crate::lease::LeaseError;
 use crate::record::{Position, Record};
 use crate::source::{ReadBatch, ShardReader, SourceError, StartPosition};
 use crate::wasm::short_version;
-
-/// When a moved checkpoint is written to the lease store.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Flush {
-    /// Once `checkpoint_every` has passed since the last write.
-    Due,
-    /// Now (a stop, a handoff, the end of a shard).
-    Now,
-}
 
 /// The longest wait between failed reads of a shard.
 pub(super) const MAX_READ_BACKOFF: Duration = Duration::from_secs(10);
@@ -84,8 +75,8 @@ impl Run<'_> {
                 }
             }
             // This turn's read: started ahead while the last batch ran, or now; at least one
-            // record (the records waiting for a retry-after delay alone never fill the bound
-            // here, but with the shadow's copies they may, and a shadow never stops the shard).
+            // record (what the shard keeps fills the bound here only when nothing waits that
+            // would let it go, or with the shadow's copies, and a shadow never stops the shard).
             let room = self.read_limit(0, 0).max(1);
             reads.start(room.min(pacing.size.get()), pacing.next_at);
             let batch = match self.next_read(&mut reads).await {
@@ -347,46 +338,6 @@ impl Run<'_> {
             tracing::warn!("closed shard read to its end, but a held record keeps it from ending");
             WorkerExit::HeldAtEnd
         })
-    }
-
-    /// Writes the checkpoint if it moved, at most once per `checkpoint_every` unless
-    /// [`Flush::Now`] (release, SHARD_END, stop): a crash re-delivers at most that period's
-    /// records.
-    pub async fn write_checkpoint(&mut self, flush: Flush) -> Result<(), LeaseError> {
-        let w = self.worker;
-        if let Some(cp) = self.tracker.take_checkpoint() {
-            self.pending = Some(cp);
-        }
-        if flush == Flush::Due && self.last_write.elapsed() < w.plan.checkpoint_every {
-            return Ok(());
-        }
-        if let Some(cp) = self.pending.take() {
-            w.lease.checkpoint(&cp).await?;
-            w.metrics.checkpoint_written();
-            self.last_write = Instant::now();
-            tracing::debug!(checkpoint = %cp, "checkpoint");
-            w.status.update(|s| s.checkpoint = Some(cp.to_stored()));
-        }
-        Ok(())
-    }
-
-    /// How an interrupted worker ends: a lost lease at once, writing nothing; a stop or a
-    /// handoff with its final checkpoint (nothing is in flight between batches).
-    pub(super) async fn exit(&mut self, interrupt: Interrupt) -> WorkerExit {
-        match interrupt {
-            Interrupt::LeaseLost => self.lease_error(LeaseError::Lost {
-                key: self.worker.plan.lease_key(&self.worker.ctx.shard_id),
-                owner: String::new(),
-            }),
-            Interrupt::Stop => match self.write_checkpoint(Flush::Now).await {
-                Ok(()) => WorkerExit::Stopped,
-                Err(e) => self.lease_error(e),
-            },
-        }
-    }
-
-    fn lease_error(&self, e: LeaseError) -> WorkerExit {
-        self.worker.lease_error(e)
     }
 }
 

@@ -111,7 +111,8 @@ impl LeaseHandle {
         *self.valid_until.lock().unwrap_or_else(|e| e.into_inner()) = until;
     }
 
-    fn valid_until(&self) -> Instant {
+    /// Until when this process may act on the lease (its fence), as the last renewal left it.
+    pub fn valid_until(&self) -> Instant {
         *self.valid_until.lock().unwrap_or_else(|e| e.into_inner())
     }
 

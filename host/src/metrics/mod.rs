@@ -93,6 +93,7 @@ pub struct Metrics {
     held_since: Family<ShardLabels, Gauge>,
     leases_held: Family<SubscriptionLabels, Gauge>,
     renewal_failures: Family<SubscriptionLabels, Counter>,
+    checkpoint_failures: Family<SubscriptionLabels, Counter>,
     checkpoint_writes: Family<ShardLabels, Counter>,
     reads: Family<ShardLabels, Counter>,
     read_records: Family<SubscriptionLabels, Histogram, fn() -> Histogram>,
@@ -128,6 +129,7 @@ impl Metrics {
             held_since: Family::default(),
             leases_held: Family::default(),
             renewal_failures: Family::default(),
+            checkpoint_failures: Family::default(),
             checkpoint_writes: Family::default(),
             reads: Family::default(),
             read_records: Family::new_with_constructor(read_histogram),
@@ -230,6 +232,7 @@ impl Metrics {
             subscription: subscription.to_owned(),
         };
         let _ = self.renewal_failures.get_or_create(&labels);
+        let _ = self.checkpoint_failures.get_or_create(&labels);
         let _ = self.leases_held.get_or_create(&labels);
         for kind in crate::handler::CallError::KINDS {
             let _ = self.traps.get_or_create(&TrapLabels {
@@ -239,12 +242,22 @@ impl Metrics {
         }
     }
 
-    pub fn set_leases_held(&self, subscription: &str, n: usize) {
+    /// Adds `delta` to the leases a subscription holds (each of its coordinators adds its own).
+    pub fn add_leases_held(&self, subscription: &str, delta: i64) {
         self.leases_held
             .get_or_create(&SubscriptionLabels {
                 subscription: subscription.to_owned(),
             })
-            .set(n as i64);
+            .inc_by(delta);
+    }
+
+    /// A checkpoint write the lease store failed (tried again while the lease is valid).
+    pub fn checkpoint_failed(&self, subscription: &str) {
+        self.checkpoint_failures
+            .get_or_create(&SubscriptionLabels {
+                subscription: subscription.to_owned(),
+            })
+            .inc();
     }
 
     pub fn renewal_failed(&self, subscription: &str) {

@@ -62,6 +62,11 @@ impl Metrics {
             self.renewal_failures.clone(),
         );
         registry.register(
+            "checkpoint_write_failures",
+            "Checkpoint writes the lease store failed (each tried again while the lease is valid)",
+            self.checkpoint_failures.clone(),
+        );
+        registry.register(
             "checkpoint_writes",
             "Checkpoints written to the lease store",
             self.checkpoint_writes.clone(),

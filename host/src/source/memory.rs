@@ -10,7 +10,10 @@ use std::sync::{Arc, RwLock};
 use async_trait::async_trait;
 use md5::{Digest, Md5};
 
-use super::{ReadBatch, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource};
+use super::{
+    PutAnswers, PutEntry, ReadBatch, ShardInfo, ShardReader, SourceError, StartPosition,
+    StreamSource,
+};
 use crate::lease::now_ms;
 use crate::record::Record;
 
@@ -215,6 +218,22 @@ impl StreamSource for MemoryStreams {
         self.put_now(stream, partition_key, data)
             .map(|(_, seq)| seq)
     }
+
+    /// Every record is put, in order (a stream that does not exist fails the call).
+    async fn put_many(
+        &self,
+        stream: &str,
+        records: Vec<PutEntry>,
+    ) -> Result<PutAnswers, SourceError> {
+        self.stream(stream)?;
+        Ok(records
+            .into_iter()
+            .map(|r| {
+                self.put_now(stream, &r.partition_key, r.data)
+                    .map(|(_, seq)| seq)
+            })
+            .collect())
+    }
 }
 
 struct MemoryReader {
@@ -292,6 +311,35 @@ mod tests {
         let rest = read(StartPosition::After(Position::new(&seqs[1], 0))).await;
         assert_eq!(rest.first().map(|r| r.data.clone()), Some(vec![2]));
         assert_eq!(rest.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn put_many_puts_every_record_in_order_and_fails_whole_on_a_missing_stream() {
+        let streams = MemoryStreams::new();
+        streams.create("s", 1);
+        let entries: Vec<PutEntry> = (0..3)
+            .map(|i| PutEntry {
+                partition_key: "k".into(),
+                data: vec![i],
+            })
+            .collect();
+        let answers = streams.put_many("s", entries.clone()).await.unwrap();
+        let seqs: Vec<String> = answers.into_iter().map(Result::unwrap).collect();
+        let read = streams.records("s", &shard_id(0)).unwrap();
+        assert_eq!(
+            read.iter()
+                .map(|r| r.sequence_number.clone())
+                .collect::<Vec<_>>(),
+            seqs
+        );
+        assert_eq!(
+            read.iter().map(|r| r.data[0]).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
+        assert!(matches!(
+            streams.put_many("missing", entries).await,
+            Err(SourceError::NoSuchStream(_))
+        ));
     }
 
     #[tokio::test]

@@ -70,6 +70,10 @@ pub enum Call {
     Put {
         stream: String,
     },
+    /// PutRecords: several records in one call.
+    PutMany {
+        stream: String,
+    },
     OpenShard {
         stream: String,
         shard: String,
@@ -100,6 +104,7 @@ impl fmt::Display for Call {
             Call::CreateStream { stream } => write!(f, "create stream `{stream}`"),
             Call::ListShards { stream } => write!(f, "list shards of `{stream}`"),
             Call::Put { stream } => write!(f, "put a record into `{stream}`"),
+            Call::PutMany { stream } => write!(f, "put records into `{stream}`"),
             Call::OpenShard { stream, shard } => write!(f, "open shard `{shard}` of `{stream}`"),
             Call::ReadShard { stream, shard } => write!(f, "read shard `{shard}` of `{stream}`"),
             Call::DescribeConsumer { stream, consumer } => {
@@ -176,6 +181,31 @@ pub const KINESIS_READ_INTERVAL: Duration = Duration::from_millis(200);
 /// shard are throttled for the next 5 seconds.
 pub const KINESIS_READ_BYTES_PER_SECOND: u64 = 2 << 20;
 
+/// The most records one [`StreamSource::put_many`] call takes (Kinesis' PutRecords limit).
+pub const PUT_MANY_RECORDS: usize = 500;
+
+/// The most bytes (data and partition keys together) one [`StreamSource::put_many`] call takes
+/// (Kinesis' PutRecords limit: 5 MiB).
+pub const PUT_MANY_BYTES: usize = 5 << 20;
+
+/// One record to put: its partition key and data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PutEntry {
+    pub partition_key: String,
+    pub data: Vec<u8>,
+}
+
+impl PutEntry {
+    /// What it counts towards [`PUT_MANY_BYTES`].
+    pub fn size(&self) -> usize {
+        self.partition_key.len() + self.data.len()
+    }
+}
+
+/// What a [`StreamSource::put_many`] answers for each record it tried, in the order given: its
+/// sequence number, or why it was not put.
+pub type PutAnswers = Vec<Result<String, SourceError>>;
+
 /// A Kinesis-shaped stream service.
 #[async_trait]
 pub trait StreamSource: Send + Sync + 'static {
@@ -219,6 +249,30 @@ pub trait StreamSource: Send + Sync + 'static {
         partition_key: &str,
         data: Vec<u8>,
     ) -> Result<String, SourceError>;
+
+    /// Puts `records` into `stream` with one call (Kinesis: PutRecords, at most
+    /// [`PUT_MANY_RECORDS`] records and [`PUT_MANY_BYTES`]). Each record is put or fails on its
+    /// own; the answer holds one result per record tried, in the order given, and is shorter
+    /// than `records` when the rest were not tried. `Err`: the call failed as a whole (nothing
+    /// was put, or what was is not known). Records put in one call may land in any order.
+    ///
+    /// By default one [`StreamSource::put`] each, in order, stopping at the first failure.
+    async fn put_many(
+        &self,
+        stream: &str,
+        records: Vec<PutEntry>,
+    ) -> Result<PutAnswers, SourceError> {
+        let mut answers = Vec::with_capacity(records.len());
+        for r in records {
+            let answer = self.put(stream, &r.partition_key, r.data).await;
+            let failed = answer.is_err();
+            answers.push(answer);
+            if failed {
+                break;
+            }
+        }
+        Ok(answers)
+    }
 }
 
 /// Reads one shard in order.

@@ -60,7 +60,8 @@ pub enum ShardState {
     Starting,
     #[serde(rename = "reading")]
     Reading,
-    /// Retry-after copies waiting for their delay fill the in-flight limit.
+    /// Records waiting (for a retry-after delay, a publish, a call again) and those read behind
+    /// them fill the in-flight limit: the shard does not read until they settle.
     #[serde(rename = "paused (in-flight limit)")]
     PausedInFlight,
     #[serde(rename = "stopped")]

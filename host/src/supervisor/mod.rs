@@ -15,7 +15,7 @@ use crate::admin::{AdminServer, BindError};
 use crate::config::Config;
 use crate::coordinator::{Coordinator, LeaseSettings, TaskFailed, panic_message};
 use crate::deploy::Deployer;
-use crate::dispatch::OutcomeTap;
+use crate::dispatch::{OutcomeTap, Role};
 use crate::feed::FeedError;
 use crate::fleet::{Fleet, sync};
 use crate::lease::LeaseStore;
@@ -126,13 +126,14 @@ impl Host {
     /// one wrapped to enforce a service's limits in a test). The streams the config names must
     /// already exist in it. Call before `run`.
     pub fn use_source(&mut self, source: Arc<dyn StreamSource>) {
-        for (s, c) in self
-            .subscriptions
-            .iter_mut()
-            .zip(&self.config.subscriptions)
-        {
+        for s in &mut self.subscriptions {
             let plan = Arc::get_mut(&mut s.plan).expect("plans are shared only once the host runs");
-            if plan.publisher.is_some() {
+            let config = self
+                .config
+                .subscriptions
+                .iter()
+                .find(|c| *c.name == *plan.name);
+            if let (Some(_), Some(c)) = (&plan.publisher, config) {
                 plan.publisher = Some(Arc::new(Publisher::new(
                     source.clone(),
                     &c.name,
@@ -246,7 +247,14 @@ impl Host {
                 timings,
                 status: self.status.clone(),
             };
-            let span = tracing::info_span!("subscription", subscription = %s.plan.name);
+            let span = match s.plan.role {
+                Role::Records => tracing::info_span!("subscription", subscription = %s.plan.name),
+                Role::RetryCopies => tracing::info_span!(
+                    "subscription",
+                    subscription = %s.plan.name,
+                    retry_stream = %s.plan.stream
+                ),
+            };
             let task = tasks.spawn(coordinator.run(stop_all.clone()).instrument(span));
             names.insert(task.id(), s.plan.name.to_string());
         }

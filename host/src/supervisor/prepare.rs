@@ -56,6 +56,21 @@ pub(super) struct Prepared {
     outputs: Vec<String>,
 }
 
+impl Prepared {
+    /// The reader of the subscription's retry copies, when they go to a `retry_stream` of
+    /// their own (polled, whatever the subscription reads by; nothing more to create).
+    fn retry_copies(&self) -> Option<Prepared> {
+        let plan = self.plan.retry_copies()?;
+        Some(Prepared {
+            plan: Arc::new(plan),
+            reads: None,
+            create: None,
+            feed: Vec::new(),
+            outputs: Vec::new(),
+        })
+    }
+}
+
 /// What every subscription of a host shares while it is prepared.
 struct Parts {
     runtime: Arc<Runtime>,
@@ -115,6 +130,7 @@ impl Parts {
             subscriptions: self.names.clone(),
             metrics: self.metrics.clone(),
             tap: None,
+            role: crate::dispatch::Role::Records,
         };
         // Where retry copies, dead letters and publishes go: created alongside the
         // subscription's stream when that one may be created, else required.
@@ -432,6 +448,12 @@ impl Host {
         if let Some(kinesis) = &kinesis {
             fan_out(kinesis, &config, &mut subscriptions).await?;
         }
+        // A subscription whose copies go to a stream of their own reads that stream too.
+        let copies: Vec<Prepared> = subscriptions
+            .iter()
+            .filter_map(Prepared::retry_copies)
+            .collect();
+        subscriptions.extend(copies);
         let deployer = Arc::new(parts.deployer);
         let status = StatusBoard::new();
         let admin = match &config.admin {

@@ -116,7 +116,13 @@ pub struct Plan {
     pub in_flight: InFlight,
     /// The lease store (a new memory store when `None`): pass one run's to restart on it.
     pub store: Option<Arc<MemoryLeaseStore>>,
+    /// What the worker writes its leases through, wrapped around the memory store (a store that
+    /// fails some writes); the memory store itself when `None`.
+    pub wrap_store: Option<StoreWrapper>,
 }
+
+/// Wraps the memory store of a [`NativeRun`] (to fail some of its writes).
+pub type StoreWrapper = Box<dyn FnOnce(Arc<MemoryLeaseStore>) -> Arc<dyn LeaseStore>>;
 
 impl Default for Plan {
     fn default() -> Plan {
@@ -128,6 +134,7 @@ impl Default for Plan {
             in_place_max_delay: shardhost::config::defaults::IN_PLACE_MAX_DELAY,
             in_flight: InFlight::default(),
             store: None,
+            wrap_store: None,
         }
     }
 }
@@ -168,6 +175,7 @@ impl NativeRun {
                     shardhost::testing::envelope::EnvelopeKey::from_bytes([0; 32]).into(),
                 ),
                 subscriptions: Arc::new([Arc::from("sub")]),
+                role: Default::default(),
                 tap: Some(Arc::new(move |s| {
                     tap_into.lock().unwrap().push((
                         s.shard_id.to_owned(),
@@ -177,7 +185,10 @@ impl NativeRun {
                 })),
             }),
             source,
-            store: store.clone() as Arc<dyn LeaseStore>,
+            store: match plan.wrap_store {
+                Some(wrap) => wrap(store.clone()),
+                None => store.clone() as Arc<dyn LeaseStore>,
+            },
             owner: Arc::from("native"),
             timings: LeaseSettings {
                 ttl: Duration::from_secs(10),
@@ -209,6 +220,15 @@ impl NativeRun {
             .into_iter()
             .find(|r| r.shard_id == shard)
             .and_then(|r| r.status.checkpoint)
+    }
+
+    /// The shard's status as the status board shows it.
+    pub fn shard(&self, shard: &str) -> Option<shardhost::status::ShardStatus> {
+        self.status
+            .shards_of("sub")
+            .into_iter()
+            .find(|r| r.shard_id == shard)
+            .map(|r| r.status)
     }
 
     /// Waits (in virtual time, a tick at a time) until `cond` holds, at most `within`.

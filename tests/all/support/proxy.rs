@@ -163,6 +163,12 @@ impl PolicyProxy {
         self.distinct(true)
     }
 
+    /// How many requests of operation `op` were passed on.
+    pub fn count(&self, op: &str) -> usize {
+        let calls = self.calls.lock().unwrap();
+        calls.iter().filter(|(o, p)| *p && o == op).count()
+    }
+
     fn distinct(&self, passed: bool) -> Vec<String> {
         let mut ops: Vec<String> = Vec::new();
         for (op, p) in self.calls.lock().unwrap().iter() {

@@ -20,7 +20,7 @@ use aws_config::timeout::TimeoutConfig;
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::error::SdkError;
 use aws_sdk_kinesis::primitives::Blob;
-use aws_sdk_kinesis::types::StreamStatus;
+use aws_sdk_kinesis::types::{PutRecordsRequestEntry, PutRecordsResultEntry, StreamStatus};
 
 mod consumer;
 mod fanout;
@@ -30,7 +30,9 @@ mod subscription;
 use reader::KinesisReader;
 use subscription::Consumer;
 
-use super::{Call, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource};
+use super::{
+    Call, PutAnswers, PutEntry, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource,
+};
 use crate::config::{KinesisConfig, KinesisEndpoint};
 
 /// How long `ensure_stream` waits for a stream (and `consumer` for a consumer) to become ACTIVE.
@@ -284,5 +286,58 @@ impl StreamSource for KinesisStreams {
                 )
             })?;
         Ok(out.sequence_number().to_owned())
+    }
+
+    /// One PutRecords call. A record its answer names an error for failed on its own (a
+    /// throttle: `ProvisionedThroughputExceeded`, `KMSThrottlingException`).
+    async fn put_many(
+        &self,
+        stream: &str,
+        records: Vec<PutEntry>,
+    ) -> Result<PutAnswers, SourceError> {
+        let call = || Call::PutMany {
+            stream: stream.to_owned(),
+        };
+        let entries = records
+            .into_iter()
+            .map(|r| {
+                PutRecordsRequestEntry::builder()
+                    .partition_key(r.partition_key)
+                    .data(Blob::new(r.data))
+                    .build()
+                    .expect("a partition key and data are set")
+            })
+            .collect();
+        let out = self
+            .client
+            .put_records()
+            .stream_name(stream)
+            .set_records(Some(entries))
+            .send()
+            .await
+            .map_err(|e| consumer::call_error(call(), "kinesis:PutRecords", e))?;
+        Ok(out
+            .records()
+            .iter()
+            .map(|r| put_answer(r, call()))
+            .collect())
+    }
+}
+
+/// One record's answer in a PutRecords response.
+fn put_answer(r: &PutRecordsResultEntry, call: Call) -> Result<String, SourceError> {
+    match (r.sequence_number(), r.error_code()) {
+        (Some(seq), None) => Ok(seq.to_owned()),
+        (_, Some("ProvisionedThroughputExceededException" | "KMSThrottlingException")) => {
+            Err(SourceError::Throttled(call))
+        }
+        (_, code) => {
+            let code = code.unwrap_or("no sequence number");
+            let message = r.error_message().unwrap_or_default();
+            Err(SourceError::Service {
+                call,
+                source: format!("{code}: {message}").into(),
+            })
+        }
     }
 }
