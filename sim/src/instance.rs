@@ -111,7 +111,10 @@ impl Slot {
             role: Default::default(),
             tap: None,
         };
-        let coordinator = Coordinator {
+        // The supervisor's way: a subscription whose copies go to a retry stream of their own
+        // runs a second coordinator that reads it (same owner, its own rows).
+        let copies = plan.retry_copies();
+        let make = |plan: SubscriptionPlan| Coordinator {
             plan: Arc::new(plan),
             source: Arc::new(StreamView {
                 streams: shared.streams.clone(),
@@ -137,9 +140,20 @@ impl Slot {
             },
             status: StatusBoard::new(),
         };
+        let records = make(plan);
+        let copies = copies.map(make);
         let task = tokio::spawn({
             let stop = stop.clone();
-            async move { coordinator.run(stop).await.map_err(|e| e.to_string()) }
+            async move {
+                let copies = async {
+                    match copies {
+                        Some(c) => c.run(stop.clone()).await,
+                        None => Ok(()),
+                    }
+                };
+                let (a, b) = tokio::join!(records.run(stop.clone()), copies);
+                a.and(b).map_err(|e| e.to_string())
+            }
         });
         self.running = Some(Running {
             inc,

@@ -97,6 +97,12 @@ impl Log {
                 entry.settled_by.push(take);
             }
         } else {
+            // When its copy may go out: at once; after a retry-after delay, at a moment the log
+            // does not know exactly (it runs from when every lane of the batch is back).
+            entry.ready_at = match ans {
+                Ans::Out(Outcome::RetryAfter(_)) => u64::MAX,
+                _ => now,
+            };
             entry.waits.insert(take, ans);
         }
     }
@@ -138,30 +144,44 @@ impl Log {
         })
     }
 
-    /// A put of a copy or letter of `take` starts: not at once after one of its own failed
+    /// A put of a copy or letter of `take` into `stream`, for the entry at `pos`, starts: not
+    /// the moment one of its own there failed when this one was ready before that one started
     /// (a batch's copies go out together, or wait together after a failure, as the delayed
     /// ones do, rather than each spending the SDK's whole budget on a stream that is down).
-    pub fn put_started(&mut self, take: usize, shard: &str) {
+    pub fn put_started(&mut self, take: usize, shard: &str, pos: Pos, stream: &str) -> u64 {
         let now = self.now();
-        let Some(&failed) = self.put_failures.get(&take) else {
-            return;
+        let key = (take, stream.to_owned());
+        let Some(&(started, failed)) = self.put_failures.get(&key) else {
+            return now;
         };
-        if now >= failed + 500 || !self.put_reported.insert(take) {
-            return;
+        let ready = self
+            .entries
+            .get(&(shard.to_owned(), pos))
+            .map_or(u64::MAX, |e| e.ready_at);
+        if now != failed || ready > started || !self.put_reported.insert(take) {
+            return now;
         }
         let who = self.who(self.takes[take].inc);
         self.violate(
             "put-after-failure",
             format!(
-                "shard {shard}: {who} put another copy or letter {} ms after one of its puts failed, instead of waiting with it",
-                now - failed
+                "shard {shard}: {who} put a copy or letter of {} into {stream} the moment another one there failed (at {failed} ms), though both were ready when that one was sent (at {started} ms): each spends the SDK's whole budget",
+                show(pos)
             ),
         );
+        now
     }
 
-    pub fn put_failed(&mut self, take: usize) {
+    /// A put of `take` into `stream` for the entry at `pos`, sent at `started`, failed now: it
+    /// is tried again after a back-off (at least a second).
+    pub fn put_failed(&mut self, take: usize, (shard, pos): (&str, Pos), stream: &str, started: u64) {
         let now = self.now();
-        self.put_failures.insert(take, now);
+        if let Some(e) = self.entries.get_mut(&(shard.to_owned(), pos)) {
+            e.ready_at = now + 1001;
+        }
+        self.note(|| format!("the put of {shard}/{} into {stream} failed", show(pos)));
+        self.put_failures
+            .insert((take, stream.to_owned()), (started, now));
     }
 
     /// `shard` was opened at `latest` with its first visible entry at `index`.

@@ -105,6 +105,8 @@ pub struct Entry {
     pub settled_by: Vec<usize>,
     /// When it was last settled (ms of virtual time).
     pub settled_at: u64,
+    /// When its last answer that did not settle it lets its copy or letter go out.
+    pub ready_at: u64,
     /// Each take's last answer that did not settle it.
     pub waits: HashMap<usize, Ans>,
 }
@@ -159,6 +161,8 @@ pub struct Log {
     /// What one shard's reader may hold beyond the record it waits for
     /// ([`crate::params::Params::memory_bound`]).
     pub memory_bound: usize,
+    /// The lease ttl (ms).
+    pub ttl_ms: u64,
     /// Under a retry cap (a record answered retry is copied, never held).
     pub capped: bool,
     /// The takes already reported past the in-flight bound.
@@ -197,8 +201,9 @@ pub struct Log {
     pub faults: u64,
     /// Checkpoints applied (progress, for the healing phase).
     pub checkpoint_writes: u64,
-    /// When each take's last put of a copy or letter failed (ms).
-    pub put_failures: HashMap<usize, u64>,
+    /// When each take's last put of a copy or letter into a stream that failed was sent, and
+    /// when it failed (ms).
+    pub put_failures: HashMap<(usize, String), (u64, u64)>,
     pub put_reported: HashSet<usize>,
     /// When each incarnation's last checkpoint write of a shard failed with a store error.
     pub checkpoint_errors: HashMap<(u32, String), u64>,
@@ -218,6 +223,7 @@ impl Log {
             start_at: params.paths.start_at,
             memory_bound: params.memory_bound(),
             capped: params.paths.retry.is_some(),
+            ttl_ms: params.ttl.as_millis() as u64,
             over_bound: HashSet::new(),
             shards: BTreeMap::new(),
             parents: HashMap::new(),
@@ -307,6 +313,7 @@ impl Log {
             index,
             settled_by: Vec::new(),
             settled_at: 0,
+            ready_at: 0,
             waits: HashMap::new(),
         };
         self.entries.insert((shard.to_owned(), pos), entry);

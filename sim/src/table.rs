@@ -196,17 +196,28 @@ impl TableView {
 }
 
 impl TableView {
-    /// A lease given up (not on a stop, not handed off) by a worker whose checkpoint write just
-    /// failed with a store error: the error ended the worker, and what it handled since its
-    /// last checkpoint is delivered again, where the write should have been tried again while
-    /// the lease is valid (as a renewal is).
+    /// A lease given up (not on a stop, not handed off, not at SHARD_END) by a worker whose checkpoint write just
+    /// failed with a store error while the lease was still valid: the error ended the worker,
+    /// and what it handled since its last checkpoint is delivered again, where the write should
+    /// have been tried again while the lease is valid (as a renewal is).
     fn released_after_store_error(&self, shard: &str) {
         let mut log = self.table.log.lock().unwrap();
         let now = log.now();
         let Some(&at) = log.checkpoint_errors.get(&(self.inc, shard.to_owned())) else {
             return;
         };
-        if now > at + 1000 {
+        // Near the lease's fence (the store failed renewals too; the next try, at most 2 s on,
+        // would come after it), the lease ends anyway.
+        let fence = log
+            .grants
+            .get(&(self.inc, shard.to_owned()))
+            .into_iter()
+            .flatten()
+            .filter(|(answered, _)| *answered <= now)
+            .map(|(_, sent)| sent + log.ttl_ms * 4 / 5)
+            .max()
+            .unwrap_or(0);
+        if now > at + 1000 || now + 2100 >= fence {
             return;
         }
         let who = log.who(self.inc);
@@ -329,7 +340,14 @@ impl LeaseStore for TableView {
 
     async fn release(&self, lease: &Lease) -> Result<(), LeaseError> {
         let reserve = lease.handoff_to.is_some();
-        if !reserve && !self.stopping.is_cancelled() {
+        let ended = self
+            .table
+            .rows
+            .lock()
+            .unwrap()
+            .get(&lease.key)
+            .is_some_and(|r| r.lease.checkpoint == Some(Checkpoint::ShardEnd));
+        if !reserve && !ended && !self.stopping.is_cancelled() {
             self.released_after_store_error(&lease.key.shard_id);
         }
         self.call("release", true, |t, _| {

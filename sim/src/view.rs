@@ -171,16 +171,17 @@ impl StreamSource for StreamView {
         let by = {
             let mut log = self.stream_log();
             let by = log.put_for(self.inc, logical, what);
-            if let Some((shard, _, take)) = &by {
-                log.put_started(*take, shard);
-            }
-            by
+            by.map(|(shard, pos, take)| {
+                let started = log.put_started(take, &shard, pos, stream);
+                (take, shard, pos, started)
+            })
         };
         let (delay, fail) = self.faults.put(self.inc, stream);
         self.wait(delay).await;
         if fail {
-            if let Some((_, _, take)) = by {
-                self.stream_log().put_failed(take);
+            if let Some((take, shard, pos, started)) = by {
+                self.stream_log()
+                    .put_failed(take, (&shard, pos), stream, started);
             }
             return Err(SourceError::Service {
                 call: Call::Put {
