@@ -13,3 +13,12 @@ pub use crate::wasm::{Runtime, version_of};
 pub mod envelope {
     pub use crate::envelope::{EnvelopeKey, EnvelopeKeys, Header, Kind, Origin, unwrap, wrap};
 }
+
+/// The Kinesis calls the shard readers make, as a trait a simulated stream implements, and the
+/// real polling and fan-out readers opened over it.
+pub mod kinesis_api {
+    pub use crate::source::kinesis::api::{
+        ApiError, ApiErrorKind, GotRecords, IteratorAt, KinesisApi, ShardEvent, ShardEvents,
+        open_fan_out, open_polling,
+    };
+}

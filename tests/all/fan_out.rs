@@ -1,7 +1,8 @@
 //! Enhanced fan-out (`read = "fan-out"`), against kinesis-mock: the consumer registered at
 //! start, every shard drained through SubscribeToShard (over HTTP/2 on the TLS endpoint, as on
 //! AWS), consumers that each see every record, a split while records are pushed, subscriptions
-//! cut by the network, a restart inside a KPL aggregate, and a missing permission named.
+//! cut by the network, a restart inside a KPL aggregate, a missing permission named, and a
+//! first subscription at `latest` refused for a while, and an end-of-shard question that hangs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use aws_sdk_kinesis::types::ConsumerStatus;
 use shardhost::lease::{LeaseStore, MemoryLeaseStore};
 use shardhost::record::Outcome;
 
+use crate::support::fault_proxy::FaultProxy;
 use crate::support::kinesis::{Kinesis, aggregate};
 use crate::support::proxy::{DelayProxy, DenyProxy};
 use crate::support::{
@@ -368,4 +370,93 @@ fn a_handler_slower_than_the_pushes_loses_and_repeats_nothing() {
         .chain((0..rounds).flat_map(|n| (0..3).map(move |i| format!("{n}-{i}"))))
         .collect();
     assert_eq!(data, expected);
+}
+
+#[test]
+fn at_latest_a_first_subscription_refused_for_a_while_loses_no_record_put_after_the_start() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("fanoutrefused");
+    k.create(&stream, 1);
+    let proxy = FaultProxy::start(&ep);
+    // IAM says no to SubscribeToShard until the policy is fixed (in 3 s or so).
+    proxy.fail("SubscribeToShard", "AccessDeniedException");
+    let dir = Scratch::new("fanoutrefused");
+    let seen = Outcomes::default();
+    let config = HostToml::kinesis(&proxy.url())
+        .leases("renew_every", "1s")
+        .leases("list_every", "300ms")
+        .subscription(
+            Subscription::new("test", &stream, guest("scripted"))
+                .start_at("latest")
+                .batch(50)
+                .set("read", "fan-out"),
+        );
+    let host = Running::start_with(&dir, config, |h| h.on_outcome(seen.tap()));
+    host.wait_for("the first subscription refused", |_| {
+        proxy.failed("SubscribeToShard") >= 1
+    });
+    // The worker opened the shard at its tip: everything from here on is after the start.
+    let refused: Vec<String> = (0..5).map(|i| format!("refused-{i}")).collect();
+    for data in &refused {
+        k.put(&stream, "k", data.clone());
+    }
+    let tries = proxy.failed("SubscribeToShard");
+    host.wait_for("a subscription refused after the puts", |_| {
+        proxy.failed("SubscribeToShard") > tries
+    });
+    proxy.pass("SubscribeToShard");
+    host.wait_for("the first event pushed", |b| {
+        b.snapshot()
+            .iter()
+            .any(|(_, _, s)| s.millis_behind_latest.is_some())
+    });
+    k.put(&stream, "k", "allowed");
+    host.wait_for("the record put once allowed", |_| {
+        seen.all().iter().any(|s| s.data == "allowed")
+    });
+    host.stop();
+    let handled: BTreeSet<String> = seen.all().into_iter().map(|s| s.data).collect();
+    let lost: Vec<&String> = refused.iter().filter(|r| !handled.contains(*r)).collect();
+    assert!(
+        lost.is_empty(),
+        "records put after the start while subscribing was refused are handled; lost {lost:?} \
+         (handled {handled:?})"
+    );
+}
+
+#[test]
+fn events_keep_flowing_while_the_question_whether_the_shard_ended_hangs() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("fanoutprobe");
+    k.create(&stream, 1);
+    let proxy = FaultProxy::start(&ep);
+    // An idle subscription asks GetRecords after its continuation whether its shard ended
+    // (kinesis-mock never says so itself); that question's iterator hangs for a minute.
+    proxy.hold_next(
+        "GetShardIterator",
+        "AFTER_SEQUENCE_NUMBER",
+        Duration::from_secs(60),
+    );
+    let dir = Scratch::new("fanoutprobe");
+    let seen = Outcomes::default();
+    let config = config(&proxy.url(), &stream);
+    let host = Running::start_with(&dir, config, |h| h.on_outcome(seen.tap()));
+    k.put(&stream, "k", "first");
+    host.wait_for("the first record", |_| seen.len() == 1);
+    host.wait_for(
+        "the idle subscription asking whether the shard ended",
+        |_| proxy.held() == 1,
+    );
+    let put = std::time::Instant::now();
+    k.put(&stream, "k", "second");
+    host.wait_for("the second record", |_| seen.len() == 2);
+    let took = put.elapsed();
+    host.stop();
+    // Events come on kinesis-mock's 1 s tick; the SDK gives up on the hanging call after 15 s.
+    assert!(
+        took < Duration::from_secs(8),
+        "a record pushed while the question hangs is handled at once, not after it: {took:?}"
+    );
 }

@@ -1,6 +1,7 @@
 //! Reading real Kinesis, against kinesis-mock over HTTP (`tests/stack` starts it): start
 //! positions, resuming after a checkpoint, resharding while records flow, held records in closed
-//! shards, KPL aggregates, and the stream checks at start.
+//! shards, KPL aggregates, iterators that expire before the first record at `latest`, and the
+//! stream checks at start.
 
 use crate::support;
 use shardhost::status::ShardState;
@@ -9,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::support::fault_proxy::FaultProxy;
 use crate::support::kinesis::{Kinesis, aggregate};
 use crate::support::{
     HostToml, Outcomes, Running, Scratch, Subscription, guest, kinesis_clock_endpoint,
@@ -436,6 +438,50 @@ fn an_expired_iterator_is_reopened_after_the_last_delivered_record() {
         data(&seen.all()),
         expected,
         "nothing skipped, nothing repeated"
+    );
+}
+
+#[test]
+fn at_latest_iterators_that_expire_before_the_first_record_lose_no_record_put_after_the_start() {
+    let Some(ep) = kinesis_endpoint() else { return };
+    let k = Kinesis::new(&ep);
+    let stream = unique("expirylatest");
+    k.create(&stream, 1);
+    let proxy = FaultProxy::start(&ep);
+    let dir = Scratch::new("expirylatest");
+    let seen = Outcomes::default();
+    let host = Running::start_with(&dir, config(&proxy.url(), &stream, latest), |h| {
+        h.on_outcome(seen.tap())
+    });
+    host.wait_for("the shard reading at its tip", |b| {
+        b.snapshot()
+            .iter()
+            .any(|(_, _, s)| s.millis_behind_latest.is_some())
+    });
+    // Every iterator the reader holds or opens from here on is answered as expired (as after
+    // a long stall, or a clock jump), while records arrive.
+    proxy.fail("GetRecords", "ExpiredIteratorException");
+    let expired: Vec<String> = (0..5).map(|i| format!("expired-{i}")).collect();
+    for data in &expired {
+        k.put(&stream, "k", data.clone());
+    }
+    let reads = proxy.failed("GetRecords");
+    host.wait_for("iterators reopened after the puts", |_| {
+        proxy.failed("GetRecords") >= reads + 4
+    });
+    proxy.pass("GetRecords");
+    k.put(&stream, "k", "fresh");
+    host.wait_for("the record put after the expiries", |_| {
+        seen.all().iter().any(|s| s.data == "fresh")
+    });
+    host.stop();
+    let handled: std::collections::BTreeSet<String> =
+        seen.all().into_iter().map(|s| s.data).collect();
+    let lost: Vec<&String> = expired.iter().filter(|r| !handled.contains(*r)).collect();
+    assert!(
+        lost.is_empty(),
+        "records put after the start while iterators expired are handled; lost {lost:?} \
+         (handled {handled:?})"
     );
 }
 

@@ -10,6 +10,7 @@ use shardhost::record::{Outcome, Record};
 use shardhost::source::{
     Call, ReadBatch, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource,
 };
+use shardhost::status::ShardState;
 use shardhost::testing::MemoryStreams;
 use tokio::time::Instant;
 
@@ -460,4 +461,58 @@ async fn a_closed_shard_ends_once_its_record_called_again_after_retry_after_is_a
     run.stop().await;
     assert!(ended, "{:#?}", status.snapshot());
     assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
+
+/// A fan-out reader whose subscription task died: every read answers at once that it is gone.
+/// Past `SPIN` reads it stops answering, so that a worker that keeps reading idles the clock.
+struct Gone {
+    reads: Arc<AtomicUsize>,
+}
+
+const SPIN: usize = 1000;
+
+#[async_trait::async_trait]
+impl ShardReader for Gone {
+    async fn read(&mut self, _: usize) -> Result<ReadBatch, SourceError> {
+        if self.reads.fetch_add(1, Ordering::SeqCst) >= SPIN {
+            std::future::pending::<()>().await;
+        }
+        Err(SourceError::SubscriptionGone {
+            shard: "shardId-000000000000".into(),
+            why: "panicked".into(),
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_fan_out_subscription_fails_its_worker_instead_of_reading_in_a_busy_loop() {
+    let reads = Arc::new(AtomicUsize::new(0));
+    let counted = reads.clone();
+    let source = WrappedReads::new(Arc::new(one_shard("s", 3)), None, move |_, _, _| {
+        Box::new(Gone {
+            reads: counted.clone(),
+        })
+    })
+    .pushing();
+    let handler = Native::new(|records: &[Record]| Answer::each(vec![Outcome::Ack; records.len()]));
+    let run = NativeRun::start(Arc::new(source), "s", handler, Plan::default());
+    let failed = run
+        .wait(Duration::from_secs(5), |r| {
+            r.status.shards_of("sub").iter().any(|row| {
+                row.status.state == ShardState::Failed
+                    && row
+                        .status
+                        .last_error
+                        .as_deref()
+                        .is_some_and(|e| e.contains("ended unexpectedly"))
+            })
+        })
+        .await;
+    let n = reads.load(Ordering::SeqCst);
+    assert!(
+        failed,
+        "the worker fails, its status says why ({n} reads answered at once meanwhile)"
+    );
+    assert!(n <= 2, "{n} reads of a dead subscription");
+    run.stop().await;
 }

@@ -168,10 +168,19 @@ pub enum SourceError {
         waited: Duration,
     },
     /// A fan-out reader's subscription task is gone (it panicked): a bug, not a read failure.
-    #[error("the subscription of shard `{shard}` ended unexpectedly")]
-    SubscriptionGone { shard: String },
+    /// The reader can never read again ([`SourceError::ends_reader`]).
+    #[error("the subscription of shard `{shard}` ended unexpectedly ({why})")]
+    SubscriptionGone { shard: String, why: String },
     #[error("no iterator for shard `{shard}`")]
     NoIterator { stream: String, shard: String },
+}
+
+impl SourceError {
+    /// Whether the reader can never read again (its fan-out subscription task is gone): the
+    /// shard's worker fails, instead of reading again and again at once.
+    pub fn ends_reader(&self) -> bool {
+        matches!(self, SourceError::SubscriptionGone { .. })
+    }
 }
 
 /// Kinesis allows 5 reads per second per shard: reads of one shard start at least this far apart.

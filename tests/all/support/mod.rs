@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod dynamo;
+pub mod fault_proxy;
 pub mod fleet;
 pub mod kinesis;
 pub mod native;

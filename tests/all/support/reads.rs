@@ -14,6 +14,8 @@ type Wrap = dyn Fn(Box<dyn ShardReader>, &str, &str) -> Box<dyn ShardReader> + S
 pub struct WrappedReads {
     inner: Arc<dyn StreamSource>,
     byte_rate: Option<u64>,
+    /// Says it pushes (enhanced fan-out): the worker adds no wait between reads.
+    pushes: bool,
     wrap: Box<Wrap>,
 }
 
@@ -26,8 +28,15 @@ impl WrappedReads {
         WrappedReads {
             inner,
             byte_rate,
+            pushes: false,
             wrap: Box::new(wrap),
         }
+    }
+
+    /// Says its records are pushed, as enhanced fan-out does.
+    pub fn pushing(mut self) -> WrappedReads {
+        self.pushes = true;
+        self
     }
 }
 
@@ -35,6 +44,16 @@ impl WrappedReads {
 impl StreamSource for WrappedReads {
     fn read_bytes_per_second(&self) -> Option<u64> {
         self.byte_rate
+    }
+    fn pushes(&self) -> bool {
+        self.pushes
+    }
+    /// A pushing source has no read interval to pace (a consumer's pushes are its own).
+    fn read_interval(&self) -> std::time::Duration {
+        match self.pushes {
+            true => std::time::Duration::ZERO,
+            false => shardhost::source::KINESIS_READ_INTERVAL,
+        }
     }
     async fn ensure_stream(&self, stream: &str, create: Option<u32>) -> Result<(), SourceError> {
         self.inner.ensure_stream(stream, create).await

@@ -2,6 +2,8 @@
 //! registered consumer instead of GetRecords ([`KinesisStreams::fan_out`]).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::mpsc;
@@ -10,6 +12,7 @@ use tracing::Instrument;
 
 #[cfg(doc)]
 use super::KinesisStreams;
+use super::api::KinesisApi;
 use super::subscription::{Consumer, Push, Pushed, Subscription};
 use crate::record::Record;
 use crate::source::{ReadBatch, ShardReader, SourceError, StartPosition};
@@ -21,21 +24,14 @@ const QUEUED_EVENTS: usize = 2;
 /// Opens a reader of `shard_id` that takes what `consumer`'s subscriptions push, starting at
 /// `start`.
 pub(super) fn open(
-    client: &aws_sdk_kinesis::Client,
+    api: Arc<dyn KinesisApi>,
     consumer: &Consumer,
     stream: &str,
     shard_id: &str,
     start: &StartPosition,
 ) -> Box<dyn ShardReader> {
     let (tx, pushes) = mpsc::channel(QUEUED_EVENTS);
-    let subscription = Subscription::new(
-        client.clone(),
-        stream,
-        shard_id,
-        consumer.clone(),
-        start,
-        tx,
-    );
+    let subscription = Subscription::new(api, stream, shard_id, consumer.clone(), start, tx);
     let task = tokio::spawn(subscription.run().in_current_span());
     Box::new(FanOutReader {
         shard: shard_id.to_owned(),
@@ -43,16 +39,34 @@ pub(super) fn open(
         buffer: VecDeque::new(),
         millis_behind_latest: None,
         ended: false,
-        _task: Subscribed(task),
+        task: Subscribed(Some(task)),
     })
 }
 
 /// The subscription task; dropping the reader cancels it (and so its SubscribeToShard).
-struct Subscribed(JoinHandle<()>);
+/// `None` once it was found gone.
+struct Subscribed(Option<JoinHandle<()>>);
+
+impl Subscribed {
+    /// Why the task ended, when it ended before the reader (it panicked).
+    async fn why(&mut self) -> String {
+        let Some(task) = self.0.take() else {
+            return "gone before".to_owned();
+        };
+        // Its queue is closed: the task is ending, if not ended.
+        match tokio::time::timeout(Duration::from_secs(1), task).await {
+            Ok(Ok(())) => "returned".to_owned(),
+            Ok(Err(e)) => crate::coordinator::panic_message(e),
+            Err(_) => "closed its queue and hangs".to_owned(),
+        }
+    }
+}
 
 impl Drop for Subscribed {
     fn drop(&mut self) {
-        self.0.abort();
+        if let Some(task) = &self.0 {
+            task.abort();
+        }
     }
 }
 
@@ -64,7 +78,7 @@ struct FanOutReader {
     buffer: VecDeque<Record>,
     millis_behind_latest: Option<u64>,
     ended: bool,
-    _task: Subscribed,
+    task: Subscribed,
 }
 
 #[async_trait]
@@ -86,6 +100,7 @@ impl ShardReader for FanOutReader {
                 None => {
                     return Err(SourceError::SubscriptionGone {
                         shard: self.shard.clone(),
+                        why: self.task.why().await,
                     });
                 }
             }
@@ -97,5 +112,33 @@ impl ShardReader for FanOutReader {
             millis_behind_latest: self.millis_behind_latest,
             end_of_shard: self.ended && self.buffer.is_empty(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_reader_whose_subscription_task_panicked_answers_that_it_can_never_read_again() {
+        let (tx, pushes) = mpsc::channel::<Push>(QUEUED_EVENTS);
+        let task = tokio::spawn(async move {
+            let _tx = tx;
+            panic!("a bug in the subscription");
+        });
+        let mut reader = FanOutReader {
+            shard: "shardId-000000000000".into(),
+            pushes,
+            buffer: VecDeque::new(),
+            millis_behind_latest: None,
+            ended: false,
+            task: Subscribed(Some(task)),
+        };
+        let e = reader.read(10).await.expect_err("nothing can be read");
+        assert!(e.ends_reader(), "{e}");
+        assert!(
+            e.to_string().contains("a bug in the subscription"),
+            "the error says why: {e}"
+        );
     }
 }

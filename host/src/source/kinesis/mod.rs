@@ -22,12 +22,19 @@ use aws_sdk_kinesis::error::SdkError;
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::{PutRecordsRequestEntry, PutRecordsResultEntry, StreamStatus};
 
+pub mod api;
 mod consumer;
+mod end_probe;
 mod fanout;
 mod reader;
+mod sdk_api;
 mod subscription;
 
+use std::sync::Arc;
+
+use api::KinesisApi;
 use reader::KinesisReader;
+use sdk_api::SdkApi;
 use subscription::Consumer;
 
 use super::{
@@ -42,6 +49,8 @@ const ACTIVE_WAIT: Duration = Duration::from_secs(120);
 #[derive(Clone, Debug)]
 pub struct KinesisStreams {
     client: Client,
+    /// The calls shard readers make, on `client`.
+    api: Arc<SdkApi>,
     /// Set: shards are read by enhanced fan-out through this consumer.
     consumer: Option<Consumer>,
 }
@@ -88,8 +97,12 @@ impl KinesisStreams {
                 .build(),
         )
         .await;
+        let client = Client::new(&sdk);
         KinesisStreams {
-            client: Client::new(&sdk),
+            api: Arc::new(SdkApi {
+                client: client.clone(),
+            }),
+            client,
             consumer: None,
         }
     }
@@ -99,6 +112,7 @@ impl KinesisStreams {
     pub fn fan_out(&self, name: &str, arn: &str) -> KinesisStreams {
         KinesisStreams {
             client: self.client.clone(),
+            api: self.api.clone(),
             consumer: Some(Consumer {
                 name: name.into(),
                 arn: arn.into(),
@@ -252,14 +266,15 @@ impl StreamSource for KinesisStreams {
     ) -> Result<Box<dyn ShardReader>, SourceError> {
         if let Some(consumer) = &self.consumer {
             return Ok(fanout::open(
-                &self.client,
+                self.api.clone() as Arc<dyn KinesisApi>,
                 consumer,
                 stream,
                 shard_id,
                 start,
             ));
         }
-        let reader = KinesisReader::open(self.client.clone(), stream, shard_id, start).await?;
+        let api = self.api.clone() as Arc<dyn KinesisApi>;
+        let reader = KinesisReader::open(api, stream, shard_id, start).await?;
         Ok(Box::new(reader))
     }
 

@@ -1,24 +1,25 @@
 //! Reading one shard: GetShardIterator at a position, then GetRecords, reopening an expired
 //! iterator after the last delivered record; an end of shard is an answer without a next
-//! iterator.
+//! iterator. A reader opened at the tip (`Latest`) that reopens before it delivered a record
+//! reopens at the time it first opened, less a margin ([`reopened_after_latest`]), never at the
+//! tip again: that would skip what arrived in between.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use aws_config::retry::RetryConfig;
-use aws_sdk_kinesis::Client;
-use aws_sdk_kinesis::operation::get_records::GetRecordsOutput;
-use aws_sdk_kinesis::primitives::DateTime;
-use aws_sdk_kinesis::types::ShardIteratorType;
 
-use super::sdk_error;
+use super::api::{ApiErrorKind, GotRecords, IteratorAt, KinesisApi};
+use crate::dispatch::OPENED_SLACK_MS;
 use crate::record::{Position, Record};
 use crate::source::{Call, ReadBatch, ShardReader, SourceError, StartPosition, kpl};
 
 pub(super) struct KinesisReader {
-    client: Client,
+    api: Arc<dyn KinesisApi>,
     stream: String,
     shard_id: String,
-    /// Where the next iterator opens: the original start until a record is delivered, then
-    /// just after the last delivered one.
+    /// Where the next iterator opens: the original start until a record is delivered (`Latest`
+    /// only the first time: see [`reopened_after_latest`]), then just after the last delivered
+    /// one.
     start: StartPosition,
     iterator: Option<String>,
     /// Set when an iterator opens at a position: records before it (and, for `After`, the one
@@ -33,6 +34,15 @@ pub(super) enum Skip {
     Through(Position),
     /// Records before this one (the sub-records of an aggregate before a seek target).
     Before(Position),
+}
+
+/// Where a reader that first opened at the tip at `opened_ms` (this host's clock) opens again
+/// while it has delivered nothing: at that time, less [`OPENED_SLACK_MS`] for a clock
+/// difference between this host and the service. The tip again would skip every record that
+/// arrived in between (its first checkpoint would pass them); what arrived in the margin is
+/// delivered, maybe again: duplicates are the documented cost.
+pub(super) fn reopened_after_latest(opened_ms: u64) -> StartPosition {
+    StartPosition::Timestamp(opened_ms.saturating_sub(OPENED_SLACK_MS))
 }
 
 impl Skip {
@@ -58,13 +68,13 @@ impl Skip {
 impl KinesisReader {
     /// A reader of `shard_id` at `start`, its iterator opened.
     pub(super) async fn open(
-        client: Client,
+        api: Arc<dyn KinesisApi>,
         stream: &str,
         shard_id: &str,
         start: &StartPosition,
     ) -> Result<KinesisReader, SourceError> {
         let mut reader = KinesisReader {
-            client,
+            api,
             stream: stream.to_owned(),
             shard_id: shard_id.to_owned(),
             start: start.clone(),
@@ -88,113 +98,72 @@ impl KinesisReader {
 
     async fn open_iterator(&mut self) -> Result<String, SourceError> {
         self.skip = Skip::of(&self.start);
-        let request = self
-            .client
-            .get_shard_iterator()
-            .stream_name(&self.stream)
-            .shard_id(&self.shard_id);
-        let request = match &self.start {
-            // AT, not AFTER: the position may stand inside an aggregate; `skip` drops
-            // what was already handled.
-            StartPosition::After(p) | StartPosition::At(p) => request
-                .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
-                .starting_sequence_number(p.sequence_number()),
-            StartPosition::TrimHorizon => {
-                request.shard_iterator_type(ShardIteratorType::TrimHorizon)
-            }
-            StartPosition::Latest => request.shard_iterator_type(ShardIteratorType::Latest),
-            StartPosition::Timestamp(ms) => request
-                .shard_iterator_type(ShardIteratorType::AtTimestamp)
-                .timestamp(DateTime::from_millis(*ms as i64)),
+        if self.start == StartPosition::Latest {
+            // Opened at the tip once: any later iterator opens at this moment instead.
+            self.start = reopened_after_latest(crate::lease::now_ms());
+            return self.send_open(&StartPosition::Latest).await;
+        }
+        let start = self.start.clone();
+        self.send_open(&start).await
+    }
+
+    /// GetShardIterator at `start`.
+    async fn send_open(&self, start: &StartPosition) -> Result<String, SourceError> {
+        let call = || Call::OpenShard {
+            stream: self.stream.clone(),
+            shard: self.shard_id.clone(),
         };
-        let out = request.send().await.map_err(|e| {
-            sdk_error(
-                Call::OpenShard {
-                    stream: self.stream.clone(),
-                    shard: self.shard_id.clone(),
-                },
-                e,
-            )
-        })?;
-        out.shard_iterator()
-            .map(str::to_owned)
-            .ok_or_else(|| SourceError::NoIterator {
-                stream: self.stream.clone(),
-                shard: self.shard_id.clone(),
-            })
+        let at = IteratorAt::of(start);
+        let iterator = self
+            .api
+            .get_shard_iterator(&self.stream, &self.shard_id, &at)
+            .await
+            .map_err(|e| e.failed(call()))?;
+        iterator.ok_or_else(|| SourceError::NoIterator {
+            stream: self.stream.clone(),
+            shard: self.shard_id.clone(),
+        })
     }
 }
 
 impl KinesisReader {
     /// One GetRecords on the shard's iterator (opened first if there is none); an expired
     /// iterator is reopened once, after the last delivered record.
-    async fn get_records(&mut self, limit: usize) -> Result<GetRecordsOutput, SourceError> {
+    async fn get_records(&mut self, limit: usize) -> Result<GotRecords, SourceError> {
         let mut reopened = false;
         loop {
             let iterator = match self.iterator.take() {
                 Some(it) => it,
                 None => self.open_iterator().await?,
             };
-            // No SDK retries here: a throttled read is the shard's read limit, which the
-            // worker paces (and counts); any other failure is tried again by the worker too.
-            let sent = self
-                .client
-                .get_records()
-                .shard_iterator(&iterator)
-                .limit(limit.clamp(1, crate::config::MAX_READ_RECORDS) as i32)
-                .customize()
-                .config_override(
-                    aws_sdk_kinesis::config::Builder::default()
-                        .retry_config(RetryConfig::disabled()),
-                )
-                .send()
-                .await;
+            let sent = self.api.get_records(&iterator, limit).await;
             match sent {
                 Ok(out) => return Ok(out),
-                Err(e)
-                    if !reopened
-                        && e.as_service_error()
-                            .is_some_and(|s| s.is_expired_iterator_exception()) =>
-                {
+                Err(e) if !reopened && e.kind == ApiErrorKind::ExpiredIterator => {
                     tracing::debug!(
-                        "shard iterator expired; reopening after the last delivered record"
+                        start = ?self.start,
+                        "shard iterator expired; reopening after the last delivered record \
+                         (before the first: where the reader first opened)"
                     );
                     reopened = true;
                 }
                 Err(e) => {
                     // Keep the iterator for the next try unless the error says it is spent.
                     self.iterator = Some(iterator);
-                    if e.as_service_error().is_some_and(|s| {
-                        s.is_provisioned_throughput_exceeded_exception()
-                            || s.is_kms_throttling_exception()
-                    }) {
+                    if e.kind == ApiErrorKind::Throttled {
                         return Err(SourceError::Throttled(self.call()));
                     }
-                    return Err(sdk_error(self.call(), e));
+                    return Err(e.failed(self.call()));
                 }
             }
         }
     }
 }
 
-/// The user records of a read: KPL aggregates taken apart (a corrupt one delivered whole, and
-/// logged).
-pub(super) fn user_records(records: Vec<aws_sdk_kinesis::types::Record>) -> Vec<Record> {
-    let raw: Vec<Record> = records
-        .into_iter()
-        .map(|r| Record {
-            partition_key: r.partition_key.unwrap_or_default().into(),
-            approximate_arrival_timestamp: r
-                .approximate_arrival_timestamp
-                .and_then(|t| t.to_millis().ok())
-                .unwrap_or(0)
-                .max(0) as u64,
-            sequence_number: r.sequence_number,
-            sub_sequence_number: 0,
-            data: r.data.into_inner(),
-        })
-        .collect();
-    kpl::deaggregate_all(raw, |record, reason| {
+/// The user records of stored ones: KPL aggregates taken apart (a corrupt one delivered whole,
+/// and logged).
+pub(super) fn user_records(stored: Vec<Record>) -> Vec<Record> {
+    kpl::deaggregate_all(stored, |record, reason| {
         tracing::warn!(
             sequence_number = %record.sequence_number,
             "corrupt KPL aggregate delivered as one plain record: {reason}"
@@ -212,8 +181,8 @@ impl ShardReader for KinesisReader {
             });
         }
         let out = self.get_records(limit).await?;
-        let millis_behind_latest = out.millis_behind_latest().map(|m| m.max(0) as u64);
-        self.iterator = out.next_shard_iterator().map(str::to_owned);
+        let millis_behind_latest = out.millis_behind_latest;
+        self.iterator = out.next_iterator;
         self.ended = self.iterator.is_none();
         let mut records = user_records(out.records);
         if let Some(skip) = &self.skip {

@@ -17,25 +17,22 @@
 //!   shards no real ending sequence number), so an idle subscription also asks GetRecords after
 //!   its continuation from time to time: no records and no next iterator is the end (the rule
 //!   polling ends a shard by). On the real service that question is only ever answered "not
-//!   yet": it costs one read every 30 s of an idle shard.
+//!   yet": it costs one read every 30 s of an idle shard. The question runs beside the events,
+//!   never in their way: a slow answer holds up no record.
+//! - A reader opened at the tip (`Latest`) subscribes there once; every later subscription
+//!   before the first event starts where the reader opened, less a margin (see
+//!   `reader::reopened_after_latest`): a first subscription refused or cut must not skip what
+//!   arrived meanwhile.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_kinesis::Client;
-use aws_sdk_kinesis::error::SdkError;
-use aws_sdk_kinesis::primitives::DateTime;
-use aws_sdk_kinesis::primitives::event_stream::EventReceiver;
-use aws_sdk_kinesis::types::error::SubscribeToShardEventStreamError;
-use aws_sdk_kinesis::types::{
-    ShardIteratorType, StartingPosition, SubscribeToShardEvent, SubscribeToShardEventStream,
-};
 use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::time::Instant;
 
-use super::consumer::call_error;
-use super::reader::{Skip, user_records};
-use super::sdk_error;
+use super::api::{ApiError, ApiErrorKind, IteratorAt, KinesisApi, ShardEvent, ShardEvents};
+use super::end_probe::{Asker, Asking, EndProbe, answer, closed_and_read};
+use super::reader::{Skip, reopened_after_latest, user_records};
 use crate::record::Record;
 use crate::source::{Call, SourceError, StartPosition};
 
@@ -51,10 +48,6 @@ const IN_USE_REPORTED_AFTER: u32 = 10;
 const SILENCE: Duration = Duration::from_secs(60);
 /// How long a full queue may hold up reading events before the subscription is cancelled.
 const STALL: Duration = Duration::from_secs(2);
-/// An idle subscription first asks whether its shard ended this long after its last records;
-/// the wait doubles up to [`PROBE_MAX`].
-const PROBE_FIRST: Duration = Duration::from_secs(2);
-const PROBE_MAX: Duration = Duration::from_secs(30);
 
 /// A registered stream consumer.
 #[derive(Clone, Debug)]
@@ -76,11 +69,10 @@ pub(super) enum Pushed {
 
 pub(super) type Push = Result<Pushed, SourceError>;
 
-type Events = EventReceiver<SubscribeToShardEventStream, SubscribeToShardEventStreamError>;
-
 /// Where the next subscription starts.
 enum From {
-    /// The reader's start: nothing was pushed yet.
+    /// The reader's start: nothing was pushed yet (after a first try at `Latest`, the time the
+    /// reader opened, less a margin).
     Start(StartPosition),
     /// Just after the last event (its continuation sequence number).
     Continuation(String),
@@ -103,7 +95,7 @@ enum Failure {
 
 /// One shard's subscriptions, one after the other.
 pub(super) struct Subscription {
-    pub client: Client,
+    pub api: Arc<dyn KinesisApi>,
     pub stream: String,
     pub shard: String,
     pub consumer: Consumer,
@@ -113,11 +105,13 @@ pub(super) struct Subscription {
     /// Failed subscriptions since the last event.
     failures: u32,
     probe: EndProbe,
+    /// When the reader opened (this host's clock, ms since the epoch).
+    opened_ms: u64,
 }
 
 impl Subscription {
     pub fn new(
-        client: Client,
+        api: Arc<dyn KinesisApi>,
         stream: &str,
         shard: &str,
         consumer: Consumer,
@@ -125,7 +119,7 @@ impl Subscription {
         tx: mpsc::Sender<Push>,
     ) -> Subscription {
         Subscription {
-            client,
+            api,
             stream: stream.to_owned(),
             shard: shard.to_owned(),
             consumer,
@@ -134,10 +128,12 @@ impl Subscription {
             skip: Skip::of(start),
             failures: 0,
             probe: EndProbe::default(),
+            opened_ms: crate::lease::now_ms(),
         }
     }
 
-    /// Subscribes again and again until the shard ends or the reader is dropped.
+    /// Subscribes again and again until the shard ends, the reader is dropped, or the task is
+    /// aborted (the reader's drop).
     pub async fn run(mut self) {
         let mut last: Option<Instant> = None;
         loop {
@@ -180,59 +176,51 @@ impl Subscription {
         }
     }
 
-    /// SubscribeToShard where the last one left off. Answers with the first event received.
-    async fn subscribe(&mut self) -> Result<Events, Failure> {
-        let position = StartingPosition::builder();
-        let position = match &self.from {
-            // AT, not AFTER: the position may stand inside an aggregate; `skip` drops what
-            // was handled already.
-            From::Start(StartPosition::After(p) | StartPosition::At(p)) => position
-                .r#type(ShardIteratorType::AtSequenceNumber)
-                .sequence_number(p.sequence_number()),
-            From::Start(StartPosition::TrimHorizon) => {
-                position.r#type(ShardIteratorType::TrimHorizon)
-            }
-            From::Start(StartPosition::Latest) => position.r#type(ShardIteratorType::Latest),
-            From::Start(StartPosition::Timestamp(ms)) => position
-                .r#type(ShardIteratorType::AtTimestamp)
-                .timestamp(DateTime::from_millis(*ms as i64)),
-            From::Continuation(c) => position
-                .r#type(ShardIteratorType::AfterSequenceNumber)
-                .sequence_number(c),
+    /// Where this subscription starts: where the last one left off. A start at the tip is
+    /// taken once; from then on, until an event comes, the start is the time of that first
+    /// try (less a margin), so a refused or cut first subscription skips nothing.
+    fn position(&mut self) -> IteratorAt {
+        let at = match &self.from {
+            From::Start(start) => IteratorAt::of(start),
+            From::Continuation(c) => IteratorAt::AfterSequence(c.clone()),
         };
-        let position = position.build().expect("the type is always set");
-        let sent = self
-            .client
-            .subscribe_to_shard()
-            .consumer_arn(&*self.consumer.arn)
-            .shard_id(&self.shard)
-            .starting_position(position)
-            .send()
-            .await;
-        match sent {
-            Ok(out) => Ok(out.event_stream),
-            Err(e) => {
-                let service = e.as_service_error();
-                if service.is_some_and(|s| s.is_resource_in_use_exception()) {
-                    Err(Failure::InUse(sdk_error(self.call(), e)))
-                } else if service.is_some_and(|s| s.is_limit_exceeded_exception()) {
-                    Err(Failure::Throttled(SourceError::Throttled(self.call())))
-                } else {
-                    let call = self.call();
-                    Err(Failure::Other(call_error(
-                        call,
-                        "kinesis:SubscribeToShard",
-                        e,
-                    )))
-                }
-            }
+        if matches!(self.from, From::Start(StartPosition::Latest)) {
+            self.from = From::Start(reopened_after_latest(self.opened_ms));
         }
+        at
     }
 
-    /// Reads one subscription's events until it ends.
-    async fn pump(&mut self, mut events: Events) -> Outcome {
+    /// SubscribeToShard where the last one left off.
+    async fn subscribe(&mut self) -> Result<Box<dyn ShardEvents>, Failure> {
+        let at = self.position();
+        let sent = self
+            .api
+            .subscribe(&self.consumer.arn, &self.shard, &at)
+            .await;
+        sent.map_err(|e| match e.kind {
+            ApiErrorKind::InUse => Failure::InUse(e.failed(self.call())),
+            ApiErrorKind::LimitExceeded => Failure::Throttled(SourceError::Throttled(self.call())),
+            _ => Failure::Other(e.failed_needing(self.call(), "kinesis:SubscribeToShard")),
+        })
+    }
+
+    /// Reads one subscription's events until it ends. The question whether the shard ended
+    /// runs beside them.
+    async fn pump(&mut self, mut events: Box<dyn ShardEvents>) -> Outcome {
+        let mut asking: Option<Asking> = None;
+        let mut silent_at = Instant::now() + SILENCE;
         loop {
-            let event = match tokio::time::timeout(SILENCE, events.recv()).await {
+            let received = tokio::select! {
+                ended = answer(&mut asking) => {
+                    asking = None;
+                    if ended {
+                        return self.end().await;
+                    }
+                    continue;
+                }
+                received = tokio::time::timeout_at(silent_at, events.next()) => received,
+            };
+            let event = match received {
                 Err(_) => {
                     let silent = format!("no event for {SILENCE:?}");
                     let e = SourceError::Service {
@@ -241,14 +229,19 @@ impl Subscription {
                     };
                     return Outcome::Failed(Failure::Other(e));
                 }
-                Ok(Ok(Some(SubscribeToShardEventStream::SubscribeToShardEvent(event)))) => event,
-                Ok(Ok(Some(_))) => continue,
+                Ok(Ok(Some(event))) => event,
                 Ok(Ok(None)) => return Outcome::Again,
                 Ok(Err(e)) => return Outcome::Failed(self.stream_failure(e)),
             };
             self.failures = 0;
+            silent_at = Instant::now() + SILENCE;
             match self.take(event).await {
                 Flow::Go => {}
+                Flow::Ask(continuation) => {
+                    if asking.is_none() {
+                        asking = Some(Box::pin(closed_and_read(self.asker(), continuation)));
+                    }
+                }
                 Flow::Stop(outcome) => return outcome,
                 Flow::Stalled(pushed) => {
                     // Free the connection's window, then wait for room: the next
@@ -264,17 +257,11 @@ impl Subscription {
         }
     }
 
-    fn stream_failure(
-        &self,
-        e: SdkError<SubscribeToShardEventStreamError, impl std::fmt::Debug + Send + Sync + 'static>,
-    ) -> Failure {
-        let service = e.as_service_error();
-        if service.is_some_and(|s| s.is_resource_in_use_exception()) {
-            Failure::InUse(sdk_error(self.call(), e))
-        } else if service.is_some_and(|s| s.is_kms_throttling_exception()) {
-            Failure::Throttled(SourceError::Throttled(self.call()))
-        } else {
-            Failure::Other(sdk_error(self.call(), e))
+    fn stream_failure(&self, e: ApiError) -> Failure {
+        match e.kind {
+            ApiErrorKind::InUse => Failure::InUse(e.failed(self.call())),
+            ApiErrorKind::Throttled => Failure::Throttled(SourceError::Throttled(self.call())),
+            _ => Failure::Other(e.failed(self.call())),
         }
     }
 }
@@ -282,6 +269,8 @@ impl Subscription {
 /// What to do after an event.
 enum Flow {
     Go,
+    /// Go on, and ask (beside the events) whether the shard ended after this continuation.
+    Ask(String),
     Stop(Outcome),
     /// The queue stayed full: this is the event to push once there is room.
     Stalled(Pushed),
@@ -290,8 +279,8 @@ enum Flow {
 impl Subscription {
     /// One event: its records pushed (after what was handled already), the continuation kept,
     /// the end of the shard noticed.
-    async fn take(&mut self, event: SubscribeToShardEvent) -> Flow {
-        let continuation = event.continuation_sequence_number;
+    async fn take(&mut self, event: ShardEvent) -> Flow {
+        let continuation = event.continuation;
         // The service marks the end of a shard by an event without a continuation number
         // (and with the child shards).
         let ended = continuation.is_empty();
@@ -309,7 +298,7 @@ impl Subscription {
         }
         let pushed = Pushed::Records {
             records,
-            millis_behind_latest: event.millis_behind_latest.max(0) as u64,
+            millis_behind_latest: event.millis_behind_latest,
         };
         match self.tx.try_reserve() {
             Ok(permit) => permit.send(Ok(pushed)),
@@ -322,7 +311,7 @@ impl Subscription {
                     Ok(Err(_)) => return Flow::Stop(Outcome::Done),
                     Err(_) if ended => {
                         return match self.tx.send(Ok(pushed)).await {
-                            Ok(()) => self.end().await,
+                            Ok(()) => Flow::Stop(self.end().await),
                             Err(_) => Flow::Stop(Outcome::Done),
                         };
                     }
@@ -331,49 +320,28 @@ impl Subscription {
             }
         }
         if ended {
-            return self.end().await;
+            return Flow::Stop(self.end().await);
         }
-        if idle && self.probe.due(Instant::now()) && self.closed_and_read(&continuation).await {
-            return self.end().await;
+        if idle && self.probe.due(Instant::now()) {
+            return Flow::Ask(continuation);
         }
         Flow::Go
     }
 
     /// Tells the reader the shard ended.
-    async fn end(&self) -> Flow {
+    async fn end(&self) -> Outcome {
         tracing::debug!("the subscription reached the end of the shard");
         let _ = self.tx.send(Ok(Pushed::End)).await;
-        Flow::Stop(Outcome::Done)
+        Outcome::Done
     }
 
-    /// Whether the shard is closed and read to its end after `continuation`: GetRecords there
-    /// answers no records and no next iterator. A failed question is "not known yet".
-    async fn closed_and_read(&self, continuation: &str) -> bool {
-        let iterator = self
-            .client
-            .get_shard_iterator()
-            .stream_name(&self.stream)
-            .shard_id(&self.shard)
-            .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
-            .starting_sequence_number(continuation)
-            .send()
-            .await;
-        let Some(iterator) = iterator.ok().and_then(|o| o.shard_iterator) else {
-            return false;
-        };
-        match self
-            .client
-            .get_records()
-            .shard_iterator(iterator)
-            .limit(1)
-            .send()
-            .await
-        {
-            Ok(out) => out.records.is_empty() && out.next_shard_iterator.is_none(),
-            Err(e) => {
-                tracing::debug!(error = %sdk_error(self.call(), e), "could not ask whether the shard ended");
-                false
-            }
+    /// What the question whether the shard ended needs.
+    fn asker(&self) -> Asker {
+        Asker {
+            api: self.api.clone(),
+            stream: self.stream.clone(),
+            shard: self.shard.clone(),
+            call: self.call(),
         }
     }
 }
@@ -385,35 +353,6 @@ fn backoff(failures: u32) -> Duration {
         .min(MAX_BACKOFF)
 }
 
-/// When an idle subscription asks whether its shard ended.
-#[derive(Default)]
-struct EndProbe {
-    next: Option<Instant>,
-    every: Duration,
-}
-
-impl EndProbe {
-    /// Records came: the shard is not at its end.
-    fn records(&mut self) {
-        self.next = None;
-    }
-
-    /// Whether to ask now, after an idle event at `now`.
-    fn due(&mut self, now: Instant) -> bool {
-        let Some(next) = self.next else {
-            self.every = PROBE_FIRST;
-            self.next = Some(now + PROBE_FIRST);
-            return false;
-        };
-        if now < next {
-            return false;
-        }
-        self.every = (self.every * 2).min(PROBE_MAX);
-        self.next = Some(now + self.every);
-        true
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -422,24 +361,5 @@ mod tests {
     fn failed_subscriptions_wait_one_second_doubling_up_to_ten() {
         let waits: Vec<u64> = (1..=6).map(|n| backoff(n).as_secs()).collect();
         assert_eq!(waits, [1, 2, 4, 8, 10, 10]);
-    }
-
-    #[test]
-    fn an_idle_shard_is_asked_about_its_end_less_and_less_often_until_records_come() {
-        let t0 = Instant::now();
-        let at = |s: u64| t0 + Duration::from_secs(s);
-        let mut probe = EndProbe::default();
-        assert!(
-            !probe.due(at(0)),
-            "the first idle event only starts the wait"
-        );
-        assert!(!probe.due(at(1)));
-        assert!(probe.due(at(2)));
-        assert!(!probe.due(at(5)));
-        assert!(probe.due(at(6)), "4 s after the first question");
-        assert!(probe.due(at(14)), "then 8 s");
-        probe.records();
-        assert!(!probe.due(at(15)));
-        assert!(probe.due(at(17)), "records start the waits over");
     }
 }
