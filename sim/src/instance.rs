@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::faults::Faults;
 use crate::handler::Factory;
 use crate::log::Log;
-use crate::params::{Params, STREAM};
+use crate::params::{Params, ReaderKind, STREAM};
 use crate::stream::Stream;
 use crate::table::{Table, TableView};
 use crate::view::StreamView;
@@ -115,14 +115,19 @@ impl Slot {
         // runs a second coordinator that reads it (same owner, its own rows).
         let copies = plan.retry_copies();
         let make = |plan: SubscriptionPlan| Coordinator {
-            plan: Arc::new(plan),
+            // The retry stream's reader polls, whatever the subscription reads by.
             source: Arc::new(StreamView {
                 streams: shared.streams.clone(),
                 inc,
                 faults: shared.faults.clone(),
                 killed: killed.clone(),
                 keys: shared.keys.clone(),
+                reader: match p.paths.reader {
+                    ReaderKind::FanOut if *plan.stream != *STREAM => ReaderKind::Polling,
+                    r => r,
+                },
             }),
+            plan: Arc::new(plan),
             store: Arc::new(TableView {
                 table: shared.table.clone(),
                 inc,

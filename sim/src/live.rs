@@ -174,7 +174,13 @@ impl Log {
 
     /// A put of `take` into `stream` for the entry at `pos`, sent at `started`, failed now: it
     /// is tried again after a back-off (at least a second).
-    pub fn put_failed(&mut self, take: usize, (shard, pos): (&str, Pos), stream: &str, started: u64) {
+    pub fn put_failed(
+        &mut self,
+        take: usize,
+        (shard, pos): (&str, Pos),
+        stream: &str,
+        started: u64,
+    ) {
         let now = self.now();
         if let Some(e) = self.entries.get_mut(&(shard.to_owned(), pos)) {
             e.ready_at = now + 1001;

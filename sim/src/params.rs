@@ -56,6 +56,17 @@ pub struct FaultRates {
     pub put_slow: f64,
 }
 
+/// How the instances read the stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReaderKind {
+    /// The simulation's own reader (KPL aggregates come de-aggregated).
+    Sim,
+    /// The host's polling reader over Kinesis' calls on the simulated stream.
+    Polling,
+    /// The host's enhanced fan-out reader over simulated subscriptions.
+    FanOut,
+}
+
 /// What the subscription does on the paths beyond ack: where it starts, its retry policy, its
 /// in-flight bound; what the producer writes (KPL aggregates) and how the handler fails.
 #[derive(Clone, Debug)]
@@ -70,6 +81,7 @@ pub struct Paths {
     pub failing: bool,
     /// The longest retry-after a record is answered with (ms).
     pub retry_after_max_ms: u64,
+    pub reader: ReaderKind,
 }
 
 /// Everything a seed decides up front.
@@ -188,6 +200,15 @@ impl Params {
             self.rates.put_error = r.unit() * 0.5;
             self.rates.put_slow = r.unit() * 0.2;
         }
+        self.paths.reader = match r.below(4) {
+            0 => ReaderKind::Polling,
+            1 => ReaderKind::FanOut,
+            _ => ReaderKind::Sim,
+        };
+        if self.paths.reader != ReaderKind::Sim {
+            // The real readers de-aggregate what they read; the stream holds no aggregates.
+            self.paths.kpl = 0.0;
+        }
         self
     }
 
@@ -227,6 +248,7 @@ impl Paths {
             kpl: 0.0,
             failing: false,
             retry_after_max_ms: 1000,
+            reader: ReaderKind::Sim,
         }
     }
 }

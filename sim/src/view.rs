@@ -11,12 +11,14 @@ use shardhost::source::{
     Call, ReadBatch, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource,
 };
 use shardhost::testing::envelope::{EnvelopeKeys, Kind, unwrap};
+use shardhost::testing::kinesis_api::{open_fan_out, open_polling};
 use tokio_util::sync::CancellationToken;
 
 use crate::faults::Faults;
+use crate::kinesis::{Logged, SimKinesis};
 use crate::live::Published;
 use crate::log::{Log, Pos};
-use crate::params::DEAD_LETTER;
+use crate::params::{DEAD_LETTER, ReaderKind};
 use crate::stream::{Stream, logical_of, pos_of, seq_text};
 
 /// One instance's way to the streams.
@@ -28,6 +30,7 @@ pub struct StreamView {
     pub killed: CancellationToken,
     /// Opens retry copies and dead letters as they are published.
     pub keys: Arc<EnvelopeKeys>,
+    pub reader: ReaderKind,
 }
 
 impl StreamView {
@@ -94,6 +97,36 @@ impl StreamView {
         Some((logical, what))
     }
 
+    /// The host's polling or fan-out reader over Kinesis' calls on the simulated stream.
+    async fn open_real(
+        &self,
+        name: &str,
+        shard_id: &str,
+        start: &StartPosition,
+    ) -> Result<Box<dyn ShardReader>, SourceError> {
+        let stream = self.stream(name)?.clone();
+        let shard = self.find(&stream, shard_id)?;
+        let next = stream.start_index(shard, start);
+        let api = Arc::new(SimKinesis {
+            stream: stream.clone(),
+            inc: self.inc,
+            faults: self.faults.clone(),
+            killed: self.killed.clone(),
+        });
+        let take = self.stream_log().take_of(self.inc, shard_id);
+        let inner = match self.reader {
+            ReaderKind::FanOut => open_fan_out(api, "sim", "arn:sim", name, shard_id, start),
+            _ => open_polling(api, name, shard_id, start).await?,
+        };
+        Ok(Box::new(Logged {
+            inner,
+            log: stream.log.clone(),
+            shard: shard_id.to_owned(),
+            take,
+            next,
+        }))
+    }
+
     fn stream_log(&self) -> std::sync::MutexGuard<'_, Log> {
         self.streams[0].log.lock().unwrap()
     }
@@ -101,6 +134,10 @@ impl StreamView {
 
 #[async_trait]
 impl StreamSource for StreamView {
+    fn pushes(&self) -> bool {
+        self.reader == ReaderKind::FanOut
+    }
+
     async fn ensure_stream(&self, stream: &str, _: Option<u32>) -> Result<(), SourceError> {
         self.stream(stream).map(drop)
     }
@@ -131,6 +168,9 @@ impl StreamSource for StreamView {
             stream: stream.to_owned(),
             shard: shard_id.to_owned(),
         };
+        if self.reader != ReaderKind::Sim {
+            return self.open_real(stream, shard_id, start).await;
+        }
         self.enter("open", false, call).await?;
         let stream = self.stream(stream)?.clone();
         let shard = self.find(&stream, shard_id)?;
@@ -149,6 +189,7 @@ impl StreamSource for StreamView {
                 faults: self.faults.clone(),
                 killed: self.killed.clone(),
                 keys: self.keys.clone(),
+                reader: self.reader,
             },
             shard,
             shard_id: shard_id.to_owned(),
