@@ -1,7 +1,12 @@
 //! The invariants checked over a whole schedule once it ended (the ones that must hold at the
 //! moment of a checkpoint write run as it is applied, in `log` and `table`):
 //!
-//! - `record-lost`: every record put got an ack or a drop.
+//! - `record-lost`: every record the subscription must deliver (all, but under `latest` only
+//!   those put after its shard was first opened, under `at_timestamp` those that arrived from
+//!   then on) got an ack, a drop or a dead letter — wherever its retry copies went.
+//! - `redelivery-skipped`: a holder's reader delivers every record after the checkpoint it took
+//!   the lease at, up to the furthest it read (checked per take: what an earlier holder acked
+//!   without checkpointing is delivered again).
 //! - `two-holders`: two incarnations' handler calls for one shard never overlap in virtual time
 //!   (a holder acts only until four fifths of the ttl after its last renewal was sent; another
 //!   takes the row only once it expired by its own clock, and clocks differ by less than a fifth
@@ -13,26 +18,52 @@
 //! - `duplicate`: a record is handled again only by the documented re-delivery: by a new holder
 //!   whose checkpoint, when it took the lease, had not passed the record, or after a `retry`.
 //! - `parents-before-children`: a child shard is read only after every parent's SHARD_END.
+//!
+//! Checked as they happen (`live`, `heal`): `checkpoint-past-unanswered` (a checkpoint passes
+//! only records its writer's own take delivered and settled), `checkpoint-backwards`,
+//! `in-flight-bound` (a reader keeps at most the in-flight bound behind the record it waits
+//! for), `stuck` (a shard whose live, renewing holder stands still with nothing waiting).
 
 use std::collections::HashMap;
 
-use shardhost::record::Outcome;
-
-use crate::log::{Cp, Log};
+use crate::log::{Ans, Cp, Log, passed, show};
 use crate::schedule::done;
+
+/// Whether `shard`'s checkpoint `cp` reached its end.
+pub fn shard_done(log: &Log, shard: &str, cp: Option<Cp>) -> bool {
+    if log.skipped(shard) {
+        return true;
+    }
+    let seqs = log.shards.get(shard).map(Vec::as_slice).unwrap_or_default();
+    let last = seqs
+        .iter()
+        .rev()
+        .copied()
+        .find(|&p| log.entry_required(shard, p));
+    done(cp, log.closed.contains(shard), last)
+}
 
 /// Whether every shard's checkpoint reached its end; else which did not, and why.
 pub fn complete(log: &Log, checkpoints: &HashMap<String, Option<Cp>>) -> Result<(), String> {
     for (shard, seqs) in &log.shards {
+        // A retry stream of its own that nothing reads (no lease row): its copies' records are
+        // checked as lost, not waited for.
+        if log.retry_shards.contains(shard) && !checkpoints.contains_key(shard) {
+            continue;
+        }
         let cp = checkpoints.get(shard).copied().flatten();
-        let closed = log.closed.contains(shard);
-        if !done(cp, closed, seqs.last().copied()) {
-            let first_open = seqs
-                .iter()
-                .find(|&&s| log.records[&(shard.clone(), s)].settled.is_none());
+        if !shard_done(log, shard, cp) {
+            let first_open = seqs.iter().find(|&&p| {
+                let e = &log.entries[&(shard.clone(), p)];
+                log.required(e.logical) && log.records[&e.logical].settled.is_none()
+            });
             return Err(format!(
-                "shard {shard} ({}) has checkpoint {}, last record {:?}, first record without ack or drop {:?}",
-                if closed { "closed" } else { "open" },
+                "shard {shard} ({}) has checkpoint {}, last record {:?}, first record without ack, drop or dead letter {:?}",
+                if log.closed.contains(shard) {
+                    "closed"
+                } else {
+                    "open"
+                },
                 cp.map_or("none".into(), |c| c.to_string()),
                 seqs.last(),
                 first_open
@@ -48,22 +79,63 @@ pub fn after(log: &mut Log, ttl_ms: u64) {
     overlaps(log);
     fences(log, ttl_ms);
     deliveries(log);
+    gaps(log);
     parents_first(log);
 }
 
 fn lost(log: &mut Log) {
-    let mut missing: Vec<(String, u64)> = log
+    let mut missing: Vec<(String, u64, u64)> = log
         .records
         .iter()
-        .filter(|(_, r)| r.settled.is_none())
-        .map(|(k, _)| k.clone())
+        .filter(|(id, r)| r.settled.is_none() && log.required(**id))
+        .map(|(id, r)| (r.shard.clone(), r.pos.0, *id))
         .collect();
     missing.sort();
-    for (shard, seq) in missing.into_iter().take(5) {
+    let total = missing.len();
+    for (shard, seq, id) in missing.into_iter().take(5) {
+        let copies = log.by_logical[&id].len() - 1;
         log.violate(
             "record-lost",
-            format!("shard {shard}: record {seq} never got an ack or a drop"),
+            format!(
+                "shard {shard}: record {seq} (record {id}, {copies} copies; {total} lost in all) never got an ack, a drop or a dead letter"
+            ),
         );
+    }
+}
+
+/// Each take's readers delivered every record after its checkpoint, up to the furthest read.
+fn gaps(log: &mut Log) {
+    let mut found = Vec::new();
+    for (&take, handed) in &log.handed {
+        let t = &log.takes[take];
+        let Some(&furthest) = handed.iter().max() else {
+            continue;
+        };
+        let seqs = log
+            .shards
+            .get(&t.shard)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let skipped = seqs.iter().copied().find(|&p| {
+            p <= furthest
+                && !passed(t.cp, p)
+                && !handed.contains(&p)
+                && log.entry_required(&t.shard, p)
+        });
+        if let Some(p) = skipped {
+            found.push((t.order, format!(
+                "shard {}: {}, which took the lease at checkpoint {}, read up to {} but never delivered {}",
+                t.shard,
+                log.who(t.inc),
+                t.cp.map_or("none".into(), |c| c.to_string()),
+                show(furthest),
+                show(p)
+            )));
+        }
+    }
+    found.sort();
+    for (_, msg) in found.into_iter().take(5) {
+        log.violate("redelivery-skipped", msg);
     }
 }
 
@@ -114,7 +186,7 @@ fn overlaps(log: &mut Log) {
 }
 
 /// Each record's deliveries so far: the take it was delivered under, and its answer.
-type Deliveries<'a> = HashMap<(&'a str, u64), Vec<(usize, Option<Outcome>)>>;
+type Deliveries<'a> = HashMap<(&'a str, crate::log::Pos), Vec<(usize, Option<Ans>)>>;
 
 /// Every delivery of a record is its first, a retry's, or a new holder's from before its
 /// checkpoint at the take.
@@ -149,13 +221,14 @@ fn deliveries(log: &mut Log) {
         for (k, &seq) in c.seqs.iter().enumerate() {
             let answer = c.outcomes.as_ref().map(|o| o[k]);
             let before = seen.entry((c.shard.as_str(), seq)).or_default();
+            let shown = show(seq);
             if let Some(cp) = t.cp
                 && cp.passes(seq)
             {
                 found.push((
                     "duplicate",
                     format!(
-                        "shard {}: {} handled record {seq} at {} ms, but the checkpoint was {cp} when it took the lease at {} ms",
+                        "shard {}: {} handled record {shown} at {} ms, but the checkpoint was {cp} when it took the lease at {} ms",
                         c.shard,
                         log.who(c.inc),
                         c.start,
@@ -164,12 +237,12 @@ fn deliveries(log: &mut Log) {
                 ));
             } else if let Some((_, prev)) = before
                 .iter()
-                .find(|(tk, prev)| *tk == take && *prev != Some(Outcome::Retry))
+                .find(|(tk, prev)| *tk == take && !matches!(prev, Some(a) if !a.settles()))
             {
                 found.push((
                     "duplicate",
                     format!(
-                        "shard {}: {} handled record {seq} again at {} ms under the same lease (first answer {prev:?}), with no retry asked",
+                        "shard {}: {} handled record {shown} again at {} ms under the same lease (first answer {prev:?}), with no retry asked",
                         c.shard,
                         log.who(c.inc),
                         c.start
@@ -187,7 +260,8 @@ fn deliveries(log: &mut Log) {
 fn parents_first(log: &mut Log) {
     let mut found = Vec::new();
     for c in &log.calls {
-        for parent in log.parents.get(&c.shard).into_iter().flatten() {
+        let parents = log.parents.get(&c.shard).into_iter().flatten();
+        for parent in parents.filter(|p| !log.skipped(p)) {
             let ended = log.shard_ends.get(parent);
             if ended.is_none_or(|&at| at > c.start) {
                 found.push(format!(

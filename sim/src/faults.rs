@@ -170,6 +170,36 @@ impl Faults {
         f
     }
 
+    /// What goes wrong with the next put (a retry copy, a dead letter): how long it takes
+    /// (a slow one up to the SDK's budget of 30 s), and whether it fails.
+    pub fn put(&self, inc: u32, stream: &str) -> (Duration, bool) {
+        if !self.on() {
+            return (
+                Duration::from_millis(self.rng.lock().unwrap().below(20)),
+                false,
+            );
+        }
+        let now = Instant::now();
+        let outage = self
+            .source_outage
+            .lock()
+            .unwrap()
+            .is_some_and(|until| now < until);
+        let r = &self.rates;
+        let mut g = self.rng.lock().unwrap();
+        let delay = if g.chance(r.put_slow) {
+            Duration::from_millis(g.range(1000, 30_000))
+        } else {
+            Duration::from_millis(g.below(50))
+        };
+        let fail = outage || g.chance(r.put_error);
+        drop(g);
+        if fail || delay > Duration::from_secs(1) {
+            self.note(|| format!("#{inc} put to {stream}: {delay:?}, fails: {fail}"));
+        }
+        (delay, fail)
+    }
+
     /// How long a handler call takes.
     pub fn call_time(&self) -> Duration {
         let mut g = self.rng.lock().unwrap();

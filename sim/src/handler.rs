@@ -1,6 +1,7 @@
 //! The simulation's handler, plugged in through the host's native handler seam: it answers each
-//! record as the record's plan says (ack mostly, sometimes drop, sometimes retry a few times
-//! before ack), takes a drawn while per call, and records every call (which incarnation, which
+//! record as its logical record's plan says (ack mostly, sometimes drop, sometimes retry,
+//! retry-after or trap a few times before ack; a trap fails the whole call, which the host
+//! bisects), takes a drawn while per call, and records every call (which incarnation, which
 //! shard, which records, from when to when, and its answers) in the log.
 
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,8 @@ use shardhost::record::{BatchInfo, BatchOutcome, Record};
 use tokio_util::sync::CancellationToken;
 
 use crate::faults::Faults;
-use crate::log::Log;
+use crate::log::{Ans, Log};
+use crate::stream::{logical_of, pos_of};
 
 /// Makes the handlers of one incarnation.
 pub struct Factory {
@@ -74,15 +76,16 @@ impl Handler for SimHandler {
         _info: &BatchInfo,
         records: &[Record],
     ) -> Result<BatchOutcome, CallError> {
-        let seqs: Vec<u64> = records
+        let recs: Vec<_> = records
             .iter()
-            .map(|r| r.sequence_number.parse().unwrap_or(u64::MAX))
+            .map(|r| (pos_of(r), logical_of(&r.data).unwrap_or(u64::MAX)))
             .collect();
+        let seqs = recs.iter().map(|r| r.0).collect();
         let id = self
             .log
             .lock()
             .unwrap()
-            .call_started(self.inc, &self.shard, seqs.clone());
+            .call_started(self.inc, &self.shard, seqs);
         let mut in_call = InCall {
             id,
             log: self.log.clone(),
@@ -98,10 +101,24 @@ impl Handler for SimHandler {
             }
         }
         let mut log = self.log.lock().unwrap();
-        let outcomes: Vec<_> = seqs.iter().map(|&s| log.answer(&self.shard, s)).collect();
-        log.call_ended(id, Some(outcomes.clone()));
+        let answers = log.answer_call(self.inc, &self.shard, &recs);
+        log.call_ended(id, Some(answers.clone()));
         drop(log);
         in_call.answered = true;
+        if answers.contains(&Ans::Trap) {
+            return Err(CallError::Trap {
+                version: "sim".into(),
+                message: "injected: the record's plan traps".into(),
+                said: false,
+            });
+        }
+        let outcomes = answers
+            .into_iter()
+            .filter_map(|a| match a {
+                Ans::Out(o) => Some(o),
+                Ans::Trap => None,
+            })
+            .collect();
         Ok(BatchOutcome::Each(outcomes))
     }
 }

@@ -4,10 +4,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use shardhost::config::StartAt;
 use shardhost::handler::HandlerSlot;
 use shardhost::status::StatusBoard;
-use shardhost::testing::envelope::EnvelopeKey;
+use shardhost::testing::envelope::EnvelopeKeys;
 use shardhost::testing::{Coordinator, LeaseSettings, SubscriptionPlan};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -15,19 +14,21 @@ use tokio_util::sync::CancellationToken;
 use crate::faults::Faults;
 use crate::handler::Factory;
 use crate::log::Log;
-use crate::params::Params;
-use crate::stream::{Stream, StreamView};
+use crate::params::{Params, ReaderKind, STREAM};
+use crate::stream::Stream;
 use crate::table::{Table, TableView};
-
-pub const STREAM: &str = "sim-stream";
+use crate::view::StreamView;
 
 /// What every instance shares.
 pub struct Shared {
     pub params: Params,
     pub log: Arc<Mutex<Log>>,
     pub table: Arc<Table>,
-    pub stream: Arc<Stream>,
+    /// The read stream, then the retry stream of its own.
+    pub streams: Vec<Arc<Stream>>,
     pub faults: Arc<Faults>,
+    /// What retry copies and dead letters are made under.
+    pub keys: Arc<EnvelopeKeys>,
 }
 
 /// One run of an instance, from its start to its end.
@@ -82,6 +83,7 @@ impl Slot {
             inc
         };
         let killed = CancellationToken::new();
+        let stop = CancellationToken::new();
         let factory = Arc::new(Factory {
             inc,
             log: shared.log.clone(),
@@ -96,33 +98,43 @@ impl Slot {
             call_batch: p.call_batch,
             checkpoint_every: p.checkpoint_every,
             poll_interval: p.poll_interval,
-            start_at: StartAt::TrimHorizon,
+            start_at: p.paths.start_at,
             handler: Arc::new(HandlerSlot::new(factory)),
             lanes: p.lanes,
-            in_flight: Default::default(),
-            retry: None,
+            in_flight: p.paths.in_flight,
+            retry: p.paths.retry.clone(),
             in_place_max_delay: shardhost::config::defaults::IN_PLACE_MAX_DELAY,
             publisher: None,
-            envelopes: Arc::new(EnvelopeKey::from_bytes([7; 32]).into()),
+            envelopes: shared.keys.clone(),
             subscriptions: Arc::new([Arc::from("sim")]),
             metrics: Arc::new(shardhost::Metrics::new()),
             role: Default::default(),
             tap: None,
         };
-        let coordinator = Coordinator {
-            plan: Arc::new(plan),
+        // The supervisor's way: a subscription whose copies go to a retry stream of their own
+        // runs a second coordinator that reads it (same owner, its own rows).
+        let copies = plan.retry_copies();
+        let make = |plan: SubscriptionPlan| Coordinator {
+            // The retry stream's reader polls, whatever the subscription reads by.
             source: Arc::new(StreamView {
-                stream: shared.stream.clone(),
+                streams: shared.streams.clone(),
                 inc,
                 faults: shared.faults.clone(),
                 killed: killed.clone(),
+                keys: shared.keys.clone(),
+                reader: match p.paths.reader {
+                    ReaderKind::FanOut if *plan.stream != *STREAM => ReaderKind::Polling,
+                    r => r,
+                },
             }),
+            plan: Arc::new(plan),
             store: Arc::new(TableView {
                 table: shared.table.clone(),
                 inc,
                 skew_ms: p.skew_ms[self.index],
                 faults: shared.faults.clone(),
                 killed: killed.clone(),
+                stopping: stop.clone(),
             }),
             owner: Arc::from(self.owner.as_str()),
             timings: LeaseSettings {
@@ -133,10 +145,20 @@ impl Slot {
             },
             status: StatusBoard::new(),
         };
-        let stop = CancellationToken::new();
+        let records = make(plan);
+        let copies = copies.map(make);
         let task = tokio::spawn({
             let stop = stop.clone();
-            async move { coordinator.run(stop).await.map_err(|e| e.to_string()) }
+            async move {
+                let copies = async {
+                    match copies {
+                        Some(c) => c.run(stop.clone()).await,
+                        None => Ok(()),
+                    }
+                };
+                let (a, b) = tokio::join!(records.run(stop.clone()), copies);
+                a.and(b).map_err(|e| e.to_string())
+            }
         });
         self.running = Some(Running {
             inc,

@@ -6,7 +6,11 @@
 //! and faults drawn from the seed — lease-store delays, errors, answers lost after the write was
 //! applied, stalls past the ttl, clock skew within the documented bound; stream throttles,
 //! expired iterators, errors and outages; instances killed, stopped and restarted — all in
-//! tokio's paused clock, so minutes of lease time pass in milliseconds. A healing phase without
+//! tokio's paused clock, so minutes of lease time pass in milliseconds. The seed also draws the
+//! subscription's paths (issue 49): `start_at`, a retry cap with copies on the read stream or a
+//! retry stream of its own, the in-flight bound, KPL aggregates, a handler that retries, answers
+//! retry-after and traps, puts that fail, and the reader (its own, or the host's real polling or
+//! fan-out reader over simulated Kinesis calls). A healing phase without
 //! faults follows, until every shard's checkpoint reaches its end. Then the invariants are
 //! checked ([`check`]); each broken one is a [`Violation`] naming the seed, the shard, the
 //! record and the instance.
@@ -17,15 +21,21 @@
 pub mod check;
 pub mod faults;
 pub mod handler;
+mod heal;
 pub mod instance;
+pub mod kinesis;
+pub mod live;
 pub mod log;
 pub mod params;
+mod promise;
 pub mod rng;
 pub mod schedule;
 pub mod stream;
 pub mod table;
+pub mod view;
 
 pub use log::Violation;
+pub use params::Params;
 pub use schedule::{Report, run};
 
 /// Seeds that once failed on a host defect since fixed: the CI test runs every one.
@@ -37,8 +47,16 @@ pub use schedule::{Report, run};
 /// called the handler after a stalled checkpoint answered past the fence (fixed in
 /// `lease/handle.rs` and `dispatch/lane.rs`; seeds below 3 000 are among the fixed seeds the
 /// CI test runs anyway: 42, 262, 1085, 2011, 2032, 2456 showed them).
+///
+/// Issue 49 (each failed on the host before its fix, with the simulation's own reader): a
+/// retry stream of its own that nothing read, its copies lost (`record-lost`: 4, 25, 35); the
+/// in-flight bound not counting the records held behind a waiting one (`in-flight-bound`: 26,
+/// 50, 57); a batch's copies published one at a time, each the moment the last failed
+/// (`put-after-failure`: 37, 48, 87); a checkpoint store error ending the worker, which
+/// released its lease (`released-after-store-error`: 1, 11, 31).
 pub const REGRESSIONS: &[u64] = &[
-    16, 82, 205, 225, 274, 346, 359, 405, 534, 535, 543, 546, 3095, 18185,
+    1, 4, 11, 16, 25, 26, 31, 35, 37, 48, 50, 57, 82, 87, 205, 225, 274, 346, 359, 405, 534, 535,
+    543, 546, 3095, 18185,
 ];
 
 /// Seeds that fail on host defects in files being fixed elsewhere (issue 28), each with the
@@ -55,12 +73,31 @@ pub fn known_failures() -> Vec<(u64, &'static str)> {
         .collect()
 }
 
-/// The checks the known defects break. While any seed is listed as a known failure, a seed of
-/// the CI set that breaks only these is reported but does not fail the test: the interleaving
-/// of a schedule varies a little between runs (tokio's `select!` and the host's hash maps are
-/// randomized), so a seed near a known defect reaches it only in some runs. Every other check,
-/// and every regression seed, stays strict; once the list is empty, so do these.
-pub const KNOWN_DEFECT_CHECKS: &[&str] = &["acting-past-fence", "two-holders"];
+/// A host defect being fixed on another branch (issue 49): the checks it breaks, and the
+/// schedules it can show in (by what a seed draws).
+pub struct KnownDefect {
+    pub name: &'static str,
+    pub checks: &'static [&'static str],
+    pub applies: fn(&Params) -> bool,
+}
+
+/// The host defects the simulation finds that are being fixed elsewhere. A seed of the CI set
+/// whose every violation is one of these (in a schedule it applies to) is counted and
+/// reported, not failed (a regression seed too): a defect may show in many seeds, too many to
+/// list one by one. Each has named seeds in `known-failures.txt`; once its fix is merged, its
+/// entry goes and those seeds move to [`REGRESSIONS`]. Every other check stays strict.
+pub const KNOWN_DEFECTS: &[KnownDefect] = &[KnownDefect {
+    name: "issue 49 #4, the rest: copies whose back-offs end at different times are each put the moment another failed",
+    checks: &["put-after-failure"],
+    applies: |p| p.paths.retry.is_some(),
+}];
+
+/// The known defect that explains a violation of a seed with parameters `params`, if one does.
+pub fn known_defect(params: &Params, violation: &Violation) -> Option<&'static KnownDefect> {
+    KNOWN_DEFECTS
+        .iter()
+        .find(|d| d.checks.contains(&violation.check) && (d.applies)(params))
+}
 
 /// The command that replays one schedule.
 pub fn replay_command(seed: u64) -> String {

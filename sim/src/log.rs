@@ -1,40 +1,57 @@
 //! What happened in one schedule, as the simulation's table, stream and handler saw it: every
-//! record put and how it was answered, every handler call, every lease taken and checkpoint
-//! written. The checks that must hold at the moment of a write run here as it is applied; the
-//! rest run over the whole log at the end (`check`).
+//! record put (a *logical* record, the producer's, and each *entry* that carries it in a shard:
+//! the original, or a retry copy) and how it was answered, every handler call, every lease
+//! taken and checkpoint written, every read. The checks that must hold at the moment of a write
+//! or a read run as it happens (`live`); the rest run over the whole log at the end (`check`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
+use shardhost::config::StartAt;
 use shardhost::record::Outcome;
 use tokio::time::Instant;
 
 use crate::params::Plan;
 
-/// A checkpoint as the simulation compares it: a sequence number, or the shard's end.
+/// A record's place in its shard: sequence number and sub-sequence number (a KPL aggregate's
+/// user records share the first).
+pub type Pos = (u64, u32);
+
+/// A checkpoint as the simulation compares it: a position, or the shard's end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Cp {
-    At(u64),
+    At(Pos),
     End,
 }
 
 impl Cp {
-    /// Whether a reader starting after this checkpoint skips the record `seq`.
-    pub fn passes(self, seq: u64) -> bool {
+    /// Whether a reader starting after this checkpoint skips the record at `pos`.
+    pub fn passes(self, pos: Pos) -> bool {
         match self {
-            Cp::At(c) => seq <= c,
+            Cp::At(c) => pos <= c,
             Cp::End => true,
         }
     }
 }
 
+/// Whether a checkpoint (or none) passes `pos`.
+pub fn passed(cp: Option<Cp>, pos: Pos) -> bool {
+    cp.is_some_and(|c| c.passes(pos))
+}
+
 impl fmt::Display for Cp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Cp::At(c) => write!(f, "{c}"),
+            Cp::At((seq, 0)) => write!(f, "{seq}"),
+            Cp::At((seq, sub)) => write!(f, "{seq}/{sub}"),
             Cp::End => f.write_str("SHARD_END"),
         }
     }
+}
+
+/// A position as messages show it.
+pub fn show(pos: Pos) -> String {
+    Cp::At(pos).to_string()
 }
 
 /// A broken promise.
@@ -52,14 +69,60 @@ impl fmt::Display for Violation {
     }
 }
 
-/// One record put.
+/// How a logical record ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    Ack,
+    Drop,
+    DeadLetter,
+}
+
+/// One record the producer put (a user record: one of a KPL aggregate's, or a plain one).
 #[derive(Clone, Debug)]
 pub struct Rec {
     pub plan: Plan,
-    /// `retry` answers given so far.
-    pub retries: u32,
-    /// The first ack or drop, and when (ms of virtual time).
-    pub settled: Option<(Outcome, u64)>,
+    /// Its original entry.
+    pub shard: String,
+    pub pos: Pos,
+    /// When it arrived (the simulated wall clock, ms).
+    pub arrival: u64,
+    /// Answers it got that did not settle it (retry, retry-after, a trap).
+    pub unsettled: u32,
+    /// The first ack, drop or dead letter, and when (ms of virtual time).
+    pub settled: Option<(End, u64)>,
+}
+
+/// One record in a shard: a logical record's original, or a retry copy of it.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub logical: u64,
+    /// 1 for an original; a copy's attempt.
+    pub attempt: u32,
+    /// Its index among its shard's entries.
+    pub index: usize,
+    /// The takes under which it was settled (answered ack or drop, or its copy or dead letter
+    /// published).
+    pub settled_by: Vec<usize>,
+    /// When it was last settled (ms of virtual time).
+    pub settled_at: u64,
+    /// When its last answer that did not settle it lets its copy or letter go out.
+    pub ready_at: u64,
+    /// Each take's last answer that did not settle it.
+    pub waits: HashMap<usize, Ans>,
+}
+
+/// One record's answer in a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ans {
+    Out(Outcome),
+    /// The call trapped.
+    Trap,
+}
+
+impl Ans {
+    pub fn settles(self) -> bool {
+        matches!(self, Ans::Out(o) if o.settles())
+    }
 }
 
 /// One handler call.
@@ -69,12 +132,12 @@ pub struct Call {
     pub order: u64,
     pub inc: u32,
     pub shard: String,
-    pub seqs: Vec<u64>,
+    pub seqs: Vec<Pos>,
     pub start: u64,
     /// When it answered or was ended (dropped: a lost lease, a stop's grace, a crash).
     pub end: Option<u64>,
     /// Its answers, when it answered.
-    pub outcomes: Option<Vec<Outcome>>,
+    pub outcomes: Option<Vec<Ans>>,
 }
 
 /// A lease taken (an acquire applied to the table).
@@ -93,14 +156,40 @@ pub struct Take {
 pub struct Log {
     pub seed: u64,
     start: Instant,
-    /// Each shard's records in order.
-    pub shards: BTreeMap<String, Vec<u64>>,
+    /// Where the subscription starts a shard without a checkpoint and parents.
+    pub start_at: StartAt,
+    /// What one shard's reader may hold beyond the record it waits for
+    /// ([`crate::params::Params::memory_bound`]).
+    pub memory_bound: usize,
+    /// The lease ttl (ms).
+    pub ttl_ms: u64,
+    /// Under a retry cap (a record answered retry is copied, never held).
+    pub capped: bool,
+    /// The takes already reported past the in-flight bound.
+    pub over_bound: HashSet<usize>,
+    /// Each shard's entries in order.
+    pub shards: BTreeMap<String, Vec<Pos>>,
     /// Each shard's parents.
     pub parents: HashMap<String, Vec<String>>,
+    /// The shards a reader marked as opened in the lease table (`start_at = latest`).
+    pub marked: HashSet<String>,
+    /// The shards of the retry stream of its own.
+    pub retry_shards: HashSet<String>,
     pub closed: HashSet<String>,
-    pub records: HashMap<(String, u64), Rec>,
+    /// The logical records, by id (their data).
+    pub records: HashMap<u64, Rec>,
+    pub entries: HashMap<(String, Pos), Entry>,
+    /// Each logical record's entries.
+    pub by_logical: HashMap<u64, Vec<(String, Pos)>>,
+    /// Where a shard without parents was first opened at `latest`: the index of the first
+    /// entry a reader could see.
+    pub latest_from: HashMap<String, usize>,
     pub calls: Vec<Call>,
     pub takes: Vec<Take>,
+    /// Each incarnation's latest take, per shard.
+    pub current: HashMap<(u32, String), usize>,
+    /// The entries each take's readers handed out.
+    pub handed: HashMap<usize, HashSet<Pos>>,
     /// The takes and renewals each incarnation saw succeed, per shard: (answered, sent), in
     /// virtual ms. A holder may act until `sent + 4/5 ttl` of the latest one answered.
     pub grants: HashMap<(u32, String), Vec<(u64, u64)>>,
@@ -112,28 +201,54 @@ pub struct Log {
     pub faults: u64,
     /// Checkpoints applied (progress, for the healing phase).
     pub checkpoint_writes: u64,
+    /// When each take's last put of a copy or letter into a stream that failed was sent, and
+    /// when it failed (ms).
+    pub put_failures: HashMap<(usize, String), (u64, u64)>,
+    pub put_reported: HashSet<usize>,
+    /// When each incarnation's last checkpoint write of a shard failed with a store error.
+    pub checkpoint_errors: HashMap<(u32, String), u64>,
+    /// Retry copies and dead letters published.
+    pub copies: u64,
+    pub letters: u64,
     /// Events so far (takes and calls), to order events of one ms.
     events: u64,
     trace: Option<Vec<String>>,
 }
 
 impl Log {
-    pub fn new(seed: u64, verbose: bool) -> Log {
+    pub fn new(seed: u64, verbose: bool, params: &crate::params::Params) -> Log {
         Log {
             seed,
             start: Instant::now(),
+            start_at: params.paths.start_at,
+            memory_bound: params.memory_bound(),
+            capped: params.paths.retry.is_some(),
+            ttl_ms: params.ttl.as_millis() as u64,
+            over_bound: HashSet::new(),
             shards: BTreeMap::new(),
             parents: HashMap::new(),
+            retry_shards: HashSet::new(),
+            marked: HashSet::new(),
             closed: HashSet::new(),
             records: HashMap::new(),
+            entries: HashMap::new(),
+            by_logical: HashMap::new(),
+            latest_from: HashMap::new(),
             calls: Vec::new(),
             takes: Vec::new(),
+            current: HashMap::new(),
+            handed: HashMap::new(),
             grants: HashMap::new(),
             shard_ends: HashMap::new(),
             owners: Vec::new(),
             violations: Vec::new(),
             faults: 0,
             checkpoint_writes: 0,
+            put_failures: HashMap::new(),
+            put_reported: HashSet::new(),
+            checkpoint_errors: HashMap::new(),
+            copies: 0,
+            letters: 0,
             events: 0,
             trace: verbose.then(Vec::new),
         }
@@ -186,40 +301,47 @@ impl Log {
         self.parents.insert(shard.to_owned(), parents.to_vec());
     }
 
-    pub fn put(&mut self, shard: &str, seq: u64, plan: Plan) {
-        self.shards.entry(shard.to_owned()).or_default().push(seq);
-        let rec = Rec {
-            plan,
-            retries: 0,
-            settled: None,
+    /// An entry put into `shard` at `pos`: the original of the logical record `logical`, or a
+    /// copy of it.
+    pub fn put(&mut self, shard: &str, pos: Pos, logical: u64, attempt: u32) {
+        let seqs = self.shards.entry(shard.to_owned()).or_default();
+        let index = seqs.len();
+        seqs.push(pos);
+        let entry = Entry {
+            logical,
+            attempt,
+            index,
+            settled_by: Vec::new(),
+            settled_at: 0,
+            ready_at: 0,
+            waits: HashMap::new(),
         };
-        self.records.insert((shard.to_owned(), seq), rec);
-        self.note(|| format!("put {shard}/{seq} ({plan:?})"));
+        self.entries.insert((shard.to_owned(), pos), entry);
+        self.by_logical
+            .entry(logical)
+            .or_default()
+            .push((shard.to_owned(), pos));
+        self.note(|| {
+            format!(
+                "put {shard}/{} (record {logical}, attempt {attempt})",
+                show(pos)
+            )
+        });
     }
 
-    /// The handler's answer for one record: as its plan says, given the retries so far.
-    pub fn answer(&mut self, shard: &str, seq: u64) -> Outcome {
-        let now = self.now();
-        let Some(rec) = self.records.get_mut(&(shard.to_owned(), seq)) else {
-            self.violate(
-                "unknown-record",
-                format!("shard {shard}: the handler got {seq}, which was never put there"),
-            );
-            return Outcome::Ack;
+    /// A new logical record, before its original is put.
+    pub fn produced(&mut self, logical: u64, plan: Plan, shard: &str, pos: Pos, arrival: u64) {
+        let rec = Rec {
+            plan,
+            shard: shard.to_owned(),
+            pos,
+            arrival,
+            unsettled: 0,
+            settled: None,
         };
-        let outcome = match rec.plan {
-            Plan::Ack => Outcome::Ack,
-            Plan::Drop => Outcome::Drop,
-            Plan::RetryThenAck(n) if rec.retries < n => {
-                rec.retries += 1;
-                Outcome::Retry
-            }
-            Plan::RetryThenAck(_) => Outcome::Ack,
-        };
-        if outcome.settles() && rec.settled.is_none() {
-            rec.settled = Some((outcome, now));
-        }
-        outcome
+        self.records.insert(logical, rec);
+        self.put(shard, pos, logical, 1);
+        self.note(|| format!("  ({plan:?})"));
     }
 
     /// A take or renewal whose success reached its caller.
@@ -242,51 +364,16 @@ impl Log {
             at,
             cp,
         });
+        self.current
+            .insert((inc, shard.to_owned()), self.takes.len() - 1);
     }
 
-    /// A checkpoint write applied to the table: it never moves backwards, never passes a record
-    /// without an ack or drop recorded by now, and SHARD_END only ends a closed shard.
-    pub fn checkpointed(&mut self, inc: u32, shard: &str, old: Option<Cp>, new: Cp) {
-        self.checkpoint_writes += 1;
-        self.note(|| format!("#{inc} checkpoint {shard} {new}"));
-        if let Some(old) = old
-            && new < old
-        {
-            let who = self.who(inc);
-            self.violate(
-                "checkpoint-backwards",
-                format!("shard {shard}: {who} moved the checkpoint back from {old} to {new}"),
-            );
-        }
-        let unanswered = self.shards.get(shard).and_then(|seqs| {
-            seqs.iter()
-                .copied()
-                .take_while(|&s| new.passes(s))
-                .find(|&s| self.records[&(shard.to_owned(), s)].settled.is_none())
-        });
-        if let Some(seq) = unanswered {
-            let who = self.who(inc);
-            self.violate(
-                "checkpoint-past-unanswered",
-                format!(
-                    "shard {shard}: {who} wrote checkpoint {new}, past record {seq}, which no call had acked or dropped"
-                ),
-            );
-        }
-        if new == Cp::End {
-            if !self.closed.contains(shard) {
-                let who = self.who(inc);
-                self.violate(
-                    "shard-end-of-open-shard",
-                    format!("shard {shard}: {who} wrote SHARD_END but the shard is open"),
-                );
-            }
-            let now = self.now();
-            self.shard_ends.entry(shard.to_owned()).or_insert(now);
-        }
+    /// The latest take of `inc` on `shard`.
+    pub fn take_of(&self, inc: u32, shard: &str) -> Option<usize> {
+        self.current.get(&(inc, shard.to_owned())).copied()
     }
 
-    pub fn call_started(&mut self, inc: u32, shard: &str, seqs: Vec<u64>) -> usize {
+    pub fn call_started(&mut self, inc: u32, shard: &str, seqs: Vec<Pos>) -> usize {
         let start = self.now();
         self.note(|| format!("#{inc} calls {shard} {seqs:?}"));
         self.events += 1;
@@ -302,7 +389,7 @@ impl Log {
         self.calls.len() - 1
     }
 
-    pub fn call_ended(&mut self, id: usize, outcomes: Option<Vec<Outcome>>) {
+    pub fn call_ended(&mut self, id: usize, outcomes: Option<Vec<Ans>>) {
         let now = self.now();
         let call = &mut self.calls[id];
         if call.end.is_none() {

@@ -138,8 +138,12 @@ fn print_report(report: &Report, verbose: bool) {
             report.seed, report.virtual_time, report.faults, report.records
         );
     }
+    let params = shardhost_sim::Params::draw(report.seed);
     for v in &report.violations {
-        println!("VIOLATION {v}");
+        match shardhost_sim::known_defect(&params, v) {
+            Some(d) => println!("VIOLATION {v}\n  (known defect, being fixed: {})", d.name),
+            None => println!("VIOLATION {v}"),
+        }
     }
     if !report.violations.is_empty() {
         println!("  replay: {}", replay_command(report.seed));

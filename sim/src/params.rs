@@ -3,7 +3,17 @@
 
 use std::time::Duration;
 
+use shardhost::config::{RetryPolicy, StartAt};
+use shardhost::testing::InFlight;
+
 use crate::rng::Rng;
+
+/// The stream the instances read.
+pub const STREAM: &str = "sim-stream";
+/// A retry stream of its own (`retry_stream` set), beside the read stream.
+pub const RETRY_STREAM: &str = "sim-retry";
+/// The dead-letter stream (its letters are only counted).
+pub const DEAD_LETTER: &str = "sim-dead-letters";
 
 /// How a record is answered by the simulation's handler, drawn when it is put.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -13,6 +23,10 @@ pub enum Plan {
     /// `retry` this many times (the record is held and comes back with the next reader),
     /// then `ack`.
     RetryThenAck(u32),
+    /// `retry-after(ms)` this many times, then `ack`.
+    RetryAfterThenAck(u32, u64),
+    /// Every call holding it traps this many times (bisected down to it), then `ack`.
+    TrapThenAck(u32),
 }
 
 /// How often each fault strikes (probabilities per call; 0 in a fault-free schedule).
@@ -36,6 +50,38 @@ pub struct FaultRates {
     pub slow_call: f64,
     /// The fault phase's actions: crashes, stops, restarts, outages, reshards (per step).
     pub action: f64,
+    /// A put (a retry copy, a dead letter) fails.
+    pub put_error: f64,
+    /// A put takes long (up to the SDK's budget of 30 s).
+    pub put_slow: f64,
+}
+
+/// How the instances read the stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReaderKind {
+    /// The simulation's own reader (KPL aggregates come de-aggregated).
+    Sim,
+    /// The host's polling reader over Kinesis' calls on the simulated stream.
+    Polling,
+    /// The host's enhanced fan-out reader over simulated subscriptions.
+    FanOut,
+}
+
+/// What the subscription does on the paths beyond ack: where it starts, its retry policy, its
+/// in-flight bound; what the producer writes (KPL aggregates) and how the handler fails.
+#[derive(Clone, Debug)]
+pub struct Paths {
+    pub start_at: StartAt,
+    /// A retry cap (copies on the read stream or on `RETRY_STREAM`, dead letters), or none.
+    pub retry: Option<RetryPolicy>,
+    pub in_flight: InFlight,
+    /// The chance that a put is a KPL aggregate of 2–4 user records.
+    pub kpl: f64,
+    /// Records may be answered retry-after and trap (else only ack, drop and retry).
+    pub failing: bool,
+    /// The longest retry-after a record is answered with (ms).
+    pub retry_after_max_ms: u64,
+    pub reader: ReaderKind,
 }
 
 /// Everything a seed decides up front.
@@ -62,6 +108,7 @@ pub struct Params {
     /// Reshards (split or merge) during the fault phase.
     pub reshards: u32,
     pub rates: FaultRates,
+    pub paths: Paths,
 }
 
 fn ms(n: u64) -> Duration {
@@ -95,6 +142,8 @@ impl Params {
             source_error: f(&mut r, 0.1),
             slow_call: f(&mut r, 0.1),
             action: if faulty { 0.3 + r.unit() * 0.6 } else { 0.0 },
+            put_error: 0.0,
+            put_slow: 0.0,
         };
         Params {
             seed,
@@ -118,7 +167,49 @@ impl Params {
                 0
             },
             rates,
+            paths: Paths::default_trim_horizon(),
         }
+        .with_paths(faulty)
+    }
+
+    /// Draws the paths from a stream of their own, so a seed's older draws stay as they were.
+    fn with_paths(mut self, faulty: bool) -> Params {
+        let mut r = Rng::derived(self.seed, 6);
+        let fault_ms = self.fault_phase.as_millis() as u64;
+        self.paths.start_at = match r.below(10) {
+            0..=5 => StartAt::TrimHorizon,
+            6..=8 => StartAt::Latest,
+            _ => StartAt::Timestamp(crate::schedule::BASE_MS + r.below(fault_ms / 2 + 1)),
+        };
+        if r.chance(0.5) {
+            let own = r.chance(0.4);
+            self.paths.retry = Some(RetryPolicy {
+                max_attempts: r.range(2, 4) as u32,
+                retry_stream: if own { RETRY_STREAM } else { STREAM }.to_owned(),
+                dead_letter: DEAD_LETTER.to_owned(),
+                own_retry_stream: own,
+            });
+        }
+        if r.chance(0.6) {
+            self.paths.in_flight.records = r.range(4, 60) as usize;
+        }
+        self.paths.kpl = if r.chance(0.3) { r.unit() * 0.5 } else { 0.0 };
+        self.paths.failing = r.chance(0.6);
+        self.paths.retry_after_max_ms = r.range(1, 20) * 1000;
+        if faulty {
+            self.rates.put_error = r.unit() * 0.5;
+            self.rates.put_slow = r.unit() * 0.2;
+        }
+        self.paths.reader = match r.below(4) {
+            0 => ReaderKind::Polling,
+            1 => ReaderKind::FanOut,
+            _ => ReaderKind::Sim,
+        };
+        if self.paths.reader != ReaderKind::Sim {
+            // The real readers de-aggregate what they read; the stream holds no aggregates.
+            self.paths.kpl = 0.0;
+        }
+        self
     }
 
     /// How the `i`-th record put is answered.
@@ -129,8 +220,35 @@ impl Params {
             Plan::Ack
         } else if x < 0.9 {
             Plan::Drop
-        } else {
+        } else if !self.paths.failing {
             Plan::RetryThenAck(r.range(1, 3) as u32)
+        } else {
+            let n = r.range(1, 3) as u32;
+            match r.below(3) {
+                0 => Plan::RetryThenAck(n),
+                1 => Plan::RetryAfterThenAck(n, r.range(100, self.paths.retry_after_max_ms)),
+                _ => Plan::TrapThenAck(n),
+            }
+        }
+    }
+
+    /// The bound on what one shard's reader holds in memory beyond the front record it waits
+    /// for: the in-flight bound, a read being handled and one read ahead.
+    pub fn memory_bound(&self) -> usize {
+        self.paths.in_flight.records + 2 * self.read_limit
+    }
+}
+
+impl Paths {
+    fn default_trim_horizon() -> Paths {
+        Paths {
+            start_at: StartAt::TrimHorizon,
+            retry: None,
+            in_flight: InFlight::default(),
+            kpl: 0.0,
+            failing: false,
+            retry_after_max_ms: 1000,
+            reader: ReaderKind::Sim,
         }
     }
 }

@@ -7,13 +7,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shardhost::lease::simulated_clock;
+use shardhost::testing::envelope::EnvelopeKey;
 use tokio::time::{Instant, sleep};
 
 use crate::check;
 use crate::faults::Faults;
-use crate::instance::{Running, STREAM, Shared, Slot};
+use crate::instance::{Running, Shared, Slot};
 use crate::log::{Cp, Log, Violation};
-use crate::params::Params;
+use crate::params::{Params, RETRY_STREAM, STREAM};
 use crate::rng::Rng;
 use crate::stream::Stream;
 use crate::table::Table;
@@ -32,10 +33,7 @@ pub struct Report {
 }
 
 /// The simulated wall clock's start (2026-01-01).
-const BASE_MS: u64 = 1_767_225_600_000;
-
-/// The longest the healing phase may take before the schedule counts as stuck.
-const HEAL_DEADLINE: Duration = Duration::from_secs(1800);
+pub const BASE_MS: u64 = 1_767_225_600_000;
 
 /// Runs the schedule of `seed` on this thread.
 pub fn run(seed: u64, verbose: bool) -> Report {
@@ -53,9 +51,9 @@ pub fn run(seed: u64, verbose: bool) -> Report {
     report
 }
 
-struct Sim {
-    shared: Arc<Shared>,
-    slots: Vec<Slot>,
+pub(crate) struct Sim {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) slots: Vec<Slot>,
     /// Runs still stopping whose slot started a new instance (under a new owner id).
     orphans: Vec<Running>,
     rng: Rng,
@@ -64,7 +62,7 @@ struct Sim {
 impl Sim {
     fn new(seed: u64, verbose: bool) -> Sim {
         let params = Params::draw(seed);
-        let log = Arc::new(Mutex::new(Log::new(seed, verbose)));
+        let log = Arc::new(Mutex::new(Log::new(seed, verbose, &params)));
         log.lock().unwrap().note(|| format!("{params:?}"));
         let faults = Arc::new(Faults::new(
             seed,
@@ -74,10 +72,14 @@ impl Sim {
         ));
         let shared = Arc::new(Shared {
             table: Table::new(log.clone()),
-            stream: Stream::new(STREAM, params.shards, log.clone()),
+            streams: vec![
+                Stream::new(STREAM, params.shards, 0, log.clone()),
+                Stream::new(RETRY_STREAM, 1, 100, log.clone()),
+            ],
             params,
             log,
             faults,
+            keys: Arc::new(EnvelopeKey::from_bytes([7; 32]).into()),
         });
         let slots = (0..shared.params.instances).map(Slot::new).collect();
         Sim {
@@ -113,7 +115,7 @@ impl Sim {
         }
     }
 
-    async fn reap(&mut self) {
+    pub(crate) async fn reap(&mut self) {
         for slot in &mut self.slots {
             slot.reap(&self.shared.log).await;
         }
@@ -171,57 +173,8 @@ impl Sim {
         }
     }
 
-    /// No faults: every slot runs, until every shard's checkpoint reaches its end. A held
-    /// record comes back with a new reader, so when nothing moves for a while every instance is
-    /// restarted (gracefully).
-    async fn heal(&mut self) {
-        let p = &self.shared.params;
-        let stall = (p.ttl * 3).max(p.list_every * 2) + Duration::from_secs(10);
-        let deadline = Instant::now() + HEAL_DEADLINE;
-        self.start_idle().await;
-        let mut progress = (u64::MAX, Instant::now());
-        loop {
-            sleep(Duration::from_secs(1)).await;
-            self.reap().await;
-            if check::complete(
-                &self.shared.log.lock().unwrap(),
-                &self.shared.table.checkpoints(),
-            )
-            .is_ok()
-            {
-                return;
-            }
-            if Instant::now() >= deadline {
-                let why = check::complete(
-                    &self.shared.log.lock().unwrap(),
-                    &self.shared.table.checkpoints(),
-                )
-                .unwrap_err();
-                let mut log = self.shared.log.lock().unwrap();
-                log.violate(
-                    "stuck",
-                    format!("no end after {HEAL_DEADLINE:?} of healing: {why}"),
-                );
-                return;
-            }
-            let writes = self.shared.log.lock().unwrap().checkpoint_writes;
-            if writes != progress.0 {
-                progress = (writes, Instant::now());
-            } else if progress.1.elapsed() >= stall {
-                self.shared
-                    .log
-                    .lock()
-                    .unwrap()
-                    .note(|| "no progress: restarting every instance".into());
-                self.stop_all(Duration::from_secs(60)).await;
-                self.start_idle().await;
-                progress = (writes, Instant::now());
-            }
-        }
-    }
-
     /// Starts every slot that runs nothing (waiting for one still stopping).
-    async fn start_idle(&mut self) {
+    pub(crate) async fn start_idle(&mut self) {
         self.wait_stopped(Duration::from_secs(60)).await;
         for i in 0..self.slots.len() {
             if self.slots[i].running.is_none() {
@@ -231,7 +184,7 @@ impl Sim {
     }
 
     /// Stops every instance gracefully and waits for them.
-    async fn stop_all(&mut self, within: Duration) {
+    pub(crate) async fn stop_all(&mut self, within: Duration) {
         for slot in &mut self.slots {
             slot.stop(&self.shared.log);
         }
@@ -268,23 +221,38 @@ impl Sim {
 }
 
 /// Puts the seed's records over the fault phase (the rest at once when it ends), resharding
-/// at drawn points.
+/// at drawn points; some puts are KPL aggregates of several records.
 async fn produce(shared: Arc<Shared>) {
     let p = &shared.params;
     let mut rng = Rng::derived(p.seed, 4);
+    let mut kpl = Rng::derived(p.seed, 7);
     let gap_ms = (p.fault_phase.as_millis() as u64 * 2 / p.records.max(1) as u64).max(1);
     let reshard_at: Vec<usize> = (0..p.reshards)
         .map(|_| rng.below(p.records as u64) as usize)
         .collect();
     let end = Instant::now() + p.fault_phase;
-    for i in 0..p.records {
+    let mut i = 0;
+    while i < p.records {
         if Instant::now() < end {
             sleep(Duration::from_millis(rng.below(gap_ms))).await;
         }
-        for _ in reshard_at.iter().filter(|&&at| at == i) {
-            reshard(&shared.stream, &mut rng);
+        let users = if p.paths.kpl > 0.0 && kpl.chance(p.paths.kpl) {
+            kpl.range(2, 4) as usize
+        } else {
+            1
         }
-        shared.stream.put(rng.next_u64(), p.record_plan(i));
+        .min(p.records - i);
+        for _ in reshard_at
+            .iter()
+            .filter(|&&at| (i..i + users).contains(&at))
+        {
+            reshard(&shared.streams[0], &mut rng);
+        }
+        let records: Vec<_> = (i..i + users)
+            .map(|k| (k as u64, p.record_plan(k)))
+            .collect();
+        shared.streams[0].put(rng.next_u64(), &records);
+        i += users;
     }
 }
 
@@ -300,8 +268,9 @@ fn reshard(stream: &Stream, rng: &mut Rng) {
     stream.split(pick);
 }
 
-/// The checkpoint that completes a shard: SHARD_END when closed, else past its last record.
-pub fn done(cp: Option<Cp>, closed: bool, last: Option<u64>) -> bool {
+/// The checkpoint that completes a shard: SHARD_END when closed, else past its last record
+/// that must be delivered.
+pub fn done(cp: Option<Cp>, closed: bool, last: Option<crate::log::Pos>) -> bool {
     match (closed, cp, last) {
         (true, cp, _) => cp == Some(Cp::End),
         (false, _, None) => true,

@@ -1,39 +1,67 @@
-//! The simulated stream: shards over a hash range, records routed by hash to the open shard
-//! whose range holds it, sequence numbers growing over the whole stream, and resharding (a split
-//! closes a shard and opens two children; a merge closes two adjacent shards and opens one). Each
-//! instance reads it through a [`StreamView`] that injects throttles, expired iterators, errors,
-//! slow answers and outages.
+//! The simulated streams (the read stream, and a retry stream of its own): shards over a hash
+//! range, records routed by hash to the open shard whose range holds it, sequence numbers
+//! growing over the whole stream (a KPL aggregate's user records share one, with sub-sequence
+//! numbers), and resharding (a split closes a shard and opens two children; a merge closes two
+//! adjacent shards and opens one). Each instance reaches them through a
+//! [`StreamView`](crate::view::StreamView).
 
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
 use shardhost::lease::now_ms;
 use shardhost::record::Record;
-use shardhost::source::{
-    Call, ReadBatch, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource,
-};
-use tokio_util::sync::CancellationToken;
+use shardhost::source::StartPosition;
 
-use crate::faults::Faults;
-use crate::log::Log;
+use crate::log::{Log, Pos};
 use crate::params::Plan;
 
-struct Shard {
-    id: String,
-    parents: Vec<String>,
-    closed: bool,
+pub(crate) struct Shard {
+    pub(crate) id: String,
+    pub(crate) parents: Vec<String>,
+    pub(crate) closed: bool,
     /// Inclusive hash range.
     lo: u64,
     hi: u64,
-    records: Vec<Record>,
+    pub(crate) records: Vec<Record>,
 }
 
 /// The stream's state.
 pub struct Stream {
-    name: String,
-    shards: Mutex<Vec<Shard>>,
+    pub(crate) name: String,
+    pub(crate) shards: Mutex<Vec<Shard>>,
     next_seq: Mutex<u64>,
-    log: Arc<Mutex<Log>>,
+    /// The number of its first shard's id (shard ids are unique across the streams).
+    first_id: usize,
+    pub(crate) log: Arc<Mutex<Log>>,
+}
+
+/// A record's partition key: its hash, and for a KPL user record its place in the aggregate.
+fn key_of(hash: u64, sub: Option<u32>) -> String {
+    match sub {
+        Some(i) => format!("k{hash:x}.{i}"),
+        None => format!("k{hash:x}"),
+    }
+}
+
+/// The hash a partition key routes by (a KPL aggregate's, for its user records).
+fn hash_of(key: &str) -> u64 {
+    let hex = key.trim_start_matches('k');
+    u64::from_str_radix(hex.split('.').next().unwrap_or(hex), 16).unwrap_or(0)
+}
+
+/// A record's position as the log compares it.
+pub fn pos_of(record: &Record) -> Pos {
+    let seq = record.sequence_number.parse().unwrap_or(u64::MAX);
+    (seq, record.sub_sequence_number)
+}
+
+/// A record's data: its logical record's id.
+pub fn data_of(logical: u64) -> Vec<u8> {
+    logical.to_le_bytes().to_vec()
+}
+
+/// The logical record a record's data names.
+pub fn logical_of(data: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(data.get(..8)?.try_into().ok()?))
 }
 
 fn shard_id(n: usize) -> String {
@@ -41,17 +69,17 @@ fn shard_id(n: usize) -> String {
 }
 
 /// Sequence numbers: fixed width, so they also compare as text.
-fn seq_text(n: u64) -> String {
+pub(crate) fn seq_text(n: u64) -> String {
     format!("{n:021}")
 }
 
 impl Stream {
-    pub fn new(name: &str, shards: u32, log: Arc<Mutex<Log>>) -> Arc<Stream> {
+    pub fn new(name: &str, shards: u32, first_id: usize, log: Arc<Mutex<Log>>) -> Arc<Stream> {
         let n = u64::from(shards.max(1));
         let width = u64::MAX / n;
         let list: Vec<Shard> = (0..n)
             .map(|i| Shard {
-                id: shard_id(i as usize),
+                id: shard_id(first_id + i as usize),
                 parents: Vec::new(),
                 closed: false,
                 lo: width * i,
@@ -67,34 +95,75 @@ impl Stream {
             let mut l = log.lock().unwrap();
             for s in &list {
                 l.new_shard(&s.id, &[]);
+                if name == crate::params::RETRY_STREAM {
+                    l.retry_shards.insert(s.id.clone());
+                }
             }
         }
         Arc::new(Stream {
             name: name.to_owned(),
             shards: Mutex::new(list),
             next_seq: Mutex::new(1_000),
+            first_id,
             log,
         })
     }
 
-    /// Puts a record whose partition key hashes to `hash`.
-    pub fn put(&self, hash: u64, plan: Plan) {
+    /// Puts the producer's records `users` (logical id and plan each) under the hash `hash`:
+    /// one record, or a KPL aggregate of several (one sequence number, sub-sequence numbers).
+    pub fn put(&self, hash: u64, users: &[(u64, Plan)]) {
+        let aggregate = users.len() > 1;
         let mut shards = self.shards.lock().unwrap();
+        let (shard, seq) = self.place(&mut shards, hash);
+        let mut log = self.log.lock().unwrap();
+        for (i, &(logical, plan)) in users.iter().enumerate() {
+            let sub = aggregate.then_some(i as u32);
+            let record = self.record(key_of(hash, sub), seq, sub, data_of(logical));
+            let pos = pos_of(&record);
+            log.produced(
+                logical,
+                plan,
+                &shard.id,
+                pos,
+                record.approximate_arrival_timestamp,
+            );
+            shard.records.push(record);
+        }
+    }
+
+    /// Puts a retry copy (`data`: its envelope) of the logical record `logical`.
+    pub fn put_copy(&self, key: &str, data: Vec<u8>, logical: u64, attempt: u32) -> String {
+        let mut shards = self.shards.lock().unwrap();
+        let (shard, seq) = self.place(&mut shards, hash_of(key));
+        let record = self.record(key.to_owned(), seq, None, data);
+        let pos = pos_of(&record);
+        self.log
+            .lock()
+            .unwrap()
+            .put(&shard.id, pos, logical, attempt);
+        shard.records.push(record);
+        seq_text(seq)
+    }
+
+    /// The open shard that takes `hash`, and the next sequence number.
+    fn place<'s>(&self, shards: &'s mut [Shard], hash: u64) -> (&'s mut Shard, u64) {
         let shard = shards
             .iter_mut()
             .find(|s| !s.closed && s.lo <= hash && hash <= s.hi)
             .expect("the open shards cover the hash range");
         let mut next = self.next_seq.lock().unwrap();
         *next += 1 + hash % 3;
-        let seq = *next;
-        shard.records.push(Record {
-            partition_key: Arc::from(format!("k{hash:x}")),
+        (shard, *next)
+    }
+
+    fn record(&self, key: String, seq: u64, sub: Option<u32>, data: Vec<u8>) -> Record {
+        Record {
+            partition_key: Arc::from(key),
             sequence_number: seq_text(seq),
-            sub_sequence_number: 0,
+            sub_sequence_number: sub.unwrap_or(0),
             approximate_arrival_timestamp: now_ms(),
-            data: Vec::new(),
-        });
-        self.log.lock().unwrap().put(&shard.id, seq, plan);
+            data,
+        }
     }
 
     /// The open shards, by index.
@@ -115,7 +184,7 @@ impl Stream {
         let mut log = self.log.lock().unwrap();
         log.closed.insert(parent.clone());
         for (lo, hi) in [(lo, mid), (mid + 1, hi)] {
-            let id = shard_id(shards.len());
+            let id = shard_id(self.first_id + shards.len());
             log.new_shard(&id, std::slice::from_ref(&parent));
             shards.push(Shard {
                 id,
@@ -143,7 +212,7 @@ impl Stream {
         shards[j].closed = true;
         let parents = vec![shards[i].id.clone(), shards[j].id.clone()];
         let (lo, hi) = (shards[i].lo, shards[j].hi);
-        let id = shard_id(shards.len());
+        let id = shard_id(self.first_id + shards.len());
         let mut log = self.log.lock().unwrap();
         for p in &parents {
             log.closed.insert(p.clone());
@@ -162,7 +231,7 @@ impl Stream {
     }
 
     /// Where a reader opens: the index of the first record it hands out.
-    fn start_index(&self, shard: usize, start: &StartPosition) -> usize {
+    pub(crate) fn start_index(&self, shard: usize, start: &StartPosition) -> usize {
         let shards = self.shards.lock().unwrap();
         let records = &shards[shard].records;
         match start {
@@ -174,148 +243,5 @@ impl Stream {
             StartPosition::After(p) => records.partition_point(|r| r.position() <= *p),
             StartPosition::At(p) => records.partition_point(|r| r.position() < *p),
         }
-    }
-}
-
-/// One instance's way to the stream.
-pub struct StreamView {
-    pub stream: Arc<Stream>,
-    pub inc: u32,
-    pub faults: Arc<Faults>,
-    pub killed: CancellationToken,
-}
-
-impl StreamView {
-    /// Faults of one call; `Err` when it fails. A killed instance's calls never answer.
-    async fn enter(&self, what: &str, read: bool, call: Call) -> Result<(), SourceError> {
-        let f = self.faults.source(self.inc, what, read);
-        tokio::select! {
-            _ = tokio::time::sleep(f.delay) => {}
-            _ = self.killed.cancelled() => std::future::pending().await,
-        }
-        if self.killed.is_cancelled() {
-            std::future::pending::<()>().await;
-        }
-        if f.error {
-            return Err(SourceError::Service {
-                call,
-                source: "injected: the stream service is unavailable".into(),
-            });
-        }
-        if f.throttled {
-            return Err(SourceError::Throttled(call));
-        }
-        if f.expired {
-            return Err(SourceError::Service {
-                call,
-                source: "ExpiredIteratorException (injected; the reader reopens where it was)"
-                    .into(),
-            });
-        }
-        Ok(())
-    }
-
-    fn find(&self, shard_id: &str) -> Result<usize, SourceError> {
-        let shards = self.stream.shards.lock().unwrap();
-        shards
-            .iter()
-            .position(|s| s.id == shard_id)
-            .ok_or_else(|| SourceError::NoSuchShard {
-                stream: self.stream.name.clone(),
-                shard: shard_id.to_owned(),
-            })
-    }
-}
-
-#[async_trait]
-impl StreamSource for StreamView {
-    async fn ensure_stream(&self, _: &str, _: Option<u32>) -> Result<(), SourceError> {
-        Ok(())
-    }
-
-    async fn list_shards(&self, stream: &str) -> Result<Vec<ShardInfo>, SourceError> {
-        let call = Call::ListShards {
-            stream: stream.to_owned(),
-        };
-        self.enter("list", false, call).await?;
-        let shards = self.stream.shards.lock().unwrap();
-        Ok(shards
-            .iter()
-            .map(|s| ShardInfo {
-                shard_id: s.id.clone(),
-                parents: s.parents.clone(),
-                closed: s.closed,
-            })
-            .collect())
-    }
-
-    async fn open(
-        &self,
-        stream: &str,
-        shard_id: &str,
-        start: &StartPosition,
-    ) -> Result<Box<dyn ShardReader>, SourceError> {
-        let call = Call::OpenShard {
-            stream: stream.to_owned(),
-            shard: shard_id.to_owned(),
-        };
-        self.enter("open", false, call).await?;
-        let shard = self.find(shard_id)?;
-        let next = self.stream.start_index(shard, start);
-        Ok(Box::new(Reader {
-            view: StreamView {
-                stream: self.stream.clone(),
-                inc: self.inc,
-                faults: self.faults.clone(),
-                killed: self.killed.clone(),
-            },
-            shard,
-            shard_id: shard_id.to_owned(),
-            next,
-        }))
-    }
-
-    async fn put(&self, _: &str, _: &str, _: Vec<u8>) -> Result<String, SourceError> {
-        Err(SourceError::Service {
-            call: Call::Put {
-                stream: self.stream.name.clone(),
-            },
-            source: "the simulation's handler does not publish".into(),
-        })
-    }
-}
-
-/// A reader on one shard. An expired iterator is reopened where the reader was (as the Kinesis
-/// reader does), so it only costs a failed read.
-struct Reader {
-    view: StreamView,
-    shard: usize,
-    shard_id: String,
-    next: usize,
-}
-
-#[async_trait]
-impl ShardReader for Reader {
-    async fn read(&mut self, limit: usize) -> Result<ReadBatch, SourceError> {
-        let call = Call::ReadShard {
-            stream: self.view.stream.name.clone(),
-            shard: self.shard_id.clone(),
-        };
-        self.view.enter("read", true, call).await?;
-        let shards = self.view.stream.shards.lock().unwrap();
-        let shard = &shards[self.shard];
-        let end = (self.next + limit.max(1)).min(shard.records.len());
-        let records = shard.records[self.next..end].to_vec();
-        self.next = end;
-        let end_of_shard = shard.closed && end == shard.records.len();
-        let millis_behind_latest = match shard.records.get(end) {
-            Some(r) => Some(now_ms().saturating_sub(r.approximate_arrival_timestamp)),
-            None => Some(0),
-        };
-        Ok(ReadBatch {
-            records,
-            millis_behind_latest,
-            end_of_shard,
-        })
     }
 }

@@ -33,7 +33,10 @@ pub struct Table {
 pub fn cp_of(c: &Checkpoint) -> Cp {
     match c {
         Checkpoint::ShardEnd => Cp::End,
-        Checkpoint::At(p) => Cp::At(p.sequence_number().parse().unwrap_or(u64::MAX)),
+        Checkpoint::At(p) => Cp::At((
+            p.sequence_number().parse().unwrap_or(u64::MAX),
+            p.sub_sequence_number(),
+        )),
     }
 }
 
@@ -50,6 +53,18 @@ impl Table {
         let rows = self.rows.lock().unwrap();
         rows.iter()
             .map(|(k, r)| (k.shard_id.clone(), r.lease.checkpoint.as_ref().map(cp_of)))
+            .collect()
+    }
+
+    /// Each row's holder as the table knows it (the incarnation that took it, until a
+    /// release), its expiry (ms by the holder's clock) and checkpoint, by shard id.
+    pub fn holders(&self) -> HashMap<String, (Option<u32>, u64, Option<Cp>)> {
+        let rows = self.rows.lock().unwrap();
+        rows.iter()
+            .map(|(k, r)| {
+                let cp = r.lease.checkpoint.as_ref().map(cp_of);
+                (k.shard_id.clone(), (r.holder, r.lease.expiry_ms, cp))
+            })
             .collect()
     }
 
@@ -121,6 +136,8 @@ pub struct TableView {
     pub faults: Arc<Faults>,
     /// Fires when the instance is killed: its calls never answer (nor reach the table).
     pub killed: CancellationToken,
+    /// Fires when the instance is told to stop (gracefully).
+    pub stopping: CancellationToken,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -175,6 +192,42 @@ impl TableView {
             ))),
             other => other,
         }
+    }
+}
+
+impl TableView {
+    /// A lease given up (not on a stop, not handed off, not at SHARD_END) by a worker whose checkpoint write just
+    /// failed with a store error while the lease was still valid: the error ended the worker,
+    /// and what it handled since its last checkpoint is delivered again, where the write should
+    /// have been tried again while the lease is valid (as a renewal is).
+    fn released_after_store_error(&self, shard: &str) {
+        let mut log = self.table.log.lock().unwrap();
+        let now = log.now();
+        let Some(&at) = log.checkpoint_errors.get(&(self.inc, shard.to_owned())) else {
+            return;
+        };
+        // Near the lease's fence (the store failed renewals too; the next try, at most 2 s on,
+        // would come after it), the lease ends anyway.
+        let fence = log
+            .grants
+            .get(&(self.inc, shard.to_owned()))
+            .into_iter()
+            .flatten()
+            .filter(|(answered, _)| *answered <= now)
+            .map(|(_, sent)| sent + log.ttl_ms * 4 / 5)
+            .max()
+            .unwrap_or(0);
+        if now > at + 1000 || now + 2100 >= fence {
+            return;
+        }
+        let who = log.who(self.inc);
+        log.violate(
+            "released-after-store-error",
+            format!(
+                "shard {shard}: {who} released its lease {} ms after a checkpoint write failed with a store error, without being told to stop",
+                now - at
+            ),
+        );
     }
 }
 
@@ -250,19 +303,30 @@ impl LeaseStore for TableView {
         lease: &Lease,
         checkpoint: &Checkpoint,
     ) -> Result<Lease, LeaseError> {
-        self.call("checkpoint", true, |t, _| {
-            t.held_write(self.inc, lease, true, |row| {
-                row.checkpoint = Some(checkpoint.clone());
+        let written = self
+            .call("checkpoint", true, |t, _| {
+                t.held_write(self.inc, lease, true, |row| {
+                    row.checkpoint = Some(checkpoint.clone());
+                })
             })
-        })
-        .await
+            .await;
+        if let Err(LeaseError::Store(_)) = &written {
+            let mut log = self.table.log.lock().unwrap();
+            let now = log.now();
+            log.checkpoint_errors
+                .insert((self.inc, lease.key.shard_id.clone()), now);
+        }
+        written
     }
 
     async fn mark_opened(&self, lease: &Lease, at_ms: u64) -> Result<Lease, LeaseError> {
         self.call("mark_opened", true, |t, _| {
-            t.held_write(self.inc, lease, true, |row| {
+            let marked = t.held_write(self.inc, lease, true, |row| {
                 row.opened_ms.get_or_insert(at_ms);
-            })
+            })?;
+            let shard = lease.key.shard_id.clone();
+            t.log.lock().unwrap().marked.insert(shard);
+            Ok(marked)
         })
         .await
     }
@@ -276,6 +340,16 @@ impl LeaseStore for TableView {
 
     async fn release(&self, lease: &Lease) -> Result<(), LeaseError> {
         let reserve = lease.handoff_to.is_some();
+        let ended = self
+            .table
+            .rows
+            .lock()
+            .unwrap()
+            .get(&lease.key)
+            .is_some_and(|r| r.lease.checkpoint == Some(Checkpoint::ShardEnd));
+        if !reserve && !ended && !self.stopping.is_cancelled() {
+            self.released_after_store_error(&lease.key.shard_id);
+        }
         self.call("release", true, |t, _| {
             t.held_write(self.inc, lease, true, |row| {
                 row.owner = None;
