@@ -177,7 +177,7 @@ pub enum CallError {
 }
 
 fn short(version: &str) -> &str {
-    crate::wasm::short_version(version)
+    crate::version::short_version(version)
 }
 
 impl CallError {

@@ -40,6 +40,7 @@ mod publish;
 mod replay;
 mod settle;
 mod supervisor;
+mod version;
 mod wasm;
 
 pub use config::Config;

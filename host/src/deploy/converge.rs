@@ -12,7 +12,7 @@ use crate::fleet::{Fleet, FleetError};
 use crate::handler::{HandlerFactory, Swapped};
 use crate::lease::Desired;
 use crate::status::fleet::Refusal;
-use crate::wasm::short_version;
+use crate::version::short_version;
 
 /// What a subscription runs, for the heartbeat: version, fleet generation, refusal.
 pub type FleetState = (String, u64, Option<Refusal>);

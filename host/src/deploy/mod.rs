@@ -26,7 +26,8 @@ use crate::handler::{HandlerFactory, HandlerSlot, Swapped};
 use crate::lease::Desired;
 use crate::metrics::Metrics;
 use crate::status::fleet::Refusal;
-use crate::wasm::{HandlerComponent, LoadError, Runtime, Urgency, short_version, version_of};
+use crate::version::{short_version, version_of};
+use crate::wasm::{HandlerComponent, LoadError, Runtime, Urgency};
 
 /// Why a swap did not happen. The old handler keeps serving.
 #[derive(Debug, thiserror::Error)]

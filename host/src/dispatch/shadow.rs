@@ -188,7 +188,7 @@ impl Run<'_> {
         };
         let span = tracing::info_span!(
             "shadow",
-            version = crate::wasm::short_version(&shadow.version())
+            version = crate::version::short_version(&shadow.version())
         );
         crate::shadow::pool::handle().spawn(task.run(rx).instrument(span));
         self.shadow = ShadowLink {

@@ -22,7 +22,8 @@ use crate::source::kinesis::KinesisStreams;
 use crate::source::memory::MemoryStreams;
 use crate::status::StatusBoard;
 use crate::status::fleet::Refusal;
-use crate::wasm::{HandlerComponent, Runtime, short_version, version_of};
+use crate::version::{short_version, version_of};
+use crate::wasm::{HandlerComponent, Runtime};
 
 /// The handler a subscription starts with, and the fleet state it starts in.
 struct Start {
