@@ -24,7 +24,7 @@ pub struct CallContext {
     pub metrics: Option<Arc<crate::metrics::Metrics>>,
     /// What the guest may still write to the log: one budget per shard worker, shared by every
     /// instance it makes, so a fresh instance (bisecting, a replaced one) never resets it.
-    pub log_budget: crate::wasm::LogBudget,
+    pub log_budget: crate::log_budget::LogBudget,
     /// Where a version on trial records what it would have done (`replay`): its publishes,
     /// seeks, HTTP requests and state writes are recorded there, never performed. None: live.
     pub effects: Option<Arc<crate::effects::Effects>>,

@@ -35,6 +35,7 @@ mod dispatch;
 mod envelope;
 mod feed;
 mod fleet;
+mod log_budget;
 mod metrics;
 mod publish;
 mod replay;

@@ -15,7 +15,6 @@ mod http;
 mod imports;
 mod instance;
 mod limits;
-mod log_budget;
 mod runtime_noise;
 mod state;
 mod ticker;
@@ -30,6 +29,7 @@ use wasmtime::{Config, Engine};
 use crate::config::{HostConfig, Limits, WasiGrants, defaults};
 use crate::effects::Effects;
 use crate::handler::{CallContext, CallError, Handler, HandlerFactory};
+use crate::log_budget::LogBudget;
 use crate::version::version_of;
 pub use cache::{CacheDir, human_bytes};
 use compile::Compiler;
@@ -38,7 +38,6 @@ pub(crate) use compile::lower_priority;
 pub use imports::HostState;
 use instance::InstanceSpec;
 pub use instance::{InstantiateError, WasmInstance};
-pub use log_budget::LogBudget;
 use ticker::Ticker;
 
 /// The world every handler component implements.
