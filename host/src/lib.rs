@@ -17,6 +17,7 @@ pub mod lease;
 pub mod record;
 pub mod shadow;
 pub mod signing;
+pub mod slot;
 pub mod source;
 pub mod state;
 pub mod status;

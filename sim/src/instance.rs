@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use shardhost::config::StartAt;
-use shardhost::handler::HandlerSlot;
+use shardhost::slot::HandlerSlot;
 use shardhost::status::StatusBoard;
 use shardhost::testing::envelope::EnvelopeKey;
 use shardhost::testing::{Coordinator, LeaseSettings, SubscriptionPlan};

@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use super::{Applied, DeployError, Deployer, Target};
 use crate::fleet::{Fleet, FleetError};
-use crate::handler::{HandlerFactory, Swapped};
+use crate::handler::HandlerFactory;
 use crate::lease::Desired;
+use crate::slot::Swapped;
 use crate::status::fleet::Refusal;
 use crate::version::short_version;
 

@@ -40,12 +40,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{RetryPolicy, StartAt};
-use crate::handler::{CallContext, Handler, HandlerFactory, HandlerSlot};
+use crate::handler::{CallContext, Handler, HandlerFactory};
 use crate::lease::{Checkpoint, Lease, LeaseError, LeaseHandle, LeaseKey, LeaseRows, now_ms};
 use crate::metrics::{Metrics, ShardMetrics};
 use crate::publish::Publisher;
 use crate::record::{BatchInfo, Outcome, Position, Record};
 use crate::settle::Tracker;
+use crate::slot::HandlerSlot;
 use crate::source::{SourceError, StartPosition, StreamSource};
 use crate::status::{ShardCell, ShardState, StatusBoard};
 use interrupt::Interrupts;
