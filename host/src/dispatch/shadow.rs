@@ -236,7 +236,7 @@ impl Task {
         };
         self.shadow.stats.count(compared);
         let subscription = &self.env.ctx.subscription;
-        self.metrics.shadow_record(subscription, compared);
+        self.metrics.shadow_record(subscription, compared.name());
         let (now, then) = match compared {
             Compared::Agree | Compared::Skipped => return,
             Compared::Differ(now, then) => (now, then),
