@@ -351,7 +351,7 @@ impl Runtime {
             .iter()
             .map(|(k, v)| (k.clone(), v.value.clone()))
             .collect();
-        let state = wasi.state.as_ref().map(|grant| state::StateAccess {
+        let state = wasi.state.as_ref().map(|grant| state::access::StateAccess {
             store: self.stores.of(grant),
             trial_store: self.stores.trial_of(grant),
             grant: Arc::new(grant.clone()),
