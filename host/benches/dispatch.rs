@@ -101,7 +101,7 @@ fn drain_shadowed(
     batch: usize,
     call_batch: usize,
 ) -> (f64, u64, u64) {
-    let slot = Arc::new(shardhost::handler::HandlerSlot::new(factory));
+    let slot = Arc::new(shardhost::slot::HandlerSlot::new(factory));
     if let Some(candidate) = shadow {
         let shadow = shardhost::shadow::Shadow::new(candidate, Vec::new());
         slot.set_shadow(Some(Arc::new(shadow)));

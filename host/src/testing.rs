@@ -7,7 +7,8 @@ pub use crate::coordinator::{Coordinator, LeaseSettings};
 pub use crate::dispatch::{InFlight, SubscriptionPlan};
 pub use crate::fleet::{Fleet, Sign};
 pub use crate::source::memory::{MemoryStreams, hash_key};
-pub use crate::wasm::{Runtime, version_of};
+pub use crate::version::version_of;
+pub use crate::wasm::Runtime;
 
 /// Retry copies and dead letters as they are written.
 pub mod envelope {

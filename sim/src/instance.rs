@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use shardhost::handler::HandlerSlot;
+use shardhost::slot::HandlerSlot;
 use shardhost::status::StatusBoard;
 use shardhost::testing::envelope::EnvelopeKeys;
 use shardhost::testing::{Coordinator, LeaseSettings, SubscriptionPlan};

@@ -57,7 +57,7 @@ pub fn cache(args: &CacheArgs) -> Result<(), CliError> {
                 let ago = now.duration_since(e.last_used).unwrap_or_default();
                 println!(
                     "{:<14}{:>12}  {} ({} ago)",
-                    crate::wasm::short_version(&e.version),
+                    crate::version::short_version(&e.version),
                     human_bytes(e.bytes),
                     humantime::format_rfc3339_seconds(e.last_used),
                     humantime::format_duration(std::time::Duration::from_secs(ago.as_secs()))

@@ -11,7 +11,7 @@ use crate::fleet::{CanaryPlan, Sign};
 use crate::lease::RolloutState;
 use crate::source::StreamSource;
 use crate::source::kinesis::KinesisStreams;
-use crate::wasm::short_version;
+use crate::version::short_version;
 
 /// `10%` or `2.5%` as per mille (1 to 999).
 pub fn share(text: &str) -> Result<u32, String> {
@@ -51,7 +51,7 @@ pub async fn start(config: &Config, args: CanaryArgs<'_>) -> Result<(), CliError
         None => Sign::No,
     };
     // A fleet that would refuse it is told so before anything of the bytes runs here.
-    let version = crate::wasm::version_of(&args.bytes);
+    let version = crate::version::version_of(&args.bytes);
     fleet.signs_trial(&s.name, "a rollout", &version, &sign)?;
     super::fleet::validate_here(config, s, args.file, &args.bytes).await?;
     let shards = open_shards(config, s).await?;

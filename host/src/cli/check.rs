@@ -7,7 +7,8 @@ use crate::envelope::EnvelopeKey;
 use crate::envelope::key::KeyError;
 use crate::feed;
 use crate::lease::{LeaseKey, LeaseRows};
-use crate::wasm::{Runtime, short_version};
+use crate::version::short_version;
+use crate::wasm::Runtime;
 
 use super::{CheckProblem, CliError};
 

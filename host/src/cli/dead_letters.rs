@@ -228,7 +228,7 @@ fn text(l: &Letter) -> String {
         h.reason.as_deref().unwrap_or("?"),
         h.handler_version
             .as_deref()
-            .map_or("?", |v| crate::wasm::short_version(v)),
+            .map_or("?", |v| crate::version::short_version(v)),
         data
     )
 }

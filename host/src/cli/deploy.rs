@@ -20,7 +20,7 @@ use crate::fleet::{FleetError, Intent, Sign};
 use crate::lease::new_id;
 use crate::signing::{Scope, SignKey, Statement, TrustedKeys};
 use crate::status::fleet::DesiredReport;
-use crate::wasm::{short_version, version_of};
+use crate::version::{short_version, version_of};
 use hyper::StatusCode;
 
 #[derive(Args, Debug)]

@@ -10,7 +10,7 @@ use crate::config::{Config, SubscriptionConfig};
 use crate::fleet::Fleet;
 use crate::lease::now_ms;
 use crate::status::fleet::{FleetReport, Rollout};
-use crate::wasm::short_version;
+use crate::version::short_version;
 
 /// How often `--wait` looks again.
 const WAIT_STEP: Duration = Duration::from_millis(500);

@@ -243,7 +243,7 @@ async fn call_in_batches(
         }
         // Guest log lines the call lost to the budget are said once per call, as a host does
         // once per batch.
-        budget.report(crate::wasm::short_version(&version));
+        budget.report(crate::version::short_version(&version));
     }
     Ok(totals)
 }

@@ -118,7 +118,7 @@ async fn current_of(
     let bytes = fleet.fetch(&sub.name, &desired.component).await?;
     let name = format!(
         "the fleet's version {} (generation {})",
-        crate::wasm::short_version(&desired.component.version),
+        crate::version::short_version(&desired.component.version),
         desired.generation
     );
     tracing::info!(subscription = %sub.name, "comparing with {name}");

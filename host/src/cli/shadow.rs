@@ -9,7 +9,7 @@ use super::fleet::{FleetSource, subscription, who};
 use crate::config::Config;
 use crate::fleet::Sign;
 use crate::signing::SignKey;
-use crate::wasm::{short_version, version_of};
+use crate::version::{short_version, version_of};
 
 /// What is asked of the fleet's shadow.
 pub struct FleetShadowArgs<'a> {

@@ -17,6 +17,7 @@ use tokio::task::JoinError;
 use tokio_util::sync::CancellationToken;
 
 use crate::dispatch::{SubscriptionPlan, WorkerExit};
+use crate::handler::CallError;
 use crate::lease::{KeepAlive, LeaseStore, now_ms};
 use crate::source::StreamSource;
 use crate::status::{Failure, StatusBoard};
@@ -53,7 +54,9 @@ impl Coordinator {
     /// A failed worker stops the subscription the same way and answers why.
     pub async fn run(self, stop: CancellationToken) -> Result<(), TaskFailed> {
         let mut s = Shards::default();
-        self.plan.metrics.subscription_started(&self.plan.name);
+        self.plan
+            .metrics
+            .subscription_started(&self.plan.name, &CallError::KINDS);
         let mut list = tokio::time::interval(self.timings.list_every);
         // What this coordinator added to the subscription's leases-held gauge (a subscription
         // with a retry stream of its own has two coordinators adding to it).

@@ -12,7 +12,7 @@ use crate::fleet::Fleet;
 use crate::handler::HandlerFactory;
 use crate::lease::{Rollout, RolloutState};
 use crate::status::fleet::{CanaryArms, Refusal};
-use crate::wasm::short_version;
+use crate::version::short_version;
 
 impl Deployer {
     /// Reads `subscription`'s rollout row and follows it. Answers the rollout read when it is

@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use super::{Applied, DeployError, Deployer, Target};
 use crate::fleet::{Fleet, FleetError};
-use crate::handler::{HandlerFactory, Swapped};
+use crate::handler::HandlerFactory;
 use crate::lease::Desired;
+use crate::slot::Swapped;
 use crate::status::fleet::Refusal;
-use crate::wasm::short_version;
+use crate::version::short_version;
 
 /// What a subscription runs, for the heartbeat: version, fleet generation, refusal.
 pub type FleetState = (String, u64, Option<Refusal>);

@@ -22,11 +22,13 @@ use tokio::sync::Notify;
 use crate::config::{Limits, SubscriptionConfig, WasiGrants};
 use crate::fleet::last_ran::{Kept, LastRan};
 use crate::fleet::{Fleet, FleetError, Sign};
-use crate::handler::{HandlerFactory, HandlerSlot, Swapped};
+use crate::handler::HandlerFactory;
 use crate::lease::Desired;
 use crate::metrics::Metrics;
+use crate::slot::{HandlerSlot, Swapped};
 use crate::status::fleet::Refusal;
-use crate::wasm::{HandlerComponent, LoadError, Runtime, Urgency, short_version, version_of};
+use crate::version::{short_version, version_of};
+use crate::wasm::{HandlerComponent, LoadError, Runtime, Urgency};
 
 /// Why a swap did not happen. The old handler keeps serving.
 #[derive(Debug, thiserror::Error)]

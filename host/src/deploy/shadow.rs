@@ -9,7 +9,7 @@ use crate::fleet::Sign;
 use crate::handler::HandlerFactory;
 use crate::shadow::Shadow;
 use crate::status::fleet::Refusal;
-use crate::wasm::short_version;
+use crate::version::short_version;
 
 /// A shadow set: the candidate's version, the current one, and the shadow it replaced.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,7 +32,7 @@ impl Deployer {
         if let Some(link) = &self.fleet {
             // Through the admin API a shadow is not signed: a fleet with trusted keys refuses
             // it before anything of the bytes runs (sign it with `--config … --sign-key`).
-            let version = crate::wasm::version_of(bytes);
+            let version = crate::version::version_of(bytes);
             link.fleet
                 .signs_trial(subscription, "a shadow", &version, &Sign::No)?;
         }

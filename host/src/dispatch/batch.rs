@@ -13,7 +13,7 @@ use super::lane::{Answer, Lane, LaneEnv};
 use super::retry::Delivery;
 use super::{Run, Settled};
 use crate::record::{Outcome, Position, Record};
-use crate::wasm::short_version;
+use crate::version::short_version;
 
 /// What the batch keeps about each record while the lanes run.
 pub(super) struct Meta {

@@ -8,7 +8,7 @@
 
 use super::{Run, WorkerExit};
 use crate::status::ShardState;
-use crate::wasm::short_version;
+use crate::version::short_version;
 
 impl Run<'_> {
     /// How many records the next read may ask for: the subscription's read limit, less what

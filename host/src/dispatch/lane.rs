@@ -12,7 +12,7 @@ use super::interrupt::Interrupts;
 use crate::handler::{CallContext, CallError, Handler, HandlerFactory, outcomes_per_record};
 use crate::metrics::{Metrics, ShardMetrics};
 use crate::record::{BatchInfo, Outcome, Position, Record};
-use crate::wasm::short_version;
+use crate::version::short_version;
 
 /// How long a stop lets a call in flight go on before ending it (the call's own timeout may
 /// end it sooner).

@@ -151,7 +151,7 @@ impl ShardWorker {
             publisher: plan.publisher.clone(),
             delivered: Some(Arc::default()),
             metrics: Some(plan.metrics.clone()),
-            log_budget: crate::wasm::LogBudget::default(),
+            log_budget: crate::log_budget::LogBudget::default(),
             effects: None,
         };
         ShardWorker {

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use super::OutcomeTap;
 use crate::config::{RetryPolicy, StartAt};
-use crate::handler::HandlerSlot;
 use crate::lease::{LeaseKey, LeaseRows};
 use crate::metrics::Metrics;
 use crate::publish::Publisher;
+use crate::slot::HandlerSlot;
 
 /// What a subscription's shard workers share.
 pub struct SubscriptionPlan {

@@ -14,7 +14,7 @@ use crate::envelope::Origin;
 use crate::handler::CallError;
 use crate::record::{Outcome, Position, Record};
 use crate::settle::Ticket;
-use crate::wasm::short_version;
+use crate::version::short_version;
 
 /// A record as delivered to this subscription: its ticket in the shard's tracker, which
 /// attempt this is, and where a retry copy was first read.

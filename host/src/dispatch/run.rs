@@ -14,7 +14,7 @@ use super::retry::Delayed;
 use super::{Run, WorkerExit};
 use crate::record::{Position, Record};
 use crate::source::{ReadBatch, ShardReader, SourceError, StartPosition};
-use crate::wasm::short_version;
+use crate::version::short_version;
 
 /// The longest wait between failed reads of a shard.
 pub(super) const MAX_READ_BACKOFF: Duration = Duration::from_secs(10);

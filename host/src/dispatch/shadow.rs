@@ -188,7 +188,7 @@ impl Run<'_> {
         };
         let span = tracing::info_span!(
             "shadow",
-            version = crate::wasm::short_version(&shadow.version())
+            version = crate::version::short_version(&shadow.version())
         );
         crate::shadow::pool::handle().spawn(task.run(rx).instrument(span));
         self.shadow = ShadowLink {
@@ -236,7 +236,7 @@ impl Task {
         };
         self.shadow.stats.count(compared);
         let subscription = &self.env.ctx.subscription;
-        self.metrics.shadow_record(subscription, compared);
+        self.metrics.shadow_record(subscription, compared.name());
         let (now, then) = match compared {
             Compared::Agree | Compared::Skipped => return,
             Compared::Differ(now, then) => (now, then),

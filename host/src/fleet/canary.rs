@@ -46,7 +46,7 @@ impl Fleet {
             subscription: subscription.to_owned(),
             why,
         };
-        let version = crate::wasm::version_of(bytes);
+        let version = crate::version::version_of(bytes);
         self.signs_trial(subscription, "a rollout", &version, sign)?;
         AbortOn::parse(plan.abort_on).map_err(|e| refused(format!("--abort-on: {e}")))?;
         self.fits(subscription, bytes.len())?;
@@ -57,7 +57,7 @@ impl Fleet {
         {
             return Err(refused(format!(
                 "a rollout of {} is running (started by {}); wait for its decision",
-                crate::wasm::short_version(&r.version),
+                crate::version::short_version(&r.version),
                 r.started_by
             )));
         }

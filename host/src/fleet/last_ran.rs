@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::lease::Desired;
 use crate::signing::Signed;
-use crate::wasm::version_of;
+use crate::version::version_of;
 
 /// What a kept version was, when it was desired.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -43,7 +43,7 @@ use crate::lease::{BadRow, Desired, DynamoLeaseStore, LeaseError, Seen, StoredCo
 use crate::metrics::Metrics;
 pub use crate::signing::Intent;
 use crate::signing::{SignKey, TrustedKeys, Untrusted};
-use crate::wasm::{short_version, version_of};
+use crate::version::{short_version, version_of};
 pub use trust::{rollout_statement, shadow_statement, vouch_previous, vouch_shadow};
 
 /// Why a fleet deploy, rollback or fetch did not happen, or a desired version is not run.

@@ -5,7 +5,7 @@
 use super::{Fleet, FleetError, Intent, Sign};
 use crate::lease::{Desired, MAX_GENERATION, Seen, SetDesired, StoredComponent, new_id, now_ms};
 use crate::signing::{Signed, Untrusted};
-use crate::wasm::{short_version, version_of};
+use crate::version::{short_version, version_of};
 
 /// How many times a deploy reads the desired row again when another deploy wrote it meanwhile.
 const CONFLICT_RETRIES: u32 = 5;

@@ -32,7 +32,7 @@ impl Fleet {
         sign: &Sign<'_>,
     ) -> Result<FleetShadow, FleetError> {
         self.fits(subscription, bytes.len())?;
-        let version = crate::wasm::version_of(bytes);
+        let version = crate::version::version_of(bytes);
         self.signs_trial(subscription, "a shadow", &version, sign)?;
         let stored = self.store_bytes(subscription, bytes).await?;
         let mut shadow = FleetShadow {

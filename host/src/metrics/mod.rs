@@ -224,17 +224,17 @@ impl Metrics {
             .inc();
     }
 
-    /// Makes a subscription's failure counters and its leases gauge exist at 0 from its
-    /// start, so that `increase()` over them sees the first failure and a dashboard shows 0
-    /// rather than no data.
-    pub fn subscription_started(&self, subscription: &str) {
+    /// Makes a subscription's failure counters (one per kind in `trap_kinds`) and its leases
+    /// gauge exist at 0 from its start, so that `increase()` over them sees the first failure
+    /// and a dashboard shows 0 rather than no data.
+    pub fn subscription_started(&self, subscription: &str, trap_kinds: &[&'static str]) {
         let labels = SubscriptionLabels {
             subscription: subscription.to_owned(),
         };
         let _ = self.renewal_failures.get_or_create(&labels);
         let _ = self.checkpoint_failures.get_or_create(&labels);
         let _ = self.leases_held.get_or_create(&labels);
-        for kind in crate::handler::CallError::KINDS {
+        for &kind in trap_kinds {
             let _ = self.traps.get_or_create(&TrapLabels {
                 subscription: subscription.to_owned(),
                 kind,

@@ -7,7 +7,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 use super::Metrics;
-use crate::shadow::Compared;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RecordLabels {
@@ -46,15 +45,9 @@ impl ShadowFamilies {
 }
 
 impl Metrics {
-    /// Counts one record a shadow compared.
-    pub fn shadow_record(&self, subscription: &str, compared: Compared) {
-        let result = match compared {
-            Compared::Agree => "agree",
-            Compared::Differ(..) => "differ",
-            Compared::Trapped => "trapped",
-            Compared::TimedOut => "timed-out",
-            Compared::Skipped => "skipped",
-        };
+    /// Counts one record a shadow compared, by its `result` (`agree`, `differ`, `trapped`,
+    /// `timed-out` or `skipped`).
+    pub fn shadow_record(&self, subscription: &str, result: &'static str) {
         let labels = RecordLabels {
             subscription: subscription.to_owned(),
             result,

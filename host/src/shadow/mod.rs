@@ -114,6 +114,19 @@ pub enum Compared {
     Skipped,
 }
 
+impl Compared {
+    /// Its name in metrics: `agree`, `differ`, `trapped`, `timed-out` or `skipped`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compared::Agree => "agree",
+            Compared::Differ(..) => "differ",
+            Compared::Trapped => "trapped",
+            Compared::TimedOut => "timed-out",
+            Compared::Skipped => "skipped",
+        }
+    }
+}
+
 /// A shadow's counts since it was set.
 #[derive(Default)]
 pub struct ShadowStats {

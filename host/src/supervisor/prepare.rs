@@ -13,16 +13,18 @@ use crate::envelope::EnvelopeKeys;
 use crate::feed::{self, FeedRecord};
 use crate::fleet::last_ran::{Kept, LastRan};
 use crate::fleet::{Fleet, FleetError, FleetPolicy};
-use crate::handler::{HandlerFactory, HandlerSlot};
+use crate::handler::HandlerFactory;
 use crate::lease::Desired;
 use crate::metrics::Metrics;
 use crate::publish::Publisher;
+use crate::slot::HandlerSlot;
 use crate::source::StreamSource;
 use crate::source::kinesis::KinesisStreams;
 use crate::source::memory::MemoryStreams;
 use crate::status::StatusBoard;
 use crate::status::fleet::Refusal;
-use crate::wasm::{HandlerComponent, Runtime, short_version, version_of};
+use crate::version::{short_version, version_of};
+use crate::wasm::{HandlerComponent, Runtime};
 
 /// The handler a subscription starts with, and the fleet state it starts in.
 struct Start {

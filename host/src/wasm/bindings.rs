@@ -56,7 +56,7 @@ wasmtime::component::bindgen!({
     exports: { default: async },
     with: {
         "shardhost:handler/types@0.1.2": crate::wasm::bindings::types,
-        "wasi:keyvalue/store.bucket": crate::wasm::state::Bucket,
+        "wasi:keyvalue/store.bucket": crate::wasm::state::access::Bucket,
     },
 });
 

@@ -16,10 +16,10 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
 use super::bindings::Level;
-use super::log_budget::{LogBudget, Take, report_dropped};
 use super::runtime_noise::{Noise, Said};
-use super::short_version;
 use crate::handler::CallContext;
+use crate::log_budget::{LogBudget, Take, report_dropped};
+use crate::version::short_version;
 
 /// The longest guest log line kept, in bytes; longer ones are cut (and say so).
 pub const MAX_LOG_LINE: usize = 4096;

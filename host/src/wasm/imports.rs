@@ -16,7 +16,7 @@ use super::bindings::{Host, Level};
 use super::guest_log::{GuestLog, Stdio};
 use super::http::{HttpGate, HttpHooks};
 use super::limits::{InstanceLimiter, MAX_HOST_RESOURCES, MemoryBudget};
-use super::state::StateAccess;
+use super::state::access::StateAccess;
 use crate::handler::CallContext;
 
 /// What the guest's calls into the host see.

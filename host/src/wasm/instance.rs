@@ -193,7 +193,7 @@ impl WasmInstance {
         // `unreachable`, a wasm backtrace) only at debug then: it is the same on every record.
         match self.store.data().log.guest_reason() {
             Some(reason) => {
-                tracing::debug!(handler = %super::short_version(&version), "the trap behind the handler's failure: {cause}");
+                tracing::debug!(handler = %crate::version::short_version(&version), "the trap behind the handler's failure: {cause}");
                 CallError::Trap {
                     version,
                     message: reason.text,

@@ -15,7 +15,6 @@ mod http;
 mod imports;
 mod instance;
 mod limits;
-mod log_budget;
 mod runtime_noise;
 mod state;
 mod ticker;
@@ -23,7 +22,6 @@ mod ticker;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Linker};
 use wasmtime::error::Context as _;
 use wasmtime::{Config, Engine};
@@ -31,6 +29,8 @@ use wasmtime::{Config, Engine};
 use crate::config::{HostConfig, Limits, WasiGrants, defaults};
 use crate::effects::Effects;
 use crate::handler::{CallContext, CallError, Handler, HandlerFactory};
+use crate::log_budget::LogBudget;
+use crate::version::version_of;
 pub use cache::{CacheDir, human_bytes};
 use compile::Compiler;
 pub use compile::Urgency;
@@ -38,7 +38,6 @@ pub(crate) use compile::lower_priority;
 pub use imports::HostState;
 use instance::InstanceSpec;
 pub use instance::{InstantiateError, WasmInstance};
-pub use log_budget::LogBudget;
 use ticker::Ticker;
 
 /// The world every handler component implements.
@@ -352,7 +351,7 @@ impl Runtime {
             .iter()
             .map(|(k, v)| (k.clone(), v.value.clone()))
             .collect();
-        let state = wasi.state.as_ref().map(|grant| state::StateAccess {
+        let state = wasi.state.as_ref().map(|grant| state::access::StateAccess {
             store: self.stores.of(grant),
             trial_store: self.stores.trial_of(grant),
             grant: Arc::new(grant.clone()),
@@ -431,21 +430,6 @@ fn hint(imports: &[String]) -> &'static str {
     }
 }
 
-/// A handler's version: the sha256 of its bytes, in hex.
-pub fn version_of(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
-
-/// The first 12 hex digits of a version, for logs and reports: its first 12 characters, cut at
-/// a character boundary (a version read from the table or a record may be any text).
-pub fn short_version(version: &str) -> &str {
-    let end = version
-        .char_indices()
-        .nth(12)
-        .map_or(version.len(), |(at, _)| at);
-    &version[..end]
-}
-
 /// One validated handler component, ready to instantiate.
 pub struct HandlerComponent {
     /// Checked against the world: its instances have the `handle` export the WIT says.
@@ -479,22 +463,6 @@ impl HandlerFactory for HandlerComponent {
 #[cfg(test)]
 mod tests {
     use super::provided;
-
-    #[test]
-    fn a_short_version_is_twelve_characters_cut_at_a_character_boundary() {
-        let short = super::short_version;
-        assert_eq!(short(&"ab".repeat(32)), "abababababab");
-        assert_eq!(short("abc"), "abc");
-        assert_eq!(short(""), "");
-        // Byte 12 falls inside `é`, `€`, `🦀`: each is kept whole, never split (a panic before).
-        assert_eq!(short("aaaaaaaaaaaé-rest"), "aaaaaaaaaaaé");
-        assert_eq!(short(&"é".repeat(40)), "é".repeat(12));
-        assert_eq!(short(&"€".repeat(5)), "€€€€€");
-        assert_eq!(
-            short(&format!("a{}", "🦀".repeat(20))),
-            format!("a{}", "🦀".repeat(11))
-        );
-    }
 
     #[test]
     fn the_host_gives_wasi_0_2_outgoing_http_config_and_its_own_interface_and_nothing_else() {

@@ -6,9 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shardhost::config::StartAt;
-use shardhost::handler::{CallContext, CallError, Handler, HandlerFactory, HandlerSlot};
+use shardhost::handler::{CallContext, CallError, Handler, HandlerFactory};
 use shardhost::lease::{LeaseStore, MemoryLeaseStore};
 use shardhost::record::{BatchInfo, BatchOutcome, Outcome, Record};
+use shardhost::slot::HandlerSlot;
 use shardhost::source::StreamSource;
 use shardhost::status::StatusBoard;
 use shardhost::testing::{Coordinator, InFlight, LeaseSettings, MemoryStreams, SubscriptionPlan};

@@ -18,31 +18,13 @@ use wasmtime::component::Resource;
 
 use super::bindings::wasi::keyvalue::store;
 use super::imports::HostState;
-use crate::config::StateGrant;
 use crate::state::{MAX_KEY, MAX_MANY, MAX_VALUE, Meter, StateStore, StoreError};
 
+pub(super) mod access;
 mod many;
 mod refusals;
 
-use refusals::Refusals;
-
-/// An open bucket: the prefix its keys are stored under.
-pub struct Bucket {
-    name: String,
-    prefix: String,
-}
-
-/// A subscription's state: its grant, the store the grant names, and the log of refused
-/// buckets.
-#[derive(Clone)]
-pub(super) struct StateAccess {
-    pub(super) grant: Arc<StateGrant>,
-    pub(super) store: Arc<dyn StateStore>,
-    /// What an instance on trial reads through (under its run's overlay): the same state, with
-    /// permits of its own (`Stores::trial_of`).
-    pub(super) trial_store: Arc<dyn StateStore>,
-    pub(super) refusals: Arc<Refusals>,
-}
+use access::Bucket;
 
 pub(super) type Answer<T> = wasmtime::Result<Result<T, store::Error>>;
 

@@ -31,7 +31,7 @@ pub struct Dropped {
 
 /// What [`LogBudget::take`] decides for one line.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Take {
+pub(crate) enum Take {
     /// Write it; first say what was dropped before it, when that is due (a run of drops is
     /// said at the end of its batch, or every [`SAY_DROPPED_EVERY`] while it goes on).
     Write(Dropped),
@@ -75,7 +75,7 @@ impl LogBudget {
     }
 
     /// Whether a line of `len` bytes may be written at `now`.
-    pub(super) fn take(&self, len: usize, now: Instant) -> Take {
+    pub(crate) fn take(&self, len: usize, now: Instant) -> Take {
         let mut b = self.lock();
         let secs = now.saturating_duration_since(b.at).as_secs_f64();
         b.lines =
@@ -117,7 +117,7 @@ impl LogBudget {
 }
 
 /// Says in the log what a shard's guest log budget dropped (when it dropped anything).
-pub(super) fn report_dropped(dropped: Dropped, handler: &str) {
+pub(crate) fn report_dropped(dropped: Dropped, handler: &str) {
     if dropped.lines == 0 {
         return;
     }
