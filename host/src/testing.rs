@@ -20,6 +20,6 @@ pub mod envelope {
 pub mod kinesis_api {
     pub use crate::source::kinesis::api::{
         ApiError, ApiErrorKind, GotRecords, IteratorAt, KinesisApi, ShardEvent, ShardEvents,
-        open_fan_out, open_polling,
     };
+    pub use crate::source::kinesis::{open_fan_out, open_polling};
 }

@@ -23,9 +23,13 @@ use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::{PutRecordsRequestEntry, PutRecordsResultEntry, StreamStatus};
 
 pub mod api;
+#[cfg(test)]
+mod api_tests;
 mod consumer;
 mod end_probe;
 mod fanout;
+mod open;
+pub use open::{open_fan_out, open_polling};
 mod reader;
 mod sdk_api;
 mod subscription;
