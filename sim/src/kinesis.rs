@@ -20,6 +20,14 @@ use crate::faults::Faults;
 use crate::log::Log;
 use crate::stream::{Stream, pos_of, seq_text};
 
+/// What an injected panic of a subscription's event stream says (the simulation's panic hook
+/// keeps it out of the output).
+pub const INJECTED_PANIC: &str = "injected: the subscription's event stream panics";
+
+/// Reads one reader answers within a second of virtual time before it counts as a busy loop
+/// (a read answers at most once per record or event; a schedule holds a few hundred records).
+const BUSY_READS: u32 = 2000;
+
 /// How long an iterator lives, and a subscription.
 const ITERATOR_LIFE_MS: u64 = 300_000;
 const SUBSCRIPTION_LIFE: Duration = Duration::from_secs(300);
@@ -41,13 +49,18 @@ impl SimKinesis {
         self.stream.log.lock().unwrap()
     }
 
+    /// Waits `delay`; a killed instance's calls never answer.
+    async fn wait(&self, delay: Duration) {
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = self.killed.cancelled() => std::future::pending().await,
+        }
+    }
+
     /// A call's faults: its delay, and the error it answers, if any.
     async fn enter(&self, what: &str, read: bool) -> Result<(), ApiError> {
         let f = self.faults.source(self.inc, what, read);
-        tokio::select! {
-            _ = tokio::time::sleep(f.delay) => {}
-            _ = self.killed.cancelled() => std::future::pending().await,
-        }
+        self.wait(f.delay).await;
         if f.throttled {
             return Err(ApiError::new(ApiErrorKind::Throttled, "injected throttle"));
         }
@@ -55,16 +68,39 @@ impl SimKinesis {
             return Err(ApiError::new(ApiErrorKind::ExpiredIterator, "injected"));
         }
         if f.error {
-            // A subscribe fails in every way Kinesis fails one.
-            let kind = match (read, self.log().now() % 4) {
-                (true, _) | (_, 0) => ApiErrorKind::Other,
-                (_, 1) => ApiErrorKind::Denied,
-                (_, 2) => ApiErrorKind::LimitExceeded,
-                _ => ApiErrorKind::InUse,
-            };
-            return Err(ApiError::new(kind, "injected: the stream service fails"));
+            return Err(self.failure(read));
         }
         Ok(())
+    }
+
+    /// A failed call (a subscribe fails in every way Kinesis fails one).
+    fn failure(&self, read: bool) -> ApiError {
+        let kind = match (read, self.log().now() % 4) {
+            (true, _) | (_, 0) => ApiErrorKind::Other,
+            (_, 1) => ApiErrorKind::Denied,
+            (_, 2) => ApiErrorKind::LimitExceeded,
+            _ => ApiErrorKind::InUse,
+        };
+        ApiError::new(kind, "injected: the stream service fails")
+    }
+
+    /// A call at the tip of `shard` is sent: where the tip is now (a reader opening there
+    /// promises every record from here on, whether this call succeeds or not).
+    fn sent_at_latest(&self, shard: &str, at: &IteratorAt) -> Option<usize> {
+        if *at != IteratorAt::Latest {
+            return None;
+        }
+        self.faults.called_at_latest(shard);
+        let i = self.shard_index(shard).ok()?;
+        Some(self.index_at(i, at))
+    }
+
+    /// The call at the tip sent at `sent` failed: the reader opened there all the same (it
+    /// must not skip what arrives while it tries again).
+    fn failed_at_latest(&self, shard: &str, sent: Option<usize>) {
+        if let Some(index) = sent {
+            self.log().opened_latest(shard, index);
+        }
     }
 
     fn shard_index(&self, shard: &str) -> Result<usize, ApiError> {
@@ -105,7 +141,18 @@ impl KinesisApi for SimKinesis {
         shard: &str,
         at: &IteratorAt,
     ) -> Result<Option<String>, ApiError> {
-        self.enter("open", false).await?;
+        if matches!(at, IteratorAt::AfterSequence(_))
+            && let Some(hang) = self.faults.probe_hang(self.inc, shard)
+        {
+            // Only a fan-out subscription's end-of-shard question opens after a sequence
+            // number (the readers open AT one).
+            self.wait(hang).await;
+        }
+        let sent = self.sent_at_latest(shard, at);
+        if let Err(e) = self.enter("open", false).await {
+            self.failed_at_latest(shard, sent);
+            return Err(e);
+        }
         let i = self.shard_index(shard)?;
         let index = self.index_at(i, at);
         self.opened(shard, index, at);
@@ -125,6 +172,9 @@ impl KinesisApi for SimKinesis {
         }
         let shards = self.stream.shards.lock().unwrap();
         let s = &shards[shard as usize];
+        if self.faults.refused_at_start(self.inc, &s.id, "read") {
+            return Err(ApiError::new(ApiErrorKind::ExpiredIterator, "injected"));
+        }
         let from = (index as usize).min(s.records.len());
         let end = (from + limit.max(1)).min(s.records.len());
         let ended = s.closed && end == s.records.len();
@@ -141,7 +191,16 @@ impl KinesisApi for SimKinesis {
         shard: &str,
         at: &IteratorAt,
     ) -> Result<Box<dyn ShardEvents>, ApiError> {
-        self.enter("subscribe", false).await?;
+        let sent = self.sent_at_latest(shard, at);
+        let entered = if self.faults.refused_at_start(self.inc, shard, "subscribe") {
+            Err(self.failure(false))
+        } else {
+            self.enter("subscribe", false).await
+        };
+        if let Err(e) = entered {
+            self.failed_at_latest(shard, sent);
+            return Err(e);
+        }
         let i = self.shard_index(shard)?;
         let next = self.index_at(i, at);
         self.opened(shard, next, at);
@@ -199,6 +258,19 @@ impl ShardEvents for Events {
                 _ = tokio::time::sleep(Duration::from_millis(200)) => {}
                 _ = self.kinesis.killed.cancelled() => std::future::pending().await,
             }
+            if self.kinesis.faults.task_panics() {
+                let inc = self.kinesis.inc;
+                let id = self.kinesis.stream.shards.lock().unwrap()[self.shard]
+                    .id
+                    .clone();
+                let mut log = self.kinesis.log();
+                log.fault(|| format!("#{inc} the subscription of {id}: its event stream panics"));
+                let now = log.now();
+                log.subscription_panics.insert((inc, id), now);
+                drop(log);
+                // No lock held: the panic ends the subscription's task, nothing else.
+                panic!("{INJECTED_PANIC}");
+            }
             // A fault ends the subscription early (an error, or the service closing it).
             if let Err(e) = self.kinesis.enter("event", true).await {
                 return match e.kind {
@@ -232,20 +304,74 @@ impl ShardEvents for Events {
     }
 }
 
-/// The host's reader, logging what it hands out under the take it was opened for.
+/// The host's reader, logging what it hands out under the take it was opened for, and
+/// catching a busy loop: reads answered again and again with no virtual time passing.
 pub struct Logged {
-    pub inner: Box<dyn ShardReader>,
-    pub log: Arc<Mutex<Log>>,
-    pub shard: String,
-    pub take: Option<usize>,
+    inner: Box<dyn ShardReader>,
+    log: Arc<Mutex<Log>>,
+    shard: String,
+    take: Option<usize>,
     /// The index after the last entry handed out.
-    pub next: usize,
+    next: usize,
+    /// The reads answered since the start of the current second of virtual time.
+    second: (tokio::time::Instant, u32),
+    /// A busy loop was reported: each read waits a second (the paused clock stands still
+    /// while a task never waits, and the schedule would never end).
+    busy: bool,
+}
+
+impl Logged {
+    pub fn new(
+        inner: Box<dyn ShardReader>,
+        log: Arc<Mutex<Log>>,
+        shard: &str,
+        take: Option<usize>,
+        next: usize,
+    ) -> Logged {
+        Logged {
+            inner,
+            log,
+            shard: shard.to_owned(),
+            take,
+            next,
+            second: (tokio::time::Instant::now(), 0),
+            busy: false,
+        }
+    }
+
+    /// Counts a read answered (`error`: how it failed); reports a busy loop once.
+    fn answered(&mut self, error: Option<&SourceError>) {
+        let now = tokio::time::Instant::now();
+        if now >= self.second.0 + Duration::from_secs(1) {
+            self.second = (now, 0);
+        }
+        self.second.1 += 1;
+        if self.busy || self.second.1 < BUSY_READS {
+            return;
+        }
+        self.busy = true;
+        let mut log = self.log.lock().unwrap();
+        let who = self
+            .take
+            .map_or("an instance".to_owned(), |t| log.who(log.takes[t].inc));
+        let last = error.map_or("records".to_owned(), |e| format!("error: {e}"));
+        let msg = format!(
+            "shard {}: {who}'s reader answered {BUSY_READS} reads within a second of virtual time (the last: {last}), a busy loop",
+            self.shard
+        );
+        log.violate("busy-reads", msg);
+    }
 }
 
 #[async_trait]
 impl ShardReader for Logged {
     async fn read(&mut self, limit: usize) -> Result<ReadBatch, SourceError> {
-        let batch = self.inner.read(limit).await?;
+        if self.busy {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let read = self.inner.read(limit).await;
+        self.answered(read.as_ref().err());
+        let batch = read?;
         let handed: Vec<_> = batch.records.iter().map(pos_of).collect();
         let mut log = self.log.lock().unwrap();
         if let Some(last) = handed.last()

@@ -205,6 +205,9 @@ pub struct Log {
     /// when it failed (ms).
     pub put_failures: HashMap<(usize, String), (u64, u64)>,
     pub put_reported: HashSet<usize>,
+    /// When each incarnation's fan-out subscription of a shard last panicked (its worker
+    /// fails: a release then is no store error's doing).
+    pub subscription_panics: HashMap<(u32, String), u64>,
     /// When each incarnation's last checkpoint write of a shard failed with a store error.
     pub checkpoint_errors: HashMap<(u32, String), u64>,
     /// Retry copies and dead letters published.
@@ -247,6 +250,7 @@ impl Log {
             put_failures: HashMap::new(),
             put_reported: HashSet::new(),
             checkpoint_errors: HashMap::new(),
+            subscription_panics: HashMap::new(),
             copies: 0,
             letters: 0,
             events: 0,

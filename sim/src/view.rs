@@ -118,13 +118,13 @@ impl StreamView {
             ReaderKind::FanOut => open_fan_out(api, "sim", "arn:sim", name, shard_id, start),
             _ => open_polling(api, name, shard_id, start).await?,
         };
-        Ok(Box::new(Logged {
+        Ok(Box::new(Logged::new(
             inner,
-            log: stream.log.clone(),
-            shard: shard_id.to_owned(),
+            stream.log.clone(),
+            shard_id,
             take,
             next,
-        }))
+        )))
     }
 
     fn stream_log(&self) -> std::sync::MutexGuard<'_, Log> {
