@@ -24,9 +24,11 @@ use crate::stream::{Stream, pos_of, seq_text};
 /// keeps it out of the output).
 pub const INJECTED_PANIC: &str = "injected: the subscription's event stream panics";
 
-/// Reads one reader answers within a second of virtual time before it counts as a busy loop
-/// (a read answers at most once per record or event; a schedule holds a few hundred records).
-const BUSY_READS: u32 = 2000;
+/// Reads failing at once, one after another, before a reader counts as looping on a failure
+/// it never recovers from: a subscription reports a failure at most once a second (the reader
+/// waits for it), a polling reader's failures take time or back off; a throttle is pacing and
+/// not counted.
+const INSTANT_FAILURES: u32 = 50;
 
 /// How long an iterator lives, and a subscription.
 const ITERATOR_LIFE_MS: u64 = 300_000;
@@ -305,7 +307,7 @@ impl ShardEvents for Events {
 }
 
 /// The host's reader, logging what it hands out under the take it was opened for, and
-/// catching a busy loop: reads answered again and again with no virtual time passing.
+/// catching a reader that fails at once again and again (`busy-reads`).
 pub struct Logged {
     inner: Box<dyn ShardReader>,
     log: Arc<Mutex<Log>>,
@@ -313,11 +315,9 @@ pub struct Logged {
     take: Option<usize>,
     /// The index after the last entry handed out.
     next: usize,
-    /// The reads answered since the start of the current second of virtual time.
-    second: (tokio::time::Instant, u32),
-    /// A busy loop was reported: each read waits a second (the paused clock stands still
-    /// while a task never waits, and the schedule would never end).
-    busy: bool,
+    /// Reads in a row that failed the moment they were made (not throttled).
+    instant_failures: u32,
+    reported: bool,
 }
 
 impl Logged {
@@ -334,29 +334,24 @@ impl Logged {
             shard: shard.to_owned(),
             take,
             next,
-            second: (tokio::time::Instant::now(), 0),
-            busy: false,
+            instant_failures: 0,
+            reported: false,
         }
     }
 
-    /// Counts a read answered (`error`: how it failed); reports a busy loop once.
-    fn answered(&mut self, error: Option<&SourceError>) {
-        let now = tokio::time::Instant::now();
-        if now >= self.second.0 + Duration::from_secs(1) {
-            self.second = (now, 0);
-        }
-        self.second.1 += 1;
-        if self.busy || self.second.1 < BUSY_READS {
+    /// Counts a read that failed at once; reports a reader looping on a failure once.
+    fn failed_at_once(&mut self, e: &SourceError) {
+        self.instant_failures += 1;
+        if self.reported || self.instant_failures < INSTANT_FAILURES {
             return;
         }
-        self.busy = true;
+        self.reported = true;
         let mut log = self.log.lock().unwrap();
         let who = self
             .take
             .map_or("an instance".to_owned(), |t| log.who(log.takes[t].inc));
-        let last = error.map_or("records".to_owned(), |e| format!("error: {e}"));
         let msg = format!(
-            "shard {}: {who}'s reader answered {BUSY_READS} reads within a second of virtual time (the last: {last}), a busy loop",
+            "shard {}: {who}'s reader failed at once {INSTANT_FAILURES} reads in a row, a loop that never reads again (the last: {e})",
             self.shard
         );
         log.violate("busy-reads", msg);
@@ -366,11 +361,13 @@ impl Logged {
 #[async_trait]
 impl ShardReader for Logged {
     async fn read(&mut self, limit: usize) -> Result<ReadBatch, SourceError> {
-        if self.busy {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
+        let asked = tokio::time::Instant::now();
         let read = self.inner.read(limit).await;
-        self.answered(read.as_ref().err());
+        match &read {
+            Err(SourceError::Throttled(_)) => {}
+            Err(e) if asked.elapsed().is_zero() => self.failed_at_once(e),
+            _ => self.instant_failures = 0,
+        }
         let batch = read?;
         let handed: Vec<_> = batch.records.iter().map(pos_of).collect();
         let mut log = self.log.lock().unwrap();
