@@ -84,6 +84,7 @@ impl Run<'_> {
                 Ok(None) => continue,
                 // A reader that can never answer again: the worker fails (status, log), and
                 // the shard is let go, to be taken up again with a new reader.
+                Ok(Some(Err(e))) if e.ends_reader() => return w.fail(e),
                 Ok(Some(Err(e))) => {
                     self.read_failed(e, &mut pacing);
                     continue;

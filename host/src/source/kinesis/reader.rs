@@ -98,6 +98,11 @@ impl KinesisReader {
 
     async fn open_iterator(&mut self) -> Result<String, SourceError> {
         self.skip = Skip::of(&self.start);
+        if self.start == StartPosition::Latest {
+            // Opened at the tip once: any later iterator opens at this moment instead.
+            self.start = reopened_after_latest(crate::lease::now_ms());
+            return self.send_open(&StartPosition::Latest).await;
+        }
         let start = self.start.clone();
         self.send_open(&start).await
     }

@@ -184,6 +184,9 @@ impl Subscription {
             From::Start(start) => IteratorAt::of(start),
             From::Continuation(c) => IteratorAt::AfterSequence(c.clone()),
         };
+        if matches!(self.from, From::Start(StartPosition::Latest)) {
+            self.from = From::Start(reopened_after_latest(self.opened_ms));
+        }
         at
     }
 
@@ -235,8 +238,8 @@ impl Subscription {
             match self.take(event).await {
                 Flow::Go => {}
                 Flow::Ask(continuation) => {
-                    if closed_and_read(self.asker(), continuation).await {
-                        return self.end().await;
+                    if asking.is_none() {
+                        asking = Some(Box::pin(closed_and_read(self.asker(), continuation)));
                     }
                 }
                 Flow::Stop(outcome) => return outcome,
