@@ -246,7 +246,7 @@ impl Faults {
             return None;
         }
         let mut g = self.reader_rng.lock().unwrap();
-        let hang = g.chance(p).then(|| Duration::from_secs(g.range(60, 1200)));
+        let hang = g.chance(p).then(|| Duration::from_secs(g.range(30, 300)));
         drop(g);
         if let Some(d) = hang {
             self.note(|| format!("#{inc} the end-of-shard question of {shard} hangs {d:?}"));

@@ -30,6 +30,11 @@ pub const INJECTED_PANIC: &str = "injected: the subscription's event stream pani
 /// not counted.
 const INSTANT_FAILURES: u32 = 50;
 
+/// How long a subscription may leave its events unread: the host cancels one whose reader has
+/// no room within 2 s (events left in the connection would stall every subscription sharing
+/// its flow-control window).
+const UNREAD_MS: u64 = 10_000;
+
 /// How long an iterator lives, and a subscription.
 const ITERATOR_LIFE_MS: u64 = 300_000;
 const SUBSCRIPTION_LIFE: Duration = Duration::from_secs(300);
@@ -224,6 +229,7 @@ impl KinesisApi for SimKinesis {
             continuation,
             until: tokio::time::Instant::now() + SUBSCRIPTION_LIFE,
             ended: false,
+            answered_at: None,
         }))
     }
 }
@@ -247,11 +253,46 @@ struct Events {
     continuation: String,
     until: tokio::time::Instant,
     ended: bool,
+    /// When the last event was answered (the subscription reads the next one at once, or
+    /// lets the subscription go).
+    answered_at: Option<tokio::time::Instant>,
+}
+
+impl Events {
+    /// The next event is asked for: a subscription that left its events unread past
+    /// [`UNREAD_MS`] broke its promise (`events-unread`).
+    fn asked(&mut self) {
+        let Some(at) = self.answered_at.take() else {
+            return;
+        };
+        let unread = at.elapsed().as_millis() as u64;
+        if unread <= UNREAD_MS {
+            return;
+        }
+        let id = self.kinesis.stream.shards.lock().unwrap()[self.shard]
+            .id
+            .clone();
+        let mut log = self.kinesis.log();
+        let who = log.who(self.kinesis.inc);
+        log.violate(
+            "events-unread",
+            format!("shard {id}: {who}'s subscription left its events unread for {unread} ms"),
+        );
+    }
 }
 
 #[async_trait]
 impl ShardEvents for Events {
     async fn next(&mut self) -> Result<Option<ShardEvent>, ApiError> {
+        self.asked();
+        let event = self.event().await;
+        self.answered_at = Some(tokio::time::Instant::now());
+        event
+    }
+}
+
+impl Events {
+    async fn event(&mut self) -> Result<Option<ShardEvent>, ApiError> {
         if self.ended || tokio::time::Instant::now() >= self.until {
             return Ok(None);
         }

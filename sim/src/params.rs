@@ -70,7 +70,7 @@ pub struct ReaderFaults {
     /// A fan-out subscription's event stream panics at an event (its task dies), per event.
     pub task_panic: f64,
     /// A fan-out subscription's question whether its shard ended (GetShardIterator after a
-    /// continuation) hangs for 1 to 20 minutes, per question.
+    /// continuation) hangs for 30 s to 5 minutes, per question.
     pub probe_hang: f64,
 }
 
@@ -207,8 +207,8 @@ impl Params {
             if r.chance(0.3) {
                 f.task_panic = r.unit() * 0.003;
             }
-            if r.chance(0.4) {
-                f.probe_hang = r.unit() * 0.5;
+            if r.chance(0.5) {
+                f.probe_hang = 0.2 + r.unit() * 0.6;
             }
         }
         self
