@@ -182,7 +182,8 @@ pub struct Log {
     /// Each logical record's entries.
     pub by_logical: HashMap<u64, Vec<(String, Pos)>>,
     /// Where a shard without parents was first opened at `latest`: the index of the first
-    /// entry a reader could see.
+    /// entry a reader could see (for a first call at the tip that failed, the tip when it was
+    /// sent: the reader must not skip what arrives while it tries again).
     pub latest_from: HashMap<String, usize>,
     pub calls: Vec<Call>,
     pub takes: Vec<Take>,
