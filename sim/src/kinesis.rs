@@ -1,16 +1,15 @@
 //! Kinesis' own calls over the simulated stream ([`KinesisApi`]), so that the host's real
 //! polling reader (iterators that expire after 300 s or when a fault says so, throttles,
 //! GetRecords' end of shard) and its real fan-out reader (subscriptions that push, end after
-//! 5 minutes or early, fail as denied, limited or in use) read it. [`Logged`] wraps either and
+//! 5 minutes or early, fail as denied, limited or in use) read it. [`crate::logged::Logged`] wraps either and
 //! logs what it hands out, as the simulation's own reader does.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use shardhost::lease::now_ms;
 use shardhost::record::Record;
-use shardhost::source::{ReadBatch, ShardReader, SourceError};
 use shardhost::testing::kinesis_api::{
     ApiError, ApiErrorKind, GotRecords, IteratorAt, KinesisApi, ShardEvent, ShardEvents,
 };
@@ -18,17 +17,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::faults::Faults;
 use crate::log::Log;
-use crate::stream::{Stream, pos_of, seq_text};
+use crate::stream::{Stream, seq_text};
 
 /// What an injected panic of a subscription's event stream says (the simulation's panic hook
 /// keeps it out of the output).
 pub const INJECTED_PANIC: &str = "injected: the subscription's event stream panics";
-
-/// Reads failing at once, one after another, before a reader counts as looping on a failure
-/// it never recovers from: a subscription reports a failure at most once a second (the reader
-/// waits for it), a polling reader's failures take time or back off; a throttle is pacing and
-/// not counted.
-const INSTANT_FAILURES: u32 = 50;
 
 /// How long a subscription may leave its events unread: the host cancels one whose reader has
 /// no room within 2 s (events left in the connection would stall every subscription sharing
@@ -344,80 +337,5 @@ impl Events {
             }));
         }
         Ok(None)
-    }
-}
-
-/// The host's reader, logging what it hands out under the take it was opened for, and
-/// catching a reader that fails at once again and again (`busy-reads`).
-pub struct Logged {
-    inner: Box<dyn ShardReader>,
-    log: Arc<Mutex<Log>>,
-    shard: String,
-    take: Option<usize>,
-    /// The index after the last entry handed out.
-    next: usize,
-    /// Reads in a row that failed the moment they were made (not throttled).
-    instant_failures: u32,
-    reported: bool,
-}
-
-impl Logged {
-    pub fn new(
-        inner: Box<dyn ShardReader>,
-        log: Arc<Mutex<Log>>,
-        shard: &str,
-        take: Option<usize>,
-        next: usize,
-    ) -> Logged {
-        Logged {
-            inner,
-            log,
-            shard: shard.to_owned(),
-            take,
-            next,
-            instant_failures: 0,
-            reported: false,
-        }
-    }
-
-    /// Counts a read that failed at once; reports a reader looping on a failure once.
-    fn failed_at_once(&mut self, e: &SourceError) {
-        self.instant_failures += 1;
-        if self.reported || self.instant_failures < INSTANT_FAILURES {
-            return;
-        }
-        self.reported = true;
-        let mut log = self.log.lock().unwrap();
-        let who = self
-            .take
-            .map_or("an instance".to_owned(), |t| log.who(log.takes[t].inc));
-        let msg = format!(
-            "shard {}: {who}'s reader failed at once {INSTANT_FAILURES} reads in a row, a loop that never reads again (the last: {e})",
-            self.shard
-        );
-        log.violate("busy-reads", msg);
-    }
-}
-
-#[async_trait]
-impl ShardReader for Logged {
-    async fn read(&mut self, limit: usize) -> Result<ReadBatch, SourceError> {
-        let asked = tokio::time::Instant::now();
-        let read = self.inner.read(limit).await;
-        match &read {
-            Err(SourceError::Throttled(_)) => {}
-            Err(e) if asked.elapsed().is_zero() => self.failed_at_once(e),
-            _ => self.instant_failures = 0,
-        }
-        let batch = read?;
-        let handed: Vec<_> = batch.records.iter().map(pos_of).collect();
-        let mut log = self.log.lock().unwrap();
-        if let Some(last) = handed.last()
-            && let Some(e) = log.entries.get(&(self.shard.clone(), *last))
-        {
-            self.next = e.index + 1;
-        }
-        log.read(self.take, &self.shard, &handed, self.next);
-        Ok(batch)
     }
 }

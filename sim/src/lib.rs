@@ -26,6 +26,7 @@ pub mod instance;
 pub mod kinesis;
 pub mod live;
 pub mod log;
+pub mod logged;
 pub mod params;
 mod promise;
 pub mod rng;

@@ -15,9 +15,10 @@ use shardhost::testing::kinesis_api::{open_fan_out, open_polling};
 use tokio_util::sync::CancellationToken;
 
 use crate::faults::Faults;
-use crate::kinesis::{Logged, SimKinesis};
+use crate::kinesis::SimKinesis;
 use crate::live::Published;
 use crate::log::{Log, Pos};
+use crate::logged::Logged;
 use crate::params::{DEAD_LETTER, ReaderKind};
 use crate::stream::{Stream, logical_of, pos_of, seq_text};
 
