@@ -22,7 +22,9 @@
 //! Checked as they happen (`live`, `heal`): `checkpoint-past-unanswered` (a checkpoint passes
 //! only records its writer's own take delivered and settled), `checkpoint-backwards`,
 //! `in-flight-bound` (a reader keeps at most the in-flight bound behind the record it waits
-//! for), `stuck` (a shard whose live, renewing holder stands still with nothing waiting).
+//! for), `stuck` (a shard whose live, renewing holder stands still with nothing waiting),
+//! `busy-reads` (a real reader failing at once read after read: a loop that never reads again),
+//! `events-unread` (a fan-out subscription leaving its events unread past 10 s).
 
 use std::collections::HashMap;
 

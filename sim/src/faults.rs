@@ -1,6 +1,7 @@
 //! The fault injector the simulated table and stream ask before every call: what goes wrong
 //! with this one (drawn from the seed), and whether an outage is on. Off in the healing phase.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -9,6 +10,8 @@ use tokio::time::Instant;
 
 use crate::log::Log;
 use crate::params::FaultRates;
+#[cfg(doc)]
+use crate::params::ReaderFaults;
 use crate::rng::Rng;
 
 /// What happens to one lease-store call.
@@ -43,6 +46,11 @@ pub struct Faults {
     ttl: Duration,
     table_outage: Mutex<Option<(Instant, bool)>>,
     source_outage: Mutex<Option<Instant>>,
+    /// The real readers' own faults' draws (a stream of their own: the other faults' draws
+    /// stay as they were).
+    reader_rng: Mutex<Rng>,
+    /// When each shard was first called at the tip (`latest`).
+    first_latest: Mutex<HashMap<String, Instant>>,
     log: Arc<Mutex<Log>>,
 }
 
@@ -55,6 +63,8 @@ impl Faults {
             ttl,
             table_outage: Mutex::new(None),
             source_outage: Mutex::new(None),
+            reader_rng: Mutex::new(Rng::derived(seed, 9)),
+            first_latest: Mutex::new(HashMap::new()),
             log,
         }
     }
@@ -198,6 +208,50 @@ impl Faults {
             self.note(|| format!("#{inc} put to {stream}: {delay:?}, fails: {fail}"));
         }
         (delay, fail)
+    }
+
+    /// A call at the tip (`latest`) of `shard`: the first starts its window of refusals.
+    pub fn called_at_latest(&self, shard: &str) {
+        let mut first = self.first_latest.lock().unwrap();
+        first.entry(shard.to_owned()).or_insert_with(Instant::now);
+    }
+
+    /// Whether `shard`'s subscriptions are refused and its iterators expire now: within
+    /// [`ReaderFaults::refused_at_start`] of its first call at the tip.
+    pub fn refused_at_start(&self, inc: u32, shard: &str, what: &str) -> bool {
+        let window = self.rates.reader.refused_at_start;
+        if !self.on() || window.is_zero() {
+            return false;
+        }
+        let first = self.first_latest.lock().unwrap().get(shard).copied();
+        let refused = first.is_some_and(|at| Instant::now() < at + window);
+        if refused {
+            self.note(|| {
+                format!("#{inc} {what} {shard}: refused within {window:?} of its start at latest")
+            });
+        }
+        refused
+    }
+
+    /// Whether a fan-out subscription's event stream panics now (its task dies).
+    pub fn task_panics(&self) -> bool {
+        let p = self.rates.reader.task_panic;
+        self.on() && self.reader_rng.lock().unwrap().chance(p)
+    }
+
+    /// How long a fan-out subscription's question whether its shard ended hangs, if it does.
+    pub fn probe_hang(&self, inc: u32, shard: &str) -> Option<Duration> {
+        let p = self.rates.reader.probe_hang;
+        if !self.on() {
+            return None;
+        }
+        let mut g = self.reader_rng.lock().unwrap();
+        let hang = g.chance(p).then(|| Duration::from_secs(g.range(30, 300)));
+        drop(g);
+        if let Some(d) = hang {
+            self.note(|| format!("#{inc} the end-of-shard question of {shard} hangs {d:?}"));
+        }
+        hang
     }
 
     /// How long a handler call takes.

@@ -1,16 +1,15 @@
 //! Kinesis' own calls over the simulated stream ([`KinesisApi`]), so that the host's real
 //! polling reader (iterators that expire after 300 s or when a fault says so, throttles,
 //! GetRecords' end of shard) and its real fan-out reader (subscriptions that push, end after
-//! 5 minutes or early, fail as denied, limited or in use) read it. [`Logged`] wraps either and
+//! 5 minutes or early, fail as denied, limited or in use) read it. [`crate::logged::Logged`] wraps either and
 //! logs what it hands out, as the simulation's own reader does.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use shardhost::lease::now_ms;
 use shardhost::record::Record;
-use shardhost::source::{ReadBatch, ShardReader, SourceError};
 use shardhost::testing::kinesis_api::{
     ApiError, ApiErrorKind, GotRecords, IteratorAt, KinesisApi, ShardEvent, ShardEvents,
 };
@@ -18,7 +17,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::faults::Faults;
 use crate::log::Log;
-use crate::stream::{Stream, pos_of, seq_text};
+use crate::stream::{Stream, seq_text};
+
+/// What an injected panic of a subscription's event stream says (the simulation's panic hook
+/// keeps it out of the output).
+pub const INJECTED_PANIC: &str = "injected: the subscription's event stream panics";
+
+/// How long a subscription may leave its events unread: the host cancels one whose reader has
+/// no room within 2 s (events left in the connection would stall every subscription sharing
+/// its flow-control window).
+const UNREAD_MS: u64 = 10_000;
 
 /// How long an iterator lives, and a subscription.
 const ITERATOR_LIFE_MS: u64 = 300_000;
@@ -41,13 +49,18 @@ impl SimKinesis {
         self.stream.log.lock().unwrap()
     }
 
+    /// Waits `delay`; a killed instance's calls never answer.
+    async fn wait(&self, delay: Duration) {
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = self.killed.cancelled() => std::future::pending().await,
+        }
+    }
+
     /// A call's faults: its delay, and the error it answers, if any.
     async fn enter(&self, what: &str, read: bool) -> Result<(), ApiError> {
         let f = self.faults.source(self.inc, what, read);
-        tokio::select! {
-            _ = tokio::time::sleep(f.delay) => {}
-            _ = self.killed.cancelled() => std::future::pending().await,
-        }
+        self.wait(f.delay).await;
         if f.throttled {
             return Err(ApiError::new(ApiErrorKind::Throttled, "injected throttle"));
         }
@@ -55,16 +68,39 @@ impl SimKinesis {
             return Err(ApiError::new(ApiErrorKind::ExpiredIterator, "injected"));
         }
         if f.error {
-            // A subscribe fails in every way Kinesis fails one.
-            let kind = match (read, self.log().now() % 4) {
-                (true, _) | (_, 0) => ApiErrorKind::Other,
-                (_, 1) => ApiErrorKind::Denied,
-                (_, 2) => ApiErrorKind::LimitExceeded,
-                _ => ApiErrorKind::InUse,
-            };
-            return Err(ApiError::new(kind, "injected: the stream service fails"));
+            return Err(self.failure(read));
         }
         Ok(())
+    }
+
+    /// A failed call (a subscribe fails in every way Kinesis fails one).
+    fn failure(&self, read: bool) -> ApiError {
+        let kind = match (read, self.log().now() % 4) {
+            (true, _) | (_, 0) => ApiErrorKind::Other,
+            (_, 1) => ApiErrorKind::Denied,
+            (_, 2) => ApiErrorKind::LimitExceeded,
+            _ => ApiErrorKind::InUse,
+        };
+        ApiError::new(kind, "injected: the stream service fails")
+    }
+
+    /// A call at the tip of `shard` is sent: where the tip is now (a reader opening there
+    /// promises every record from here on, whether this call succeeds or not).
+    fn sent_at_latest(&self, shard: &str, at: &IteratorAt) -> Option<usize> {
+        if *at != IteratorAt::Latest {
+            return None;
+        }
+        self.faults.called_at_latest(shard);
+        let i = self.shard_index(shard).ok()?;
+        Some(self.index_at(i, at))
+    }
+
+    /// The call at the tip sent at `sent` failed: the reader opened there all the same (it
+    /// must not skip what arrives while it tries again).
+    fn failed_at_latest(&self, shard: &str, sent: Option<usize>) {
+        if let Some(index) = sent {
+            self.log().opened_latest(shard, index);
+        }
     }
 
     fn shard_index(&self, shard: &str) -> Result<usize, ApiError> {
@@ -105,7 +141,18 @@ impl KinesisApi for SimKinesis {
         shard: &str,
         at: &IteratorAt,
     ) -> Result<Option<String>, ApiError> {
-        self.enter("open", false).await?;
+        if matches!(at, IteratorAt::AfterSequence(_))
+            && let Some(hang) = self.faults.probe_hang(self.inc, shard)
+        {
+            // Only a fan-out subscription's end-of-shard question opens after a sequence
+            // number (the readers open AT one).
+            self.wait(hang).await;
+        }
+        let sent = self.sent_at_latest(shard, at);
+        if let Err(e) = self.enter("open", false).await {
+            self.failed_at_latest(shard, sent);
+            return Err(e);
+        }
         let i = self.shard_index(shard)?;
         let index = self.index_at(i, at);
         self.opened(shard, index, at);
@@ -125,6 +172,9 @@ impl KinesisApi for SimKinesis {
         }
         let shards = self.stream.shards.lock().unwrap();
         let s = &shards[shard as usize];
+        if self.faults.refused_at_start(self.inc, &s.id, "read") {
+            return Err(ApiError::new(ApiErrorKind::ExpiredIterator, "injected"));
+        }
         let from = (index as usize).min(s.records.len());
         let end = (from + limit.max(1)).min(s.records.len());
         let ended = s.closed && end == s.records.len();
@@ -141,7 +191,16 @@ impl KinesisApi for SimKinesis {
         shard: &str,
         at: &IteratorAt,
     ) -> Result<Box<dyn ShardEvents>, ApiError> {
-        self.enter("subscribe", false).await?;
+        let sent = self.sent_at_latest(shard, at);
+        let entered = if self.faults.refused_at_start(self.inc, shard, "subscribe") {
+            Err(self.failure(false))
+        } else {
+            self.enter("subscribe", false).await
+        };
+        if let Err(e) = entered {
+            self.failed_at_latest(shard, sent);
+            return Err(e);
+        }
         let i = self.shard_index(shard)?;
         let next = self.index_at(i, at);
         self.opened(shard, next, at);
@@ -163,6 +222,7 @@ impl KinesisApi for SimKinesis {
             continuation,
             until: tokio::time::Instant::now() + SUBSCRIPTION_LIFE,
             ended: false,
+            answered_at: None,
         }))
     }
 }
@@ -186,11 +246,46 @@ struct Events {
     continuation: String,
     until: tokio::time::Instant,
     ended: bool,
+    /// When the last event was answered (the subscription reads the next one at once, or
+    /// lets the subscription go).
+    answered_at: Option<tokio::time::Instant>,
+}
+
+impl Events {
+    /// The next event is asked for: a subscription that left its events unread past
+    /// [`UNREAD_MS`] broke its promise (`events-unread`).
+    fn asked(&mut self) {
+        let Some(at) = self.answered_at.take() else {
+            return;
+        };
+        let unread = at.elapsed().as_millis() as u64;
+        if unread <= UNREAD_MS {
+            return;
+        }
+        let id = self.kinesis.stream.shards.lock().unwrap()[self.shard]
+            .id
+            .clone();
+        let mut log = self.kinesis.log();
+        let who = log.who(self.kinesis.inc);
+        log.violate(
+            "events-unread",
+            format!("shard {id}: {who}'s subscription left its events unread for {unread} ms"),
+        );
+    }
 }
 
 #[async_trait]
 impl ShardEvents for Events {
     async fn next(&mut self) -> Result<Option<ShardEvent>, ApiError> {
+        self.asked();
+        let event = self.event().await;
+        self.answered_at = Some(tokio::time::Instant::now());
+        event
+    }
+}
+
+impl Events {
+    async fn event(&mut self) -> Result<Option<ShardEvent>, ApiError> {
         if self.ended || tokio::time::Instant::now() >= self.until {
             return Ok(None);
         }
@@ -198,6 +293,19 @@ impl ShardEvents for Events {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(200)) => {}
                 _ = self.kinesis.killed.cancelled() => std::future::pending().await,
+            }
+            if self.kinesis.faults.task_panics() {
+                let inc = self.kinesis.inc;
+                let id = self.kinesis.stream.shards.lock().unwrap()[self.shard]
+                    .id
+                    .clone();
+                let mut log = self.kinesis.log();
+                log.fault(|| format!("#{inc} the subscription of {id}: its event stream panics"));
+                let now = log.now();
+                log.subscription_panics.insert((inc, id), now);
+                drop(log);
+                // No lock held: the panic ends the subscription's task, nothing else.
+                panic!("{INJECTED_PANIC}");
             }
             // A fault ends the subscription early (an error, or the service closing it).
             if let Err(e) = self.kinesis.enter("event", true).await {
@@ -229,31 +337,5 @@ impl ShardEvents for Events {
             }));
         }
         Ok(None)
-    }
-}
-
-/// The host's reader, logging what it hands out under the take it was opened for.
-pub struct Logged {
-    pub inner: Box<dyn ShardReader>,
-    pub log: Arc<Mutex<Log>>,
-    pub shard: String,
-    pub take: Option<usize>,
-    /// The index after the last entry handed out.
-    pub next: usize,
-}
-
-#[async_trait]
-impl ShardReader for Logged {
-    async fn read(&mut self, limit: usize) -> Result<ReadBatch, SourceError> {
-        let batch = self.inner.read(limit).await?;
-        let handed: Vec<_> = batch.records.iter().map(pos_of).collect();
-        let mut log = self.log.lock().unwrap();
-        if let Some(last) = handed.last()
-            && let Some(e) = log.entries.get(&(self.shard.clone(), *last))
-        {
-            self.next = e.index + 1;
-        }
-        log.read(self.take, &self.shard, &handed, self.next);
-        Ok(batch)
     }
 }

@@ -182,7 +182,8 @@ pub struct Log {
     /// Each logical record's entries.
     pub by_logical: HashMap<u64, Vec<(String, Pos)>>,
     /// Where a shard without parents was first opened at `latest`: the index of the first
-    /// entry a reader could see.
+    /// entry a reader could see (for a first call at the tip that failed, the tip when it was
+    /// sent: the reader must not skip what arrives while it tries again).
     pub latest_from: HashMap<String, usize>,
     pub calls: Vec<Call>,
     pub takes: Vec<Take>,
@@ -205,6 +206,9 @@ pub struct Log {
     /// when it failed (ms).
     pub put_failures: HashMap<(usize, String), (u64, u64)>,
     pub put_reported: HashSet<usize>,
+    /// When each incarnation's fan-out subscription of a shard last panicked (its worker
+    /// fails: a release then is no store error's doing).
+    pub subscription_panics: HashMap<(u32, String), u64>,
     /// When each incarnation's last checkpoint write of a shard failed with a store error.
     pub checkpoint_errors: HashMap<(u32, String), u64>,
     /// Retry copies and dead letters published.
@@ -247,6 +251,7 @@ impl Log {
             put_failures: HashMap::new(),
             put_reported: HashSet::new(),
             checkpoint_errors: HashMap::new(),
+            subscription_panics: HashMap::new(),
             copies: 0,
             letters: 0,
             events: 0,

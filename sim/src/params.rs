@@ -54,6 +54,24 @@ pub struct FaultRates {
     pub put_error: f64,
     /// A put takes long (up to the SDK's budget of 30 s).
     pub put_slow: f64,
+    /// The host's real readers' own faults (drawn from a stream of their own).
+    pub reader: ReaderFaults,
+}
+
+/// Faults only the host's real polling and fan-out readers meet (issue 49, #3 and #6): drawn
+/// from a stream of their own, and none in a schedule with the simulation's own reader, so
+/// those schedules run as they did before these existed.
+#[derive(Clone, Debug, Default)]
+pub struct ReaderFaults {
+    /// Under `latest`: from a shard's first call at the tip, for this long, every
+    /// SubscribeToShard of it is refused (denied, limited, in use, failed) and every GetRecords
+    /// finds its iterator expired. Zero: never.
+    pub refused_at_start: Duration,
+    /// A fan-out subscription's event stream panics at an event (its task dies), per event.
+    pub task_panic: f64,
+    /// A fan-out subscription's question whether its shard ended (GetShardIterator after a
+    /// continuation) hangs for 30 s to 5 minutes, per question.
+    pub probe_hang: f64,
 }
 
 /// How the instances read the stream.
@@ -144,6 +162,7 @@ impl Params {
             action: if faulty { 0.3 + r.unit() * 0.6 } else { 0.0 },
             put_error: 0.0,
             put_slow: 0.0,
+            reader: ReaderFaults::default(),
         };
         Params {
             seed,
@@ -170,6 +189,29 @@ impl Params {
             paths: Paths::default_trim_horizon(),
         }
         .with_paths(faulty)
+        .with_reader_faults(faulty)
+    }
+
+    /// Draws the real readers' own faults from a stream of their own.
+    fn with_reader_faults(mut self, faulty: bool) -> Params {
+        let mut r = Rng::derived(self.seed, 8);
+        let reader = self.paths.reader;
+        if !faulty || reader == ReaderKind::Sim {
+            return self;
+        }
+        let f = &mut self.rates.reader;
+        if self.paths.start_at == StartAt::Latest && r.chance(0.5) {
+            f.refused_at_start = ms(r.range(1, 20) * 1000);
+        }
+        if reader == ReaderKind::FanOut {
+            if r.chance(0.3) {
+                f.task_panic = r.unit() * 0.003;
+            }
+            if r.chance(0.5) {
+                f.probe_hang = 0.2 + r.unit() * 0.6;
+            }
+        }
+        self
     }
 
     /// Draws the paths from a stream of their own, so a seed's older draws stay as they were.

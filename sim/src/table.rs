@@ -217,7 +217,12 @@ impl TableView {
             .map(|(_, sent)| sent + log.ttl_ms * 4 / 5)
             .max()
             .unwrap_or(0);
-        if now > at + 1000 || now + 2100 >= fence {
+        // A worker whose subscription task died since fails for that (as it must).
+        let died = log
+            .subscription_panics
+            .get(&(self.inc, shard.to_owned()))
+            .is_some_and(|&died| died >= at);
+        if now > at + 1000 || now + 2100 >= fence || died {
             return;
         }
         let who = log.who(self.inc);

@@ -15,9 +15,10 @@ use shardhost::testing::kinesis_api::{open_fan_out, open_polling};
 use tokio_util::sync::CancellationToken;
 
 use crate::faults::Faults;
-use crate::kinesis::{Logged, SimKinesis};
+use crate::kinesis::SimKinesis;
 use crate::live::Published;
 use crate::log::{Log, Pos};
+use crate::logged::Logged;
 use crate::params::{DEAD_LETTER, ReaderKind};
 use crate::stream::{Stream, logical_of, pos_of, seq_text};
 
@@ -118,13 +119,13 @@ impl StreamView {
             ReaderKind::FanOut => open_fan_out(api, "sim", "arn:sim", name, shard_id, start),
             _ => open_polling(api, name, shard_id, start).await?,
         };
-        Ok(Box::new(Logged {
+        Ok(Box::new(Logged::new(
             inner,
-            log: stream.log.clone(),
-            shard: shard_id.to_owned(),
+            stream.log.clone(),
+            shard_id,
             take,
             next,
-        }))
+        )))
     }
 
     fn stream_log(&self) -> std::sync::MutexGuard<'_, Log> {
