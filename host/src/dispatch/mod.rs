@@ -52,10 +52,7 @@ use interrupt::Interrupts;
 use lane::LaneEnv;
 use retry::Delayed;
 
-/// A shard read before but never checkpointed is opened this long before the time its first
-/// reader opened it, so that a clock difference between this host and Kinesis loses nothing
-/// (what arrived in that margin is delivered again: the documented cost is duplicates).
-pub const OPENED_SLACK_MS: u64 = 30_000;
+use crate::source::OPENED_SLACK_MS;
 
 /// One record's outcome, as a tap sees it.
 pub struct Settled<'a> {

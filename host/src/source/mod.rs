@@ -183,6 +183,12 @@ impl SourceError {
     }
 }
 
+/// A shard read before but never checkpointed is opened this long before the time its first
+/// reader opened it (and a reader opened at the tip reopens this long before that moment), so
+/// that a clock difference between this host and Kinesis loses nothing (what arrived in that
+/// margin is delivered again: the documented cost is duplicates).
+pub const OPENED_SLACK_MS: u64 = 30_000;
+
 /// Kinesis allows 5 reads per second per shard: reads of one shard start at least this far apart.
 pub const KINESIS_READ_INTERVAL: Duration = Duration::from_millis(200);
 

@@ -108,5 +108,5 @@ async fn a_polling_reader_at_latest_whose_iterator_expires_before_a_record_reope
     let IteratorAt::Timestamp(ms) = reopened else {
         panic!("reopened at {reopened:?}, not at a time");
     };
-    assert!(ms + crate::dispatch::OPENED_SLACK_MS <= opened);
+    assert!(ms + crate::source::OPENED_SLACK_MS <= opened);
 }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::api::{ApiErrorKind, GotRecords, IteratorAt, KinesisApi};
-use crate::dispatch::OPENED_SLACK_MS;
 use crate::record::{Position, Record};
+use crate::source::OPENED_SLACK_MS;
 use crate::source::{Call, ReadBatch, ShardReader, SourceError, StartPosition, kpl};
 
 pub(super) struct KinesisReader {
