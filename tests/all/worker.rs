@@ -15,6 +15,7 @@ use shardhost::testing::MemoryStreams;
 use tokio::time::Instant;
 
 use crate::support::native::{Answer, Native, NativeRun, Plan, one_shard};
+use crate::support::puts::FlakyPuts;
 use crate::support::reads::WrappedReads;
 
 const MIB: u64 = 1 << 20;
@@ -173,52 +174,6 @@ async fn a_seek_forward_after_a_seek_back_cannot_pass_records_nobody_answered() 
     );
 }
 
-/// The embedded stream, with puts that fail while `failing` is above zero (counting down) or
-/// never answer while `hanging` is set: a retry stream that is down, or a dead network path.
-struct FlakyPuts {
-    inner: MemoryStreams,
-    failing: Arc<AtomicUsize>,
-    hanging: Arc<std::sync::atomic::AtomicBool>,
-    puts: Arc<AtomicUsize>,
-}
-
-#[async_trait::async_trait]
-impl StreamSource for FlakyPuts {
-    fn read_interval(&self) -> Duration {
-        Duration::ZERO
-    }
-    async fn ensure_stream(&self, stream: &str, create: Option<u32>) -> Result<(), SourceError> {
-        self.inner.ensure_stream(stream, create).await
-    }
-    async fn list_shards(&self, stream: &str) -> Result<Vec<ShardInfo>, SourceError> {
-        self.inner.list_shards(stream).await
-    }
-    async fn open(
-        &self,
-        stream: &str,
-        shard_id: &str,
-        start: &StartPosition,
-    ) -> Result<Box<dyn ShardReader>, SourceError> {
-        self.inner.open(stream, shard_id, start).await
-    }
-    async fn put(&self, stream: &str, key: &str, data: Vec<u8>) -> Result<String, SourceError> {
-        self.puts.fetch_add(1, Ordering::SeqCst);
-        if self.hanging.load(Ordering::SeqCst) {
-            std::future::pending::<()>().await;
-        }
-        let fail = self
-            .failing
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if fail {
-            return Err(SourceError::Throttled(Call::Put {
-                stream: stream.into(),
-            }));
-        }
-        self.inner.put(stream, key, data).await
-    }
-}
-
 fn capped(stream: &str) -> Plan {
     Plan {
         retry: Some(shardhost::config::RetryPolicy {
@@ -245,6 +200,7 @@ fn flaky(records: usize) -> (Arc<FlakyPuts>, Vec<String>) {
         failing: Arc::default(),
         hanging: Arc::default(),
         puts: Arc::default(),
+        fails_after: Duration::ZERO,
     });
     (source, seqs)
 }

@@ -10,13 +10,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use shardhost::lease::{Checkpoint, Lease, LeaseError, LeaseKey, LeaseStore, MemoryLeaseStore};
 use shardhost::record::{Outcome, Record};
-use shardhost::source::{Call, ShardInfo, ShardReader, SourceError, StartPosition, StreamSource};
 use shardhost::status::ShardState;
 use shardhost::testing::MemoryStreams;
 use shardhost::testing::envelope;
 use tokio::time::Instant;
 
 use crate::support::native::{Answer, Native, NativeRun, Plan, one_shard};
+use crate::support::puts::FlakyPuts;
 
 const SHARD: &str = "shardId-000000000000";
 const HOUR: Duration = Duration::from_secs(3600);
@@ -131,47 +131,6 @@ async fn a_record_called_again_after_an_hour_keeps_the_shard_within_its_in_fligh
     a_record_waiting_an_hour(plan).await;
 }
 
-/// The embedded stream, whose puts fail while `down` is set, each after the SDK's whole budget
-/// (30 s): a throttled or unreachable retry stream.
-struct DownPuts {
-    inner: MemoryStreams,
-    down: AtomicBool,
-    puts: AtomicUsize,
-    /// How long a put takes to fail while the stream is down.
-    fails_after: Duration,
-}
-
-#[async_trait]
-impl StreamSource for DownPuts {
-    fn read_interval(&self) -> Duration {
-        Duration::ZERO
-    }
-    async fn ensure_stream(&self, stream: &str, create: Option<u32>) -> Result<(), SourceError> {
-        self.inner.ensure_stream(stream, create).await
-    }
-    async fn list_shards(&self, stream: &str) -> Result<Vec<ShardInfo>, SourceError> {
-        self.inner.list_shards(stream).await
-    }
-    async fn open(
-        &self,
-        stream: &str,
-        shard_id: &str,
-        start: &StartPosition,
-    ) -> Result<Box<dyn ShardReader>, SourceError> {
-        self.inner.open(stream, shard_id, start).await
-    }
-    async fn put(&self, stream: &str, key: &str, data: Vec<u8>) -> Result<String, SourceError> {
-        self.puts.fetch_add(1, Ordering::SeqCst);
-        if self.down.load(Ordering::SeqCst) {
-            tokio::time::sleep(self.fails_after).await;
-            return Err(SourceError::Throttled(Call::Put {
-                stream: stream.into(),
-            }));
-        }
-        self.inner.put(stream, key, data).await
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn copies_of_later_batches_wait_for_the_back_off_of_a_failed_publish() {
     // Every record answers retry, ten reads of 100; the retry stream refuses every put at once.
@@ -180,10 +139,11 @@ async fn copies_of_later_batches_wait_for_the_back_off_of_a_failed_publish() {
     let inner = one_shard("s", 1_000);
     inner.create("retry", 1);
     inner.create("dead", 1);
-    let source = Arc::new(DownPuts {
+    let source = Arc::new(FlakyPuts {
         inner,
-        down: AtomicBool::new(true),
-        puts: AtomicUsize::new(0),
+        failing: Arc::new(AtomicUsize::new(usize::MAX)),
+        hanging: Arc::default(),
+        puts: Arc::default(),
         fails_after: Duration::ZERO,
     });
     let handler =
@@ -224,10 +184,11 @@ async fn a_batch_of_retries_against_a_retry_stream_that_is_down_waits_as_one() {
     inner.create("retry", 1);
     inner.create("dead", 1);
     let seqs = sequence_numbers(&inner, "s");
-    let source = Arc::new(DownPuts {
+    let source = Arc::new(FlakyPuts {
         inner,
-        down: AtomicBool::new(true),
-        puts: AtomicUsize::new(0),
+        failing: Arc::new(AtomicUsize::new(usize::MAX)),
+        hanging: Arc::default(),
+        puts: Arc::default(),
         fails_after: Duration::from_secs(30),
     });
     let handler = Native::new(|records: &[Record]| {
@@ -283,7 +244,7 @@ async fn a_batch_of_retries_against_a_retry_stream_that_is_down_waits_as_one() {
     );
     // The retry stream is back: every copy goes out, in read order, and the checkpoint passes
     // every record.
-    source.down.store(false, Ordering::SeqCst);
+    source.failing.store(0, Ordering::SeqCst);
     let last = seqs[999].clone();
     let passed = run
         .wait(Duration::from_secs(300), |r| {

@@ -8,6 +8,7 @@ pub mod fleet;
 pub mod kinesis;
 pub mod native;
 pub mod proxy;
+pub mod puts;
 pub mod reads;
 
 use std::fmt::Display;
