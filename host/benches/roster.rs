@@ -14,7 +14,6 @@
 //!
 //! `tests/stack cargo bench -p shardhost --bench roster`
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use aws_sdk_dynamodb::Client;
@@ -22,6 +21,7 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
     ReturnConsumedCapacity, ScalarAttributeType, Select, TableStatus,
 };
+use shardhost::fleet_table::FleetTable;
 use shardhost::lease::{DynamoLeaseStore, DynamoOptions, now_ms};
 use shardhost::status::fleet::{Heartbeat, Running};
 use shardhost::testing::Fleet;
@@ -50,10 +50,10 @@ fn main() {
     for n in FLEETS {
         let table = format!("bench-roster-{n}-{}", std::process::id());
         rt.block_on(create_table(&client, &table));
-        let store = Arc::new(rt.block_on(DynamoLeaseStore::connect(DynamoOptions::local(
-            &table, &endpoint,
-        ))));
-        let fleet = Fleet::new(Arc::clone(&store), SERVICE);
+        let store = FleetTable::beside(&rt.block_on(DynamoLeaseStore::connect(
+            DynamoOptions::local(&table, &endpoint),
+        )));
+        let fleet = Fleet::new(store.clone(), SERVICE);
         let beats: Vec<Heartbeat> = (0..n).map(heartbeat).collect();
         for beat in &beats {
             rt.block_on(fleet.beat(beat)).unwrap();
@@ -274,7 +274,7 @@ async fn lease_rows(client: &Client, table: &str) {
 
 /// A component of [`COMPONENT_BYTES`] stored twice (two versions), as a deploy leaves the
 /// desired and the previous version in the table.
-async fn components(store: &DynamoLeaseStore) {
+async fn components(store: &FleetTable) {
     for version in ["1", "2"] {
         let bytes = vec![version.as_bytes()[0]; COMPONENT_BYTES];
         let version = version.repeat(64);

@@ -12,6 +12,7 @@
 pub mod canary;
 pub mod config;
 pub mod effects;
+pub mod fleet_table;
 pub mod handler;
 pub mod lease;
 pub mod record;

@@ -20,7 +20,7 @@ pub struct HandlerSlot {
     /// Bumped whenever the shadow is set or dropped; a shadow change drops no live instance.
     shadow_generation: std::sync::atomic::AtomicU64,
     /// A rollout in progress (`deploy --canary`): its shards run its version.
-    canary: std::sync::RwLock<Option<Arc<crate::canary::Canary>>>,
+    canary: std::sync::RwLock<Option<Arc<crate::canary::Canary<dyn HandlerFactory>>>>,
 }
 
 struct SlotState {
@@ -70,12 +70,12 @@ impl HandlerSlot {
     }
 
     /// The rollout in progress, if any.
-    pub fn canary(&self) -> Option<Arc<crate::canary::Canary>> {
+    pub fn canary(&self) -> Option<Arc<crate::canary::Canary<dyn HandlerFactory>>> {
         self.canary.read().expect("handler slot poisoned").clone()
     }
 
     /// Starts (or with `None` ends) a rollout: its shards switch at their next batch.
-    pub fn set_canary(&self, canary: Option<Arc<crate::canary::Canary>>) {
+    pub fn set_canary(&self, canary: Option<Arc<crate::canary::Canary<dyn HandlerFactory>>>) {
         let mut slot = self.canary.write().expect("handler slot poisoned");
         *slot = canary;
         self.generation

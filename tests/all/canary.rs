@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use shardhost::lease::{Rollout, RolloutState};
+use shardhost::fleet_table::{Rollout, RolloutState};
 use shardhost::testing::version_of;
 
 use crate::fleet::{Fleet, SUBSCRIPTION, text};

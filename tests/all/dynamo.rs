@@ -10,9 +10,9 @@ use std::time::Duration;
 use crate::support::dynamo::{Dynamo, KeySpec, Row, n, s};
 use crate::support::{dynamodb_endpoint, unique};
 use aws_sdk_dynamodb::types::{AttributeValue, KeyType, ScalarAttributeType};
+use shardhost::fleet_table::{CHUNK_BYTES, Desired, FleetTable, SetDesired, StoredComponent};
 use shardhost::lease::{
-    CHUNK_BYTES, Checkpoint, Desired, DynamoLeaseStore, DynamoOptions, LeaseError, LeaseKey,
-    LeaseStore, SetDesired, StoredComponent, now_ms,
+    Checkpoint, DynamoLeaseStore, DynamoOptions, LeaseError, LeaseKey, LeaseStore, now_ms,
 };
 use shardhost::record::Position;
 
@@ -501,7 +501,7 @@ async fn a_component_larger_than_an_item_is_stored_in_parts_beside_the_leases_an
         return;
     };
     let (raw, table) = table(&ep, "parts").await;
-    let store = store(&ep, &table, None).await;
+    let store = FleetTable::beside(&store(&ep, &table, None).await);
     let bytes: Vec<u8> = (0..CHUNK_BYTES * 2 + 1234)
         .map(|i| (i * 31 % 251) as u8)
         .collect();
@@ -530,7 +530,7 @@ async fn a_desired_version_written_over_a_row_read_earlier_is_refused() {
         return;
     };
     let (_raw, table) = table(&ep, "desired").await;
-    let store = store(&ep, &table, None).await;
+    let store = FleetTable::beside(&store(&ep, &table, None).await);
     let max = 64 << 20;
     let desired = |v: &str, generation: u64| Desired {
         component: StoredComponent {

@@ -3,10 +3,10 @@
 //! the row was deleted or restored from a backup, racing deploys never leave a version whose
 //! bytes are gone, and with trusted keys only signed versions run.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use shardhost::fleet_table::FleetTable;
 use shardhost::lease::{DynamoLeaseStore, DynamoOptions};
 use shardhost::status::fleet::FleetReport;
 use shardhost::testing::version_of;
@@ -226,10 +226,10 @@ fn racing_deploys_never_make_a_version_desired_whose_bytes_are_gone() {
     let d = crate::support::dynamo::Dynamo::new(&endpoint);
     let table = unique("race");
     rt.block_on(d.create_lease_table(&table));
-    let store = Arc::new(rt.block_on(DynamoLeaseStore::connect(DynamoOptions::local(
+    let store = rt.block_on(DynamoLeaseStore::connect(DynamoOptions::local(
         &table, &endpoint,
-    ))));
-    let fleet = TableFleet::new(store, "svc");
+    )));
+    let fleet = TableFleet::new(FleetTable::beside(&store), "svc");
     let components: Vec<Vec<u8>> = (0..3)
         .map(|i| format!("component {i}").into_bytes())
         .collect();

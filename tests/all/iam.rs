@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use shardhost::lease::{Rollout, RolloutState};
+use shardhost::fleet_table::{Rollout, RolloutState};
 
 use crate::fleet::{Fleet, SUBSCRIPTION, path, text, version};
 use crate::support::fleet::{Instance, stack};

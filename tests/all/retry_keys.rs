@@ -12,6 +12,7 @@ use crate::support::fleet::Instance;
 use crate::support::{
     HostToml, Outcomes, Running, Scratch, Subscription, dynamodb_endpoint, guest, metric, unique,
 };
+use shardhost::fleet_table::FleetTable;
 use shardhost::lease::{DynamoLeaseStore, DynamoOptions};
 use shardhost::record::Outcome;
 use shardhost::testing::envelope::{self, EnvelopeKey, Header, Kind, Origin};
@@ -185,7 +186,7 @@ fn copies_made_under_the_lease_tables_key_still_open_while_it_is_named_a_previou
     let table_key = rt.block_on(async {
         Dynamo::new(&endpoint).create_lease_table(&table).await;
         let store = DynamoLeaseStore::connect(DynamoOptions::local(&table, &endpoint)).await;
-        store.envelope_key().await.unwrap()
+        FleetTable::beside(&store).envelope_key().await.unwrap()
     });
     let dir = Scratch::new("retry-keys-table");
     let header = copy_header("capped");

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use shardhost::lease::{Rollout, RolloutState};
+use shardhost::fleet_table::{Rollout, RolloutState};
 
 use crate::canary::Producer;
 use crate::fleet::{Fleet, SUBSCRIPTION, path, settled, text, version};

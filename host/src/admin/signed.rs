@@ -46,7 +46,7 @@ pub(super) fn sign_of(headers: &HeaderMap) -> Result<Sign<'static>, (StatusCode,
         .parse::<u64>()
         .map_err(|_| bad(&format!("`{GENERATION_HEADER}` is not a number")))?;
     let [_, deploy_id, signature, key] = <[String; 4]>::try_from(values).expect("four headers");
-    if !crate::lease::is_id(&deploy_id) {
+    if !crate::fleet_table::is_id(&deploy_id) {
         return Err(bad(&format!("`{DEPLOY_ID_HEADER}` is not an id")));
     }
     Ok(Sign::Made(Intent {

@@ -11,8 +11,6 @@ use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 
-use crate::handler::HandlerFactory;
-
 pub mod rules;
 
 use rules::{Arm, BUCKETS, bucket};
@@ -43,17 +41,18 @@ pub fn choose(canary_id: &str, shards: &[String], share_permille: u32) -> Option
     Some(chosen)
 }
 
-/// A rollout as one instance runs it: the new version, its shards, and what both arms did here.
-pub struct Canary {
+/// A rollout as one instance runs it: the new version (`F` makes its instances: the handler
+/// seam's factory, which the slot names), its shards, and what both arms did here.
+pub struct Canary<F: ?Sized> {
     pub id: String,
-    pub factory: Arc<dyn HandlerFactory>,
+    pub factory: Arc<F>,
     pub shards: BTreeSet<String>,
     pub canary: Arc<ArmStats>,
     pub base: Arc<ArmStats>,
 }
 
-impl Canary {
-    pub fn new(id: &str, factory: Arc<dyn HandlerFactory>, shards: &[String]) -> Canary {
+impl<F: ?Sized> Canary<F> {
+    pub fn new(id: &str, factory: Arc<F>, shards: &[String]) -> Canary<F> {
         Canary {
             id: id.to_owned(),
             factory,

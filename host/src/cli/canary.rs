@@ -8,7 +8,7 @@ use super::CliError;
 use super::fleet::{FleetSource, subscription, who};
 use crate::config::{Config, SubscriptionConfig};
 use crate::fleet::{CanaryPlan, Sign};
-use crate::lease::RolloutState;
+use crate::fleet_table::RolloutState;
 use crate::source::StreamSource;
 use crate::source::kinesis::KinesisStreams;
 use crate::version::short_version;

@@ -17,7 +17,7 @@ use super::{AdminArgs, CliError};
 use crate::admin::reply::SwapReply;
 use crate::config::Config;
 use crate::fleet::{FleetError, Intent, Sign};
-use crate::lease::new_id;
+use crate::fleet_table::new_id;
 use crate::signing::{Scope, SignKey, Statement, TrustedKeys};
 use crate::status::fleet::DesiredReport;
 use crate::version::{short_version, version_of};

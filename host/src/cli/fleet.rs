@@ -35,7 +35,8 @@ impl FleetSource {
             max_component_size: config.fleet.max_component_size,
             trusted: config.fleet.trusted_keys.clone(),
         };
-        Ok(Fleet::new(std::sync::Arc::new(table), &config.host.name).with_policy(policy))
+        let table = crate::fleet_table::FleetTable::beside(&table);
+        Ok(Fleet::new(table, &config.host.name).with_policy(policy))
     }
 
     /// The fleet now; `None` when the instance asked has no fleet (memory lease store).
@@ -133,7 +134,7 @@ pub async fn wait(
 
 /// The fleet as text: each subscription's desired version, then each instance.
 /// A rollout: running (with its time left) or how it ended.
-fn render_rollout(r: &crate::lease::Rollout, now: u64) -> String {
+fn render_rollout(r: &crate::fleet_table::Rollout, now: u64) -> String {
     let head = format!(
         "    rollout {} of {} on {} shard(s) ({}), rules {}",
         r.canary_id,
@@ -143,7 +144,7 @@ fn render_rollout(r: &crate::lease::Rollout, now: u64) -> String {
         r.abort_on
     );
     match r.state {
-        crate::lease::RolloutState::Running => {
+        crate::fleet_table::RolloutState::Running => {
             let ends = r.started_at_ms.saturating_add(r.window_ms);
             format!(
                 "{head}: running, started {} ago, window ends in {}\n",

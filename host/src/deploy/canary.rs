@@ -9,8 +9,8 @@ use std::sync::Arc;
 use super::{Deployer, Target, Trial};
 use crate::canary::Canary;
 use crate::fleet::Fleet;
+use crate::fleet_table::{Rollout, RolloutState};
 use crate::handler::HandlerFactory;
-use crate::lease::{Rollout, RolloutState};
 use crate::status::fleet::{CanaryArms, Refusal};
 use crate::version::short_version;
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use super::{Applied, DeployError, Deployer, Target};
 use crate::fleet::{Fleet, FleetError};
+use crate::fleet_table::Desired;
 use crate::handler::HandlerFactory;
-use crate::lease::Desired;
 use crate::slot::Swapped;
 use crate::status::fleet::Refusal;
 use crate::version::short_version;

@@ -11,6 +11,7 @@
 mod canary;
 mod converge;
 mod shadow;
+pub mod sync;
 mod watch;
 
 use std::collections::BTreeMap;
@@ -22,8 +23,8 @@ use tokio::sync::Notify;
 use crate::config::{Limits, SubscriptionConfig, WasiGrants};
 use crate::fleet::last_ran::{Kept, LastRan};
 use crate::fleet::{Fleet, FleetError, Sign};
+use crate::fleet_table::Desired;
 use crate::handler::HandlerFactory;
-use crate::lease::Desired;
 use crate::metrics::Metrics;
 use crate::slot::{HandlerSlot, Swapped};
 use crate::status::fleet::Refusal;

@@ -5,7 +5,8 @@
 use super::{Fleet, FleetError, Intent, Sign, rollout_statement};
 use crate::canary::choose;
 use crate::canary::rules::AbortOn;
-use crate::lease::{Rollout, RolloutState, new_id, now_ms};
+use crate::fleet_table::{Rollout, RolloutState, new_id};
+use crate::lease::now_ms;
 
 /// What a rollout starts with.
 pub struct CanaryPlan<'a> {
@@ -21,7 +22,7 @@ impl Fleet {
     /// The rollout of `subscription` and its revision; `None` when none was ever started.
     pub async fn rollout(&self, subscription: &str) -> Result<Option<(u64, Rollout)>, FleetError> {
         self.read(1);
-        let read = self.store.rollout(&self.service, subscription).await?;
+        let read = self.table.rollout(&self.service, subscription).await?;
         match (read.revision, read.doc) {
             (Some(revision), Some(Ok(rollout))) => Ok(Some((revision, rollout))),
             (_, Some(Err(why))) => Err(FleetError::BadRollout {
@@ -51,7 +52,7 @@ impl Fleet {
         AbortOn::parse(plan.abort_on).map_err(|e| refused(format!("--abort-on: {e}")))?;
         self.fits(subscription, bytes.len())?;
         self.read(1);
-        let read = self.store.rollout(&self.service, subscription).await?;
+        let read = self.table.rollout(&self.service, subscription).await?;
         if let Some(Ok(r)) = &read.doc
             && r.state == RolloutState::Running
         {
@@ -94,7 +95,7 @@ impl Fleet {
         }
         self.wrote(1);
         let written = self
-            .store
+            .table
             .set_rollout(&self.service, subscription, &rollout, read.revision)
             .await?;
         if !written {
@@ -143,7 +144,7 @@ impl Fleet {
         decided.decided_by = Some(by.chars().take(256).collect());
         self.wrote(1);
         let written = self
-            .store
+            .table
             .set_rollout(&self.service, subscription, &decided, Some(revision))
             .await?;
         if written {

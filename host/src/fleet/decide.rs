@@ -6,7 +6,8 @@
 
 use super::Fleet;
 use crate::canary::rules::{AbortOn, Arm, MIN_RECORDS};
-use crate::lease::{Rollout, RolloutState, now_ms};
+use crate::fleet_table::{Rollout, RolloutState};
+use crate::lease::now_ms;
 
 /// The shard whose lease holder decides `r`.
 pub fn decider_shard(r: &Rollout) -> Option<&str> {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::lease::Desired;
+use crate::fleet_table::Desired;
 use crate::signing::Signed;
 use crate::version::version_of;
 

@@ -3,9 +3,9 @@
 //! The lease table holds, per service (`[host] name`) and subscription, the *desired* handler
 //! version: its sha256, a generation, the row's lineage (`deploy_id`), who deployed it and when,
 //! the version before it (for `--rollback`) and, when signed, the deploy's signature; the
-//! component's bytes sit beside it, cut under DynamoDB's item limit (`lease::Desired`). A deploy
+//! component's bytes sit beside it, cut under DynamoDB's item limit (`fleet_table::Desired`). A deploy
 //! validates the bytes, stores them and writes the desired row ([`Fleet::publish`],
-//! [`Fleet::rollback`]); every instance polls the row ([`sync`]), checks it (a bad row or, with
+//! [`Fleet::rollback`]); every instance polls the row (`deploy/sync.rs`), checks it (a bad row or, with
 //! trusted keys, a version not signed by one of them is refused: [`Fleet::trust`]), fetches a new
 //! version, checks its sha256, validates it under its own limits and swaps it in at batch
 //! boundaries, like a local deploy (`Deployer::converge`). Each instance also writes a heartbeat
@@ -24,7 +24,7 @@
 //! With the memory lease store there is no fleet: a deploy reaches the one host it is sent to.
 
 mod canary;
-mod decide;
+pub mod decide;
 pub mod last_ran;
 mod publish;
 mod shadow;
@@ -33,13 +33,11 @@ mod trust;
 pub use canary::CanaryPlan;
 
 mod roster;
-pub mod sync;
-
-use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;
 
-use crate::lease::{BadRow, Desired, DynamoLeaseStore, LeaseError, Seen, StoredComponent};
+use crate::fleet_table::{BadRow, Desired, FleetTable, Seen, StoredComponent};
+use crate::lease::LeaseError;
 use crate::metrics::Metrics;
 pub use crate::signing::Intent;
 use crate::signing::{SignKey, TrustedKeys, Untrusted};
@@ -172,7 +170,7 @@ pub enum Sign<'a> {
 
 /// One service's fleet state in a lease table.
 pub struct Fleet {
-    store: Arc<DynamoLeaseStore>,
+    table: FleetTable,
     service: String,
     policy: FleetPolicy,
     /// Requests sent for the fleet (the `fleet_table_requests` metric of a host).
@@ -181,9 +179,9 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    pub fn new(store: Arc<DynamoLeaseStore>, service: &str) -> Fleet {
+    pub fn new(table: FleetTable, service: &str) -> Fleet {
         Fleet {
-            store,
+            table,
             service: service.to_owned(),
             policy: FleetPolicy::default(),
             reads: Counter::default(),
@@ -235,7 +233,7 @@ impl Fleet {
     ) -> Result<(Seen, Option<Result<Desired, BadRow>>), FleetError> {
         self.read(1);
         let read = self
-            .store
+            .table
             .desired(&self.service, subscription, self.policy.max_component_size)
             .await?;
         Ok((read.seen, read.row))
@@ -267,7 +265,7 @@ impl Fleet {
         )?;
         self.read(u64::from(stored.chunks));
         let bytes = self
-            .store
+            .table
             .component(&self.service, subscription, stored)
             .await?
             .ok_or_else(|| FleetError::Missing {

@@ -3,7 +3,8 @@
 //! their own write dropped (see the module docs of `fleet`).
 
 use super::{Fleet, FleetError, Intent, Sign};
-use crate::lease::{Desired, MAX_GENERATION, Seen, SetDesired, StoredComponent, new_id, now_ms};
+use crate::fleet_table::{Desired, MAX_GENERATION, Seen, SetDesired, StoredComponent, new_id};
+use crate::lease::now_ms;
 use crate::signing::{Signed, Untrusted};
 use crate::version::{short_version, version_of};
 
@@ -305,7 +306,7 @@ impl Fleet {
     ) -> Result<StoredComponent, FleetError> {
         let version = version_of(bytes);
         let stored = self
-            .store
+            .table
             .put_component(&self.service, subscription, &version, bytes)
             .await?;
         self.wrote(u64::from(stored.chunks));
@@ -321,7 +322,7 @@ impl Fleet {
     ) -> Result<bool, FleetError> {
         self.wrote(1);
         let written = self
-            .store
+            .table
             .set_desired(&self.service, subscription, desired, seen)
             .await?;
         Ok(matches!(written, SetDesired::Done))
@@ -353,7 +354,7 @@ impl Fleet {
     pub(super) async fn remove(&self, subscription: &str, old: &StoredComponent) {
         self.wrote(u64::from(old.chunks));
         if let Err(e) = self
-            .store
+            .table
             .delete_component(&self.service, subscription, old)
             .await
         {

@@ -22,7 +22,7 @@ impl Fleet {
         self.wrote(1);
         let expires_at = beat.expires_ms().div_ceil(1_000);
         Ok(self
-            .store
+            .table
             .beat(&self.service, &beat.owner, &as_written(beat), expires_at)
             .await?)
     }
@@ -31,7 +31,7 @@ impl Fleet {
     pub async fn leave(&self, beat: &Heartbeat) -> Result<(), FleetError> {
         self.wrote(1);
         Ok(self
-            .store
+            .table
             .forget(&self.service, &beat.owner, &as_written(beat))
             .await?)
     }
@@ -43,7 +43,7 @@ impl Fleet {
         for name in subscriptions {
             desired.push(self.desired_report(name).await?);
         }
-        let roster = self.store.roster(&self.service).await?;
+        let roster = self.table.roster(&self.service).await?;
         self.read(u64::from(roster.pages));
         let now = now_ms();
         let (mut instances, mut unreadable) = (Vec::new(), Vec::new());
@@ -80,7 +80,7 @@ impl Fleet {
         instances.sort_by(|a, b| a.heartbeat.owner.cmp(&b.heartbeat.owner));
         unreadable.sort_by(|a, b| a.row.cmp(&b.row));
         Ok(FleetReport {
-            table: self.store.table_name().to_owned(),
+            table: self.table.table_name().to_owned(),
             service: self.service.clone(),
             desired,
             instances,

@@ -1,7 +1,8 @@
 //! A fleet's shadow (see `lease/dynamo/shadow.rs`): set for every instance, dropped, read.
 
 use super::{Fleet, FleetError, Sign, shadow_statement};
-use crate::lease::{FleetShadow, new_id, now_ms};
+use crate::fleet_table::{FleetShadow, new_id};
+use crate::lease::now_ms;
 use crate::signing::SignKey;
 
 impl Fleet {
@@ -11,7 +12,7 @@ impl Fleet {
         subscription: &str,
     ) -> Result<Option<(u64, FleetShadow)>, FleetError> {
         self.read(1);
-        let read = self.store.fleet_shadow(&self.service, subscription).await?;
+        let read = self.table.fleet_shadow(&self.service, subscription).await?;
         match (read.revision, read.doc) {
             (Some(revision), Some(Ok(shadow))) => Ok(Some((revision, shadow))),
             (_, Some(Err(why))) => Err(FleetError::BadRollout {
@@ -52,7 +53,7 @@ impl Fleet {
         let old = self.shadow(subscription).await.ok().flatten();
         self.wrote(1);
         let written = self
-            .store
+            .table
             .set_fleet_shadow(
                 &self.service,
                 subscription,
@@ -104,7 +105,7 @@ impl Fleet {
         };
         self.wrote(1);
         if !self
-            .store
+            .table
             .set_fleet_shadow(&self.service, subscription, &off, Some(revision))
             .await?
         {

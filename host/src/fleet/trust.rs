@@ -4,14 +4,14 @@
 //! [`crate::signing`]).
 
 use super::{Fleet, FleetError, Intent};
-use crate::lease::{Desired, FleetShadow, Rollout};
+use crate::fleet_table::{Desired, FleetShadow, Rollout};
 use crate::signing::{PublicKey, Scope, Statement, TrustedKeys};
 
 impl Fleet {
     /// Where this fleet's signatures for `subscription` hold.
     pub fn scope<'a>(&'a self, subscription: &'a str) -> Scope<'a> {
         Scope {
-            table: self.store.table_name(),
+            table: self.table.table_name(),
             service: &self.service,
             subscription,
         }

@@ -18,15 +18,18 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
-pub use dynamo::{
-    BadRow, CHUNK_BYTES, Desired, DesiredRead, DocRead, DynamoLeaseStore, DynamoOptions,
-    FleetShadow, MAX_GENERATION, Rollout, RolloutRead, RolloutState, Seen, SetDesired,
-    StoredComponent, is_id, is_version, new_id,
-};
+pub use dynamo::{DynamoLeaseStore, DynamoOptions};
 pub(crate) use handle::{KeepAlive, LeaseHandle};
 pub(crate) use key::claimed_by_another;
 pub use key::{LeaseKey, LeaseRows, SUBSCRIPTION_SEPARATOR};
 pub use memory::MemoryLeaseStore;
+
+/// What other rows of a DynamoDB lease table share with its lease rows (the fleet table's):
+/// the partition key, attribute values, and errors naming the row and the table.
+pub(crate) mod dynamo_rows {
+    pub(crate) use super::dynamo::row::{Item, KEY, n, s};
+    pub(crate) use super::dynamo::sdk_error;
+}
 
 use crate::record::Position;
 

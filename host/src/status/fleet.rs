@@ -111,7 +111,7 @@ pub struct DesiredReport {
     pub deployed_at_ms: Option<u64>,
     /// What `deploy --rollback` restores.
     pub previous_version: Option<String>,
-    /// The row's lineage (see `lease::Desired::deploy_id`).
+    /// The row's lineage (see `fleet_table::Desired::deploy_id`).
     #[serde(default)]
     pub deploy_id: Option<String>,
     /// The public key the deploy was signed with, when it was signed.
@@ -122,13 +122,13 @@ pub struct DesiredReport {
     pub problem: Option<String>,
     /// The subscription's last rollout (`deploy --canary`), running or decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rollout: Option<crate::lease::Rollout>,
+    pub rollout: Option<crate::fleet_table::Rollout>,
     /// The signature the previous version was deployed under (a signed rollback re-verifies it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_signed: Option<crate::signing::Intent>,
     /// The fleet's shadow of the subscription (`deploy --shadow`), on or off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shadow: Option<crate::lease::FleetShadow>,
+    pub shadow: Option<crate::fleet_table::FleetShadow>,
 }
 
 /// The whole fleet of one service.
@@ -199,7 +199,7 @@ impl FleetReport {
             .filter_map(|i| i.heartbeat.subscriptions.get(subscription))
             .flat_map(|r| [Some(r.generation), r.refused.as_ref().map(|f| f.generation)])
             .flatten()
-            .filter(|g| *g <= crate::lease::MAX_GENERATION);
+            .filter(|g| *g <= crate::fleet_table::MAX_GENERATION);
         instances.fold(row, u64::max)
     }
 

@@ -13,8 +13,8 @@ use crate::envelope::EnvelopeKeys;
 use crate::feed::{self, FeedRecord};
 use crate::fleet::last_ran::{Kept, LastRan};
 use crate::fleet::{Fleet, FleetError, FleetPolicy};
+use crate::fleet_table::Desired;
 use crate::handler::HandlerFactory;
-use crate::lease::Desired;
 use crate::metrics::Metrics;
 use crate::publish::Publisher;
 use crate::slot::HandlerSlot;
@@ -399,7 +399,7 @@ impl Host {
             max_component_size: config.fleet.max_component_size,
             trusted: config.fleet.trusted_keys.clone(),
         };
-        let fleet = stores.table.map(|table| {
+        let fleet = stores.fleet.map(|table| {
             let fleet = Fleet::new(table, &config.host.name).with_policy(policy);
             Arc::new(fleet.counted_in(&metrics))
         });

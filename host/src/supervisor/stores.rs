@@ -1,5 +1,6 @@
-//! What a host is before it reads: its owner id, its lease store, and the key its retry copies
-//! and dead letters are authenticated with.
+//! What a host is before it reads: its owner id, its lease store (and, with a DynamoDB table,
+//! the fleet's rows beside the leases), and the key its retry copies and dead letters are
+//! authenticated with.
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
@@ -9,6 +10,7 @@ use std::sync::Arc;
 use super::StartError;
 use crate::config::{Config, LeaseStoreKind};
 use crate::envelope::{EnvelopeKey, EnvelopeKeys};
+use crate::fleet_table::FleetTable;
 use crate::lease::{DynamoLeaseStore, DynamoOptions, LeaseStore, MemoryLeaseStore};
 use crate::wasm::Runtime;
 
@@ -30,8 +32,9 @@ pub fn owner_id(config: &Config) -> String {
 /// Where a host keeps its leases, and what authenticates its envelopes.
 pub(super) struct Stores {
     pub leases: Arc<dyn LeaseStore>,
-    /// The same store when it is a DynamoDB table: the fleet's desired versions live there.
-    pub table: Option<Arc<DynamoLeaseStore>>,
+    /// With a DynamoDB table: the fleet's rows beside the leases (desired versions, roster,
+    /// rollouts, shadows).
+    pub fleet: Option<FleetTable>,
     pub envelopes: EnvelopeKeys,
 }
 
@@ -44,15 +47,15 @@ pub(super) async fn lease_store(
     match dynamo_table(config).await? {
         None => Ok(Stores {
             leases: Arc::new(MemoryLeaseStore::new()),
-            table: None,
+            fleet: None,
             envelopes: envelope_keys(config, cache, None, Make::IfMissing).await?,
         }),
         Some(store) => {
-            let envelopes = envelope_keys(config, cache, Some(&store), Make::IfMissing).await?;
-            let store = Arc::new(store);
+            let fleet = FleetTable::beside(&store);
+            let envelopes = envelope_keys(config, cache, Some(&fleet), Make::IfMissing).await?;
             Ok(Stores {
-                leases: store.clone(),
-                table: Some(store),
+                leases: Arc::new(store),
+                fleet: Some(fleet),
                 envelopes,
             })
         }
@@ -89,7 +92,8 @@ pub async fn dynamo_table(config: &Config) -> Result<Option<DynamoLeaseStore>, S
 pub async fn fleet_envelope_keys(config: &Config) -> Result<EnvelopeKeys, StartError> {
     let cache = Runtime::cache_dir_of(&config.host);
     let table = dynamo_table(config).await?;
-    envelope_keys(config, cache.as_deref(), table.as_ref(), Make::Never).await
+    let fleet = table.as_ref().map(FleetTable::beside);
+    envelope_keys(config, cache.as_deref(), fleet.as_ref(), Make::Never).await
 }
 
 /// Whether a missing key is made (a host) or not (a tool that only reads).
@@ -105,7 +109,7 @@ enum Make {
 async fn envelope_keys(
     config: &Config,
     cache: Option<&Path>,
-    table: Option<&DynamoLeaseStore>,
+    table: Option<&FleetTable>,
     make: Make,
 ) -> Result<EnvelopeKeys, StartError> {
     let previous = EnvelopeKey::configured_previous(&config.host.retry_keys_previous)
@@ -133,9 +137,7 @@ async fn envelope_keys(
 /// The key kept in the lease table, named as a previous key: for a fleet moving from it to a
 /// configured key (copies made under it are opened meanwhile; whoever reads the table can forge
 /// them meanwhile too, hence the warning).
-async fn lease_table_key(
-    table: Option<&DynamoLeaseStore>,
-) -> Result<Option<EnvelopeKey>, StartError> {
+async fn lease_table_key(table: Option<&FleetTable>) -> Result<Option<EnvelopeKey>, StartError> {
     let Some(store) = table else {
         tracing::warn!(
             "retry_keys_previous names \"lease-table\", but the leases are not in a DynamoDB table: ignored"
@@ -161,7 +163,7 @@ async fn lease_table_key(
 async fn current_key(
     config: &Config,
     cache: Option<&Path>,
-    table: Option<&DynamoLeaseStore>,
+    table: Option<&FleetTable>,
     make: Make,
 ) -> Result<Option<EnvelopeKey>, StartError> {
     if let Some(key) = EnvelopeKey::configured(config.host.retry_key.as_deref()) {

@@ -8,6 +8,7 @@ mod forged;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shardhost::fleet_table::FleetTable;
 use shardhost::lease::{DynamoLeaseStore, DynamoOptions, now_ms};
 use shardhost::status::fleet::{FleetReport, Heartbeat, Running};
 use shardhost::testing::Fleet;
@@ -22,7 +23,7 @@ const SERVICE: &str = "shardhost";
 /// The fleet of `service` on the lease table `table`, written and read as an instance would.
 async fn fleet(endpoint: &str, table: &str, service: &str) -> Arc<Fleet> {
     let store = DynamoLeaseStore::connect(DynamoOptions::local(table, endpoint)).await;
-    Arc::new(Fleet::new(Arc::new(store), service))
+    Arc::new(Fleet::new(FleetTable::beside(&store), service))
 }
 
 /// A heartbeat as a production instance writes it: an owner id like the default one (hostname

@@ -3,7 +3,7 @@
 //! own so that it always passes ([`as_written`]), and how a bad row is shown ([`shown`]).
 
 use crate::canary::rules::{Arm, BUCKETS};
-use crate::lease::{MAX_GENERATION, is_id, is_version};
+use crate::fleet_table::{MAX_GENERATION, is_id, is_version};
 use crate::status::fleet::{Heartbeat, Refusal, Running};
 
 /// The longest owner or admin address a heartbeat may name (bytes).

@@ -28,18 +28,12 @@
 //! by a bare shard id are earlier-version rows, read only through `legacy_stream` (see `legacy`).
 //!
 //! Rows whose key starts with `#` are shardhost's own and never meet a lease row: the fleet's
-//! envelope key (`secret`), its desired handler versions and their bytes (`desired`), and its
-//! heartbeats (`roster`).
+//! rows (its envelope key, desired handler versions and their bytes, heartbeats, rollouts and
+//! shadows) are kept beside the leases by the fleet table, on this store's client
+//! ([`DynamoLeaseStore::client`]), never through this store.
 
-mod canary;
-mod component;
-mod desired;
-mod doc;
 mod legacy;
-mod roster;
-mod row;
-mod secret;
-mod shadow;
+pub(crate) mod row;
 mod table;
 mod write;
 
@@ -54,24 +48,15 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 
 use super::{Checkpoint, Lease, LeaseError, LeaseKey, LeaseRows, LeaseStore, now_ms};
-pub use canary::{Rollout, RolloutRead, RolloutState};
-pub use component::new_id;
-pub use desired::{
-    BadRow, CHUNK_BYTES, Desired, DesiredRead, MAX_GENERATION, Seen, SetDesired, StoredComponent,
-    is_id, is_version,
-};
-pub use doc::DocRead;
 use legacy::Legacy;
 use row::{CHECKPOINT, COUNTER, EXPIRY, HANDOFF_TO, KEY, OPENED, OWNER, n, s};
-pub use shadow::FleetShadow;
 use write::{HELD, UNASKED};
 
 /// A [`LeaseStore`] in a DynamoDB table (`[leases] store = "dynamodb"`).
 ///
 /// The service's credentials need `dynamodb:GetItem` and `dynamodb:UpdateItem` on the table,
-/// `dynamodb:DescribeTable` for [`check_table`](Self::check_table), `dynamodb:DeleteItem` for
-/// fleet deploys to remove the bytes of versions older than the previous one and for a clean
-/// stop to remove the instance's heartbeat row, and `dynamodb:Scan` to read the roster.
+/// `dynamodb:DescribeTable` for [`check_table`](Self::check_table); the fleet's rows beside the
+/// leases need `dynamodb:DeleteItem` and `dynamodb:Scan` too (see the fleet table).
 #[derive(Debug)]
 pub struct DynamoLeaseStore {
     client: Client,
@@ -242,23 +227,34 @@ impl DynamoLeaseStore {
         E: std::error::Error + ProvideErrorMetadata + 'static,
         R: std::fmt::Debug,
     {
-        let service = e.as_service_error();
-        let code = service.and_then(|s| s.code());
-        if code == Some("ResourceNotFoundException") {
-            return LeaseError::Store(format!(
-                "{what} `{row}`: lease table `{}` does not exist",
-                self.table
-            ));
-        }
-        let detail = match (code, service.and_then(|s| s.message())) {
-            (Some(code), Some(message)) => format!("{code}: {message}"),
-            _ => DisplayErrorContext(&e).to_string(),
-        };
-        LeaseError::Store(format!(
-            "{what} `{row}` in lease table `{}`: {detail}",
-            self.table
-        ))
+        sdk_error(&self.table, what, row, e)
     }
+
+    /// The DynamoDB client this store sends with: the fleet's rows beside the leases go
+    /// through it too.
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+/// A store error naming what was done, on which row of which lease table.
+pub(crate) fn sdk_error<E, R>(table: &str, what: &str, row: &str, e: SdkError<E, R>) -> LeaseError
+where
+    E: std::error::Error + ProvideErrorMetadata + 'static,
+    R: std::fmt::Debug,
+{
+    let service = e.as_service_error();
+    let code = service.and_then(|s| s.code());
+    if code == Some("ResourceNotFoundException") {
+        return LeaseError::Store(format!(
+            "{what} `{row}`: lease table `{table}` does not exist"
+        ));
+    }
+    let detail = match (code, service.and_then(|s| s.message())) {
+        (Some(code), Some(message)) => format!("{code}: {message}"),
+        _ => DisplayErrorContext(&e).to_string(),
+    };
+    LeaseError::Store(format!("{what} `{row}` in lease table `{table}`: {detail}"))
 }
 
 /// `now_ms` + `ttl`, saturating.

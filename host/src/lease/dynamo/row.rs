@@ -8,7 +8,7 @@ use crate::lease::{Checkpoint, Lease, LeaseError, LeaseKey, claimed_by_another};
 
 /// The partition key (S): `stream:shard`, `stream:shard#SUBSCRIPTION` for a subscription's own
 /// rows, or a bare shard id in an earlier-version row.
-pub(super) const KEY: &str = "lease_key";
+pub(crate) const KEY: &str = "lease_key";
 /// The holder (S); absent while nobody holds the lease.
 pub(super) const OWNER: &str = "lease_owner";
 /// When the lease ends (N, ms since the Unix epoch); 0 after a release.
@@ -33,15 +33,15 @@ pub(super) const SUBSCRIPTION: &str = "subscription";
 const MAX_EXPIRY_AHEAD_MS: u64 = 24 * 3_600_000;
 
 /// One item as the SDK answers it.
-pub(super) type Item = HashMap<String, AttributeValue>;
+pub(crate) type Item = HashMap<String, AttributeValue>;
 
 /// A string attribute value.
-pub(super) fn s(v: impl Into<String>) -> AttributeValue {
+pub(crate) fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
 }
 
 /// A number attribute value.
-pub(super) fn n(v: u64) -> AttributeValue {
+pub(crate) fn n(v: u64) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
 

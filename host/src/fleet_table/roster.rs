@@ -1,5 +1,5 @@
 //! The fleet's roster: one row per instance in the lease table, written only by that instance,
-//! holding its last heartbeat (a JSON text the fleet room writes and reads; see `crate::fleet`).
+//! holding its last heartbeat (a JSON text the fleet room, `fleet/`, writes and reads).
 //!
 //! | `lease_key`                           | attributes                                        |
 //! |---------------------------------------|---------------------------------------------------|
@@ -20,8 +20,8 @@
 
 use aws_sdk_dynamodb::types::{AttributeValue, Select};
 
-use super::DynamoLeaseStore;
-use super::row::{Item, KEY, n, s};
+use super::FleetTable;
+use crate::lease::dynamo_rows::{Item, KEY, n, s};
 use crate::lease::{LeaseError, now_ms};
 
 /// The heartbeat's JSON text (S).
@@ -58,7 +58,7 @@ pub struct Roster {
 }
 
 /// One instance row as read: anyone who can write the table can write one, so its text is
-/// checked before it is believed (`crate::fleet`).
+/// checked before it is believed (`fleet/roster.rs`).
 #[derive(Debug)]
 pub struct RosterRow {
     /// Its `lease_key`.
@@ -80,7 +80,7 @@ impl RosterRow {
     }
 }
 
-impl DynamoLeaseStore {
+impl FleetTable {
     /// Writes `owner`'s heartbeat row, replacing the one before; the row counts until
     /// `expires_at` (seconds since the Unix epoch).
     pub async fn beat(

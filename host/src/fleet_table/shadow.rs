@@ -5,10 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::DynamoLeaseStore;
+use super::FleetTable;
+use super::desired::StoredComponent;
 use super::desired::{is_id, is_version};
 use super::doc::{DocRead, doc_key};
-use crate::lease::{LeaseError, StoredComponent};
+use crate::lease::LeaseError;
 use crate::signing::Signed;
 
 const SHADOW: &str = "shadow";
@@ -65,7 +66,7 @@ impl FleetShadow {
     }
 }
 
-impl DynamoLeaseStore {
+impl FleetTable {
     /// The shadow row of `subscription`.
     pub async fn fleet_shadow(
         &self,

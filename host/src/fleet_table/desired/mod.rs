@@ -1,5 +1,5 @@
 //! The fleet's desired handler versions, in rows of the lease table beside the leases (see
-//! `crate::fleet`); the components' bytes are in `component.rs`.
+//! `fleet/`); the components' bytes are in `component.rs`.
 //!
 //! | `lease_key`                               | attributes |
 //! |-------------------------------------------|------------|
@@ -19,9 +19,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 mod write;
 
-use super::DynamoLeaseStore;
-use super::row::{Item, KEY, n, s};
+use super::FleetTable;
 use crate::lease::LeaseError;
+use crate::lease::dynamo_rows::{Item, KEY, n, s};
 use crate::signing::{Intent, Signed};
 use write::Write;
 
@@ -370,7 +370,7 @@ fn cut(text: &str) -> String {
     out
 }
 
-impl DynamoLeaseStore {
+impl FleetTable {
     /// The desired row of `subscription` of `service`, checked against `max_size`.
     pub async fn desired(
         &self,

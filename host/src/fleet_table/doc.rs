@@ -6,9 +6,9 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::DynamoLeaseStore;
-use super::row::{KEY, n, s};
+use super::FleetTable;
 use crate::lease::LeaseError;
+use crate::lease::dynamo_rows::{KEY, n, s};
 
 /// The largest document read or written.
 pub const MAX_DOC_BYTES: usize = 64 << 10;
@@ -32,7 +32,7 @@ pub struct DocRead<T> {
     pub doc: Option<Result<T, String>>,
 }
 
-impl DynamoLeaseStore {
+impl FleetTable {
     /// The document in attribute `attr` of row `key` (`what` names it in errors), checked.
     pub(super) async fn read_doc<T: DeserializeOwned>(
         &self,

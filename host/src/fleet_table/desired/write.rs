@@ -2,8 +2,8 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::super::row::KEY;
 use super::{GENERATION, Seen};
+use crate::lease::dynamo_rows::KEY;
 
 /// One UpdateItem of a whole desired row: every attribute set or removed, each through a name
 /// placeholder (`size` and others are reserved words in expressions).

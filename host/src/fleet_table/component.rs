@@ -11,10 +11,10 @@
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::DynamoLeaseStore;
+use super::FleetTable;
 use super::desired::{CHUNK_BYTES, StoredComponent, escape};
-use super::row::{KEY, s};
 use crate::lease::LeaseError;
+use crate::lease::dynamo_rows::{KEY, s};
 
 const BYTES: &str = "bytes";
 
@@ -36,7 +36,7 @@ pub fn new_id() -> String {
     hex::encode(bytes)
 }
 
-impl DynamoLeaseStore {
+impl FleetTable {
     /// Stores `bytes` (whose version is `version`) as a new upload, in rows of at most
     /// [`CHUNK_BYTES`].
     pub async fn put_component(

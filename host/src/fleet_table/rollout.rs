@@ -12,10 +12,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::DynamoLeaseStore;
+use super::FleetTable;
+use super::desired::StoredComponent;
 use super::desired::{is_id, is_version};
 use super::doc::{DocRead, doc_key};
-use crate::lease::{LeaseError, StoredComponent};
+use crate::lease::LeaseError;
 use crate::signing::{Intent, Signed};
 /// The most shards a rollout names.
 pub const MAX_SHARDS: usize = 4000;
@@ -138,7 +139,7 @@ impl Rollout {
 /// A rollout row as read: its revision (none: no row) and the rollout, or why it is unusable.
 pub type RolloutRead = DocRead<Rollout>;
 
-impl DynamoLeaseStore {
+impl FleetTable {
     /// The rollout row of `subscription`.
     pub async fn rollout(
         &self,

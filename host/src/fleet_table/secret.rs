@@ -5,16 +5,16 @@
 
 use aws_sdk_dynamodb::types::ReturnValue;
 
-use super::DynamoLeaseStore;
-use super::row::{KEY, s};
+use super::FleetTable;
 use crate::lease::LeaseError;
+use crate::lease::dynamo_rows::{KEY, s};
 
 /// The row's key.
 pub(super) const ROW: &str = "#shardhost#envelope-key";
 /// The key, as 64 hex digits (S).
 const ATTR: &str = "envelope_key";
 
-impl DynamoLeaseStore {
+impl FleetTable {
     /// The 32 bytes of the fleet's envelope key, made on first use.
     pub async fn envelope_key(&self) -> Result<[u8; 32], LeaseError> {
         if let Some(key) = self.stored_envelope_key().await? {

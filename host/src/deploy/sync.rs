@@ -7,9 +7,10 @@ use std::sync::Arc;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use super::Fleet;
+use super::Deployer;
 use crate::config::FleetConfig;
-use crate::deploy::Deployer;
+use crate::fleet::{Fleet, decide};
+use crate::fleet_table::Rollout;
 use crate::lease::now_ms;
 use crate::status::StatusBoard;
 use crate::status::fleet::{Heartbeat, Running};
@@ -76,13 +77,13 @@ pub async fn run(
             _ = poll.tick() => {
                 converge(&fleet, &deployer).await;
                 for (name, revision, rollout) in follow_rollouts(&fleet, &deployer).await {
-                    let decides = super::decide::decider_shard(&rollout).is_some_and(|shard| {
+                    let decides = decide::decider_shard(&rollout).is_some_and(|shard| {
                         status.shards_of(&name).iter().any(|s| {
                             s.shard_id == shard && s.status.state.holds_lease()
                         })
                     });
                     if decides {
-                        super::decide::rollout(&fleet, &me.owner, &name, revision, &rollout)
+                        decide::rollout(&fleet, &me.owner, &name, revision, &rollout)
                             .await;
                     }
                 }
@@ -105,10 +106,7 @@ pub async fn run(
 }
 
 /// Follows every subscription's rollout; answers the running ones.
-async fn follow_rollouts(
-    fleet: &Fleet,
-    deployer: &Deployer,
-) -> Vec<(String, u64, crate::lease::Rollout)> {
+async fn follow_rollouts(fleet: &Fleet, deployer: &Deployer) -> Vec<(String, u64, Rollout)> {
     let mut running = Vec::new();
     for name in deployer.subscriptions() {
         if let Some((revision, rollout)) = deployer.follow_canary(fleet, &name).await {
