@@ -7,16 +7,46 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{Applied, DeployError, Deployer, Target};
+use super::take::{NotTaken, Taken, Want};
+use super::{DeployError, Deployer, Target};
 use crate::fleet::{Fleet, FleetError};
 use crate::fleet_table::Desired;
 use crate::handler::HandlerFactory;
 use crate::slot::Swapped;
 use crate::status::fleet::Refusal;
 use crate::version::short_version;
+use crate::wasm::Urgency;
+
+/// Which of the versions a slot holds is the one desired.
+enum Hand {
+    Current,
+    Previous,
+}
 
 /// What a subscription runs, for the heartbeat: version, fleet generation, refusal.
 pub type FleetState = (String, u64, Option<Refusal>);
+
+/// The fleet generation and lineage a subscription applied (or refused) last.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    pub generation: u64,
+    pub deploy_id: String,
+}
+
+impl Applied {
+    pub fn of(desired: &Desired) -> Applied {
+        Applied {
+            generation: desired.generation,
+            deploy_id: desired.deploy_id.clone(),
+        }
+    }
+
+    /// Whether `desired` is news to a subscription that applied `self`: a later generation, or
+    /// a row that was replaced (another lineage), whatever its generation.
+    pub fn is_older_than(&self, desired: &Desired) -> bool {
+        desired.deploy_id != self.deploy_id || desired.generation > self.generation
+    }
+}
 
 impl Deployer {
     /// Reads `subscription`'s desired row and converges on it.
@@ -54,14 +84,7 @@ impl Deployer {
             subscription, version, generation = desired.generation, by = %desired.deployed_by,
             "the fleet's desired handler changed; converging"
         );
-        let applied = match fleet.trust(subscription, desired) {
-            Ok(()) => self.apply(fleet, subscription, target, desired).await,
-            Err(e) => {
-                let e = DeployError::Fleet(e);
-                self.refused(target, desired, &e);
-                Err(e)
-            }
-        };
+        let applied = self.apply(fleet, subscription, target, desired, true).await;
         if let Err(e) = applied {
             tracing::error!(
                 subscription,
@@ -103,49 +126,60 @@ impl Deployer {
         self.changed.notify_one();
     }
 
-    /// Makes `desired` current in `target` (the caller holds its swap lock).
+    /// Makes `desired` current in `target` (the caller holds its swap lock), checking its
+    /// signature first when `trust` (see `take.rs`).
     pub(super) async fn apply(
         &self,
         fleet: &Fleet,
         subscription: &str,
         target: &Target,
         desired: &Desired,
+        trust: bool,
     ) -> Result<Swapped, DeployError> {
-        let want = &desired.component.version;
+        let want = Want {
+            subscription,
+            limits: target.limits,
+            wasi: &target.wasi,
+            desired,
+            trust,
+            // A version runs: compiling must not take its cores.
+            urgency: Urgency::Background,
+        };
+        let version = &desired.component.version;
         let current = target.slot.version();
+        let at_hand = || {
+            if *version == current {
+                Some(Hand::Current)
+            } else if target.slot.previous_version().as_ref() == Some(version) {
+                Some(Hand::Previous)
+            } else {
+                None
+            }
+        };
         let origin = format!("fleet generation {}", desired.generation);
-        let swapped = if *want == current {
-            Swapped {
+        let swapped = match self.take(fleet, want, at_hand).await {
+            Ok(Taken::AtHand(Hand::Current)) => Swapped {
                 old: current.clone(),
                 new: current,
+            },
+            Ok(Taken::AtHand(Hand::Previous)) => {
+                let swapped = target.slot.rollback().expect("a previous version");
+                self.swapped(subscription, target, &swapped, &origin);
+                swapped
             }
-        } else if target.slot.previous_version().as_ref() == Some(want) {
-            let swapped = target.slot.rollback().expect("a previous version");
-            self.swapped(subscription, target, &swapped, &origin);
-            swapped
-        } else {
-            let bytes = match fleet.fetch(subscription, &desired.component).await {
-                Ok(bytes) => bytes,
-                // The table did not answer: the next poll tries again.
-                Err(e @ FleetError::Table(_)) => return Err(DeployError::Fleet(e)),
-                // Bytes gone or not matching their version: refused until the row changes.
-                Err(e) => {
-                    let e = DeployError::Fleet(e);
-                    self.refused(target, desired, &e);
-                    return Err(e);
-                }
-            };
-            match self.validate(subscription, target, &bytes, &origin).await {
-                Ok(component) => {
-                    let swapped = target.slot.swap(component as Arc<dyn HandlerFactory>);
-                    self.swapped(subscription, target, &swapped, &origin);
-                    self.keep(subscription, desired, &bytes);
-                    swapped
-                }
-                Err(e) => {
-                    self.refused(target, desired, &e);
-                    return Err(e);
-                }
+            Ok(Taken::Loaded(component)) => {
+                let swapped = target.slot.swap(component as Arc<dyn HandlerFactory>);
+                self.swapped(subscription, target, &swapped, &origin);
+                swapped
+            }
+            // The table did not answer: the next poll tries again.
+            Err(NotTaken::Unreachable(e)) => return Err(DeployError::Fleet(e)),
+            Err(NotTaken::Refused(e)) => {
+                return Err(self.refused(target, desired, DeployError::Fleet(e)));
+            }
+            Err(NotTaken::Invalid(source)) => {
+                let e = self.invalid(subscription, target, source);
+                return Err(self.refused(target, desired, e));
             }
         };
         *target.applied.lock().expect("deployer poisoned") = Applied::of(desired);
@@ -154,8 +188,9 @@ impl Deployer {
         Ok(swapped)
     }
 
-    /// Records that `desired` is refused here: not tried again until the row changes.
-    fn refused(&self, target: &Target, desired: &Desired, e: &DeployError) {
+    /// Records that `desired` is refused here (not tried again until the row changes); answers
+    /// why.
+    fn refused(&self, target: &Target, desired: &Desired, e: DeployError) -> DeployError {
         *target.applied.lock().expect("deployer poisoned") = Applied::of(desired);
         *target.last_error.lock().expect("deployer poisoned") = Some(e.to_string());
         *target.refusal.lock().expect("deployer poisoned") = Some(Refusal {
@@ -164,6 +199,7 @@ impl Deployer {
             error: e.to_string(),
         });
         self.changed.notify_one();
+        e
     }
 
     /// Records the fleet state a subscription started in: the generation and lineage its

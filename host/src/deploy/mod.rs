@@ -11,7 +11,9 @@
 mod canary;
 mod converge;
 mod shadow;
+mod start;
 pub mod sync;
+mod take;
 mod watch;
 
 use std::collections::BTreeMap;
@@ -30,6 +32,8 @@ use crate::slot::{HandlerSlot, Swapped};
 use crate::status::fleet::Refusal;
 use crate::version::{short_version, version_of};
 use crate::wasm::{HandlerComponent, LoadError, Runtime, Urgency};
+pub use converge::Applied;
+pub(crate) use start::StartFailed;
 
 /// Why a swap did not happen. The old handler keeps serving.
 #[derive(Debug, thiserror::Error)]
@@ -70,28 +74,6 @@ impl DeployError {
 
     pub fn moved(&self) -> bool {
         matches!(self, DeployError::Fleet(FleetError::Moved { .. }))
-    }
-}
-
-/// The fleet generation and lineage a subscription applied (or refused) last.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Applied {
-    pub generation: u64,
-    pub deploy_id: String,
-}
-
-impl Applied {
-    pub fn of(desired: &Desired) -> Applied {
-        Applied {
-            generation: desired.generation,
-            deploy_id: desired.deploy_id.clone(),
-        }
-    }
-
-    /// Whether `desired` is news to a subscription that applied `self`: a later generation, or
-    /// a row that was replaced (another lineage), whatever its generation.
-    pub fn is_older_than(&self, desired: &Desired) -> bool {
-        desired.deploy_id != self.deploy_id || desired.generation > self.generation
     }
 }
 
@@ -314,16 +296,19 @@ impl Deployer {
                 Urgency::Background,
             )
             .await;
-        loaded.map_err(|source| {
-            let e = DeployError::Invalid {
-                subscription: subscription.to_owned(),
-                source,
-            };
-            tracing::error!(subscription, "handler refused: {e}");
-            *target.last_error.lock().expect("deployer poisoned") = Some(e.to_string());
-            self.metrics.swap(subscription, false);
-            e
-        })
+        loaded.map_err(|source| self.invalid(subscription, target, source))
+    }
+
+    /// A component refused by validation: logged, kept for status and counted.
+    fn invalid(&self, subscription: &str, target: &Target, source: LoadError) -> DeployError {
+        let e = DeployError::Invalid {
+            subscription: subscription.to_owned(),
+            source,
+        };
+        tracing::error!(subscription, "handler refused: {e}");
+        *target.last_error.lock().expect("deployer poisoned") = Some(e.to_string());
+        self.metrics.swap(subscription, false);
+        e
     }
 
     /// The bytes of the version running now, when the configured file still holds it (the
@@ -353,7 +338,7 @@ impl Deployer {
                         e => DeployError::Fleet(e),
                     })?;
             let swapped = self
-                .apply(&link.fleet, subscription, target, &desired)
+                .apply(&link.fleet, subscription, target, &desired, false)
                 .await?;
             return Ok(Deployed {
                 swapped,

@@ -7,13 +7,12 @@ use super::stores::{lease_store, owner_id};
 use super::{Host, StartError};
 use crate::admin::{AdminServer, AdminState, SubscriptionInfo};
 use crate::config::{Config, KinesisEndpoint, LeaseStoreKind, ReadMode, SubscriptionConfig};
-use crate::deploy::{Applied, Deployer};
+use crate::deploy::{Deployer, StartFailed};
 use crate::dispatch::SubscriptionPlan;
 use crate::envelope::EnvelopeKeys;
 use crate::feed::{self, FeedRecord};
-use crate::fleet::last_ran::{Kept, LastRan};
-use crate::fleet::{Fleet, FleetError, FleetPolicy};
-use crate::fleet_table::Desired;
+use crate::fleet::last_ran::LastRan;
+use crate::fleet::{Fleet, FleetPolicy};
 use crate::handler::HandlerFactory;
 use crate::metrics::Metrics;
 use crate::publish::Publisher;
@@ -22,29 +21,7 @@ use crate::source::StreamSource;
 use crate::source::kinesis::KinesisStreams;
 use crate::source::memory::MemoryStreams;
 use crate::status::StatusBoard;
-use crate::status::fleet::Refusal;
-use crate::version::{short_version, version_of};
-use crate::wasm::{HandlerComponent, Runtime};
-
-/// The handler a subscription starts with, and the fleet state it starts in.
-struct Start {
-    component: Arc<HandlerComponent>,
-    applied: Applied,
-    refusal: Option<Refusal>,
-    /// The refusal is of a row that cannot be used at all.
-    bad_row: bool,
-}
-
-impl Start {
-    fn file(component: Arc<HandlerComponent>) -> Start {
-        Start {
-            component,
-            applied: Applied::default(),
-            refusal: None,
-            bad_row: false,
-        }
-    }
-}
+use crate::wasm::Runtime;
 
 /// A subscription ready to run.
 pub(super) struct Prepared {
@@ -75,7 +52,6 @@ impl Prepared {
 
 /// What every subscription of a host shares while it is prepared.
 struct Parts {
-    runtime: Arc<Runtime>,
     deployer: Deployer,
     source: Arc<dyn StreamSource>,
     envelopes: Arc<EnvelopeKeys>,
@@ -84,14 +60,21 @@ struct Parts {
     metrics: Arc<Metrics>,
     checkpoint_every: std::time::Duration,
     fleet: Option<Arc<Fleet>>,
-    /// Where the fleet version each subscription runs is kept on disk.
-    last_ran: Option<LastRan>,
 }
 
 impl Parts {
     /// Loads a subscription's handler and feed, and plans its shard workers.
     async fn subscription(&mut self, s: &SubscriptionConfig) -> Result<Prepared, StartError> {
-        let start = self.first_handler(s).await?;
+        let start = self.deployer.first_handler(s).await.map_err(|e| match e {
+            StartFailed::Handler(source) => StartError::Handler {
+                subscription: s.name.clone(),
+                source,
+            },
+            StartFailed::Fleet(source) => StartError::Fleet {
+                subscription: s.name.clone(),
+                source: Box::new(source),
+            },
+        })?;
         let feed = match &s.feed {
             Some(path) => feed::load(path).map_err(|source| StartError::Feed {
                 subscription: s.name.clone(),
@@ -153,171 +136,6 @@ impl Parts {
             feed,
             outputs,
         })
-    }
-}
-
-impl Parts {
-    /// The handler a subscription starts with: with a fleet that has a usable, trusted desired
-    /// version, that one (fetched, checked and validated here); when the row cannot be used or
-    /// this instance refuses it, the fleet version it ran last (kept on disk) or else the
-    /// config's file. Also the fleet state it starts in.
-    async fn first_handler(&self, s: &SubscriptionConfig) -> Result<Start, StartError> {
-        let Some(fleet) = &self.fleet else {
-            return Ok(Start::file(self.load_file(s).await?));
-        };
-        let desired = match fleet.desired(&s.name).await {
-            Ok(Some(d)) => d,
-            Ok(None) => return Ok(Start::file(self.load_file(s).await?)),
-            Err(e @ FleetError::BadRow { .. }) => {
-                let refusal = Refusal {
-                    version: String::new(),
-                    generation: 0,
-                    error: e.to_string(),
-                };
-                return self
-                    .fall_back(s, fleet, Applied::default(), refusal, true)
-                    .await;
-            }
-            Err(source) => {
-                return Err(StartError::Fleet {
-                    subscription: s.name.clone(),
-                    source: Box::new(source),
-                });
-            }
-        };
-        let applied = Applied::of(&desired);
-        let want = &desired.component.version;
-        let loaded = match fleet.trust(&s.name, &desired) {
-            Err(e) => Err(e.to_string()),
-            Ok(()) if std::fs::read(&s.handler).is_ok_and(|b| version_of(&b) == *want) => {
-                return Ok(Start {
-                    component: self.load_file(s).await?,
-                    applied,
-                    refusal: None,
-                    bad_row: false,
-                });
-            }
-            Ok(()) => self.load_desired(s, fleet, &desired).await,
-        };
-        match loaded {
-            Ok(component) => Ok(Start {
-                component,
-                applied,
-                refusal: None,
-                bad_row: false,
-            }),
-            Err(error) => {
-                let refusal = Refusal {
-                    version: want.clone(),
-                    generation: desired.generation,
-                    error,
-                };
-                self.fall_back(s, fleet, applied, refusal, false).await
-            }
-        }
-    }
-
-    /// Fetches and validates the desired version, keeping it on disk when it loads.
-    async fn load_desired(
-        &self,
-        s: &SubscriptionConfig,
-        fleet: &Fleet,
-        desired: &Desired,
-    ) -> Result<Arc<HandlerComponent>, String> {
-        let origin = format!("fleet generation {}", desired.generation);
-        let bytes = fleet
-            .fetch(&s.name, &desired.component)
-            .await
-            .map_err(|e| e.to_string())?;
-        let component = self
-            .runtime
-            .load_bytes(&origin, &bytes, s.limits, &s.wasi)
-            .await
-            .map_err(|e| e.to_string())?;
-        if let Some(last_ran) = &self.last_ran {
-            last_ran.save(&s.name, &Kept::of(desired), &bytes);
-        }
-        tracing::info!(
-            subscription = %s.name, version = short_version(&desired.component.version),
-            generation = desired.generation, deployed_by = %desired.deployed_by,
-            file = %s.handler.display(),
-            "running the fleet's desired handler version (deployed to the lease table), not the config file's"
-        );
-        Ok(component)
-    }
-
-    /// Starts on the fleet version this instance ran last (when it is still trusted and loads),
-    /// else on the config's file, reporting `refusal`.
-    async fn fall_back(
-        &self,
-        s: &SubscriptionConfig,
-        fleet: &Fleet,
-        applied: Applied,
-        refusal: Refusal,
-        bad_row: bool,
-    ) -> Result<Start, StartError> {
-        let kept = self.last_ran.as_ref().and_then(|l| l.load(&s.name));
-        if let Some((kept, bytes)) = kept {
-            let statement =
-                fleet.statement(&s.name, &kept.version, kept.generation, &kept.deploy_id);
-            let trusted = &fleet.policy().trusted;
-            let signed = kept.signed();
-            if trusted.is_empty() || trusted.verify(&statement, signed.as_ref()).is_ok() {
-                let origin = format!("fleet generation {} (kept on disk)", kept.generation);
-                if let Ok(component) = self
-                    .runtime
-                    .load_bytes(&origin, &bytes, s.limits, &s.wasi)
-                    .await
-                {
-                    tracing::error!(
-                        subscription = %s.name, version = short_version(&kept.version),
-                        generation = kept.generation,
-                        "refused the fleet's desired handler version: {}; running the fleet version this instance ran last", refusal.error
-                    );
-                    let applied = if bad_row {
-                        Applied {
-                            generation: kept.generation,
-                            deploy_id: kept.deploy_id,
-                        }
-                    } else {
-                        applied
-                    };
-                    return Ok(Start {
-                        component,
-                        applied,
-                        refusal: Some(refusal),
-                        bad_row,
-                    });
-                }
-            }
-        }
-        tracing::error!(
-            subscription = %s.name, file = %s.handler.display(),
-            "refused the fleet's desired handler version: {}; running the config file's", refusal.error
-        );
-        Ok(Start {
-            component: self.load_file(s).await?,
-            applied,
-            refusal: Some(refusal),
-            bad_row,
-        })
-    }
-
-    /// Loads the subscription's configured handler file.
-    async fn load_file(&self, s: &SubscriptionConfig) -> Result<Arc<HandlerComponent>, StartError> {
-        let component = self
-            .runtime
-            .load_file(&s.handler, s.limits, &s.wasi)
-            .await
-            .map_err(|source| StartError::Handler {
-                subscription: s.name.clone(),
-                source,
-            })?;
-        tracing::info!(
-            subscription = %s.name, handler = %s.handler.display(),
-            version = short_version(component.version()), "handler loaded"
-        );
-        Ok(component)
     }
 }
 
@@ -423,13 +241,12 @@ impl Host {
             None => Arc::new(MemoryStreams::new()),
             Some(kinesis) => Arc::new(kinesis.clone()),
         };
-        let mut deployer = Deployer::new(runtime.clone(), metrics.clone());
+        let mut deployer = Deployer::new(runtime, metrics.clone());
         if let Some(fleet) = &fleet {
-            deployer.join_fleet(fleet.clone(), &owner, last_ran.clone());
+            deployer.join_fleet(fleet.clone(), &owner, last_ran);
         }
         let mut parts = Parts {
             deployer,
-            runtime,
             source,
             envelopes: Arc::new(stores.envelopes),
             names: config
@@ -440,7 +257,6 @@ impl Host {
             metrics,
             checkpoint_every: config.leases.checkpoint_every,
             fleet,
-            last_ran,
         };
         let mut subscriptions = Vec::new();
         for s in &config.subscriptions {
