@@ -240,7 +240,7 @@ pub fn render(fleet: &FleetReport) -> String {
     if rows.len() == 1 {
         out += "  no instance has written a heartbeat\n";
     } else {
-        out += &super::status::table(&rows);
+        out += &super::columns::table(&rows);
     }
     for i in fleet.instances.iter().filter(|i| i.live) {
         for (name, r) in &i.heartbeat.subscriptions {

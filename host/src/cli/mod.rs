@@ -6,6 +6,7 @@ mod build;
 mod cache;
 mod canary;
 mod check;
+mod columns;
 mod dead_letters;
 mod deploy;
 mod error;

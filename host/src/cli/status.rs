@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::columns::table;
 use super::fleet::{FleetSource, load, render as render_fleet};
 use super::{AdminArgs, CliError};
 use crate::lease::now_ms;
@@ -177,23 +178,6 @@ fn render_shadow(s: &crate::shadow::ShadowReport) -> String {
     if !s.effects.is_empty() {
         let effects: Vec<String> = s.effects.iter().map(|(k, n)| format!("{k} {n}")).collect();
         out += &format!("    recorded, not performed: {}\n", effects.join(", "));
-    }
-    out
-}
-
-/// Rows as aligned columns, indented by two spaces.
-pub(super) fn table<const N: usize>(rows: &[[String; N]]) -> String {
-    let widths: Vec<usize> = (0..N)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        out += &format!("  {}\n", line.join("  ").trim_end());
     }
     out
 }

@@ -28,6 +28,7 @@ pub mod decide;
 pub mod last_ran;
 mod publish;
 mod shadow;
+mod sign;
 mod trust;
 
 pub use canary::CanaryPlan;

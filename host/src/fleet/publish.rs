@@ -2,10 +2,10 @@
 //! as asked, one generation past everything the fleet has seen, and removing only the parts
 //! their own write dropped (see the module docs of `fleet`).
 
-use super::{Fleet, FleetError, Intent, Sign};
+use super::sign::signed_as;
+use super::{Fleet, FleetError, Sign};
 use crate::fleet_table::{Desired, MAX_GENERATION, Seen, SetDesired, StoredComponent, new_id};
 use crate::lease::now_ms;
-use crate::signing::{Signed, Untrusted};
 use crate::version::{short_version, version_of};
 
 /// How many times a deploy reads the desired row again when another deploy wrote it meanwhile.
@@ -141,26 +141,6 @@ impl Fleet {
         Err(FleetError::Contended(subscription.to_owned()))
     }
 
-    /// A signed rollback re-verifies the signature `version` was deployed under (`was`, kept
-    /// in the row) before signing anything: against the fleet's trusted keys and the signer's own
-    /// key (`Sign::Key`), or the fleet's (`Sign::Made`, checked again here). It never signs a
-    /// version only the table vouches for.
-    fn vouches(
-        &self,
-        subscription: &str,
-        version: &str,
-        was: Option<&Intent>,
-        sign: &Sign<'_>,
-    ) -> Result<(), FleetError> {
-        let keys = match sign {
-            Sign::No => return Ok(()),
-            Sign::Key(key) => self.vouching(key.public()),
-            Sign::Made(_) if self.policy.trusted.is_empty() => return Ok(()),
-            Sign::Made(_) => self.policy.trusted.clone(),
-        };
-        super::vouch_previous(self.scope(subscription), version, was, &keys)
-    }
-
     /// Refuses a component larger than the fleet accepts.
     pub(super) fn fits(&self, subscription: &str, size: usize) -> Result<(), FleetError> {
         let max = self.policy.max_component_size;
@@ -172,68 +152,6 @@ impl Fleet {
             });
         }
         Ok(())
-    }
-
-    /// With trusted keys, refuses an unsigned deploy, or one signed by a key the fleet does not
-    /// trust, before anything is written; a signature made elsewhere is checked here too.
-    pub fn signs(
-        &self,
-        subscription: &str,
-        version: &str,
-        sign: &Sign<'_>,
-    ) -> Result<(), FleetError> {
-        if self.policy.trusted.is_empty() {
-            return Ok(());
-        }
-        let (generation, checked) = match sign {
-            Sign::No => (0, Err(Untrusted::Unsigned)),
-            Sign::Key(key) => (0, self.known(key)),
-            Sign::Made(intent) => {
-                let statement =
-                    self.statement(subscription, version, intent.generation, &intent.deploy_id);
-                let checked = self.policy.trusted.verify(&statement, Some(&intent.signed));
-                (intent.generation, checked)
-            }
-        };
-        checked.map_err(|source| FleetError::Untrusted {
-            subscription: subscription.to_owned(),
-            version: version.to_owned(),
-            generation,
-            source,
-        })
-    }
-
-    /// With trusted keys, refuses an unsigned rollout or shadow (`what`), or one signed by a key
-    /// the fleet does not trust, before anything is written. A signature made elsewhere is not
-    /// taken for these: they are signed where the key is.
-    pub fn signs_trial(
-        &self,
-        subscription: &str,
-        what: &str,
-        version: &str,
-        sign: &Sign<'_>,
-    ) -> Result<(), FleetError> {
-        let checked = match sign {
-            Sign::Made(_) => Err(Untrusted::Unsigned),
-            _ if self.policy.trusted.is_empty() => Ok(()),
-            Sign::No => Err(Untrusted::Unsigned),
-            Sign::Key(key) => self.known(key),
-        };
-        checked.map_err(|source| FleetError::UntrustedTrial {
-            subscription: subscription.to_owned(),
-            what: what.to_owned(),
-            version: version.to_owned(),
-            source,
-        })
-    }
-
-    /// Whether the fleet trusts `key`.
-    fn known(&self, key: &crate::signing::SignKey) -> Result<(), Untrusted> {
-        if self.policy.trusted.contains(&key.public()) {
-            Ok(())
-        } else {
-            Err(Untrusted::UnknownKey(key.public().to_string()))
-        }
     }
 
     /// The generation and lineage the next write of the row gets: one past the row's and every
@@ -269,23 +187,6 @@ impl Fleet {
             .filter(|g| *g <= MAX_GENERATION)
             .ok_or_else(|| FleetError::Exhausted(subscription.to_owned()))?;
         Ok((generation, lineage.unwrap_or_else(new_id)))
-    }
-
-    fn signature(
-        &self,
-        subscription: &str,
-        version: &str,
-        generation: u64,
-        deploy_id: &str,
-        sign: &Sign<'_>,
-    ) -> Option<Signed> {
-        match sign {
-            Sign::No => None,
-            Sign::Key(key) => {
-                Some(key.sign(&self.statement(subscription, version, generation, deploy_id)))
-            }
-            Sign::Made(intent) => Some(intent.signed.clone()),
-        }
     }
 
     /// The answer to a signature made for a generation the row has passed.
@@ -365,16 +266,6 @@ impl Fleet {
             );
         }
     }
-}
-
-/// The signature `d`'s version was deployed under, with its generation and lineage: what the
-/// next row keeps of it as its previous version's.
-fn signed_as(d: &Desired) -> Option<Intent> {
-    d.signed.as_ref().map(|signed| Intent {
-        generation: d.generation,
-        deploy_id: d.deploy_id.clone(),
-        signed: signed.clone(),
-    })
 }
 
 /// What one deploy uploaded itself.
