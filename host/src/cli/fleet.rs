@@ -9,7 +9,7 @@ use super::admin_client::AdminClient;
 use crate::config::{Config, SubscriptionConfig};
 use crate::fleet::Fleet;
 use crate::lease::now_ms;
-use crate::status::fleet::{FleetReport, Rollout};
+use crate::status::fleet::{DesiredReport, FleetReport, Rollout};
 use crate::version::short_version;
 
 /// How often `--wait` looks again.
@@ -162,42 +162,47 @@ fn render_rollout(r: &crate::fleet_table::Rollout, now: u64) -> String {
     }
 }
 
+/// What one subscription should run, and whether every live instance runs it.
+fn render_desired(d: &DesiredReport, converged: bool, now: u64) -> String {
+    let converged = if converged {
+        "converged"
+    } else {
+        "not converged"
+    };
+    let mut out = match &d.version {
+        Some(v) => {
+            let mut out = format!(
+                "  subscription `{}`: desired {} (generation {}, by {}, {} ago), {converged}\n",
+                d.subscription,
+                short_version(v),
+                d.generation,
+                d.deployed_by.as_deref().unwrap_or("?"),
+                ago(now, d.deployed_at_ms.unwrap_or(now)),
+            );
+            if let Some(p) = &d.previous_version {
+                out += &format!(
+                    "    previous {} (deploy --rollback restores it)\n",
+                    short_version(p)
+                );
+            }
+            out
+        }
+        None => format!(
+            "  subscription `{}`: no fleet deploy yet (each instance runs its config's file), {converged}\n",
+            d.subscription
+        ),
+    };
+    if let Some(r) = &d.rollout {
+        out += &render_rollout(r, now);
+    }
+    out
+}
+
 pub fn render(fleet: &FleetReport) -> String {
     let now = now_ms();
     let mut out = format!("\nfleet `{}` (lease table)\n", fleet.service);
     for d in &fleet.desired {
-        let converged = if fleet.converged(&d.subscription) {
-            "converged"
-        } else {
-            "not converged"
-        };
-        match &d.version {
-            Some(v) => {
-                out += &format!(
-                    "  subscription `{}`: desired {} (generation {}, by {}, {} ago), {converged}\n",
-                    d.subscription,
-                    short_version(v),
-                    d.generation,
-                    d.deployed_by.as_deref().unwrap_or("?"),
-                    ago(now, d.deployed_at_ms.unwrap_or(now)),
-                );
-                if let Some(p) = &d.previous_version {
-                    out += &format!(
-                        "    previous {} (deploy --rollback restores it)\n",
-                        short_version(p)
-                    );
-                }
-            }
-            None => {
-                out += &format!(
-                    "  subscription `{}`: no fleet deploy yet (each instance runs its config's file), {converged}\n",
-                    d.subscription
-                )
-            }
-        }
-        if let Some(r) = &d.rollout {
-            out += &render_rollout(r, now);
-        }
+        out += &render_desired(d, fleet.converged(&d.subscription), now);
     }
     let mut rows = vec![
         [

@@ -13,6 +13,7 @@ use crate::envelope::EnvelopeKeys;
 use crate::feed::{self, FeedRecord};
 use crate::fleet::last_ran::LastRan;
 use crate::fleet::{Fleet, FleetPolicy};
+use crate::fleet_table::FleetTable;
 use crate::handler::HandlerFactory;
 use crate::metrics::Metrics;
 use crate::publish::Publisher;
@@ -139,6 +140,67 @@ impl Parts {
     }
 }
 
+/// The admin API, bound, when the config asks for one.
+async fn admin_server(
+    config: &Config,
+    owner: &Arc<str>,
+    deployer: &Arc<Deployer>,
+    status: &StatusBoard,
+    metrics: &Arc<Metrics>,
+    fleet: &Option<Arc<Fleet>>,
+) -> Result<Option<AdminServer>, StartError> {
+    let Some(admin) = &config.admin else {
+        return Ok(None);
+    };
+    let state = AdminState {
+        owner: owner.clone(),
+        subscriptions: config
+            .subscriptions
+            .iter()
+            .map(|s| SubscriptionInfo {
+                name: s.name.clone(),
+                stream: s.stream.clone(),
+                read: s.read.describe(),
+            })
+            .collect(),
+        deployer: deployer.clone(),
+        status: status.clone(),
+        metrics: metrics.clone(),
+        fleet: fleet.clone(),
+    };
+    let bound = AdminServer::bind(admin, state).await;
+    bound.map(Some).map_err(StartError::Admin)
+}
+
+/// With a DynamoDB lease table: the fleet on its rows (counted in `metrics`, said at start
+/// whether deploys must be signed), and where the fleet version each subscription runs is kept
+/// on disk.
+fn fleet_of(
+    config: &Config,
+    table: Option<FleetTable>,
+    cache: Option<&std::path::Path>,
+    metrics: &Metrics,
+) -> (Option<Arc<Fleet>>, Option<LastRan>) {
+    let policy = FleetPolicy {
+        max_component_size: config.fleet.max_component_size,
+        trusted: config.fleet.trusted_keys.clone(),
+    };
+    let fleet = table.map(|table| {
+        let fleet = Fleet::new(table, &config.host.name).with_policy(policy);
+        Arc::new(fleet.counted_in(metrics))
+    });
+    if fleet.is_some() {
+        warn_if_unsigned(config);
+    }
+    let last_ran = match (&config.leases.store, cache) {
+        (LeaseStoreKind::Dynamo { table, .. }, Some(cache)) => {
+            Some(LastRan::new(cache, table, &config.host.name))
+        }
+        _ => None,
+    };
+    (fleet, last_ran)
+}
+
 /// Says at start that, without trusted keys, any writer of the lease table can deploy.
 fn warn_if_unsigned(config: &Config) {
     if config.fleet.trusted_keys.is_empty() {
@@ -213,23 +275,7 @@ impl Host {
             .map_err(StartError::State)?;
         let owner: Arc<str> = Arc::from(owner_id(&config).as_str());
         let metrics = Arc::new(Metrics::new());
-        let policy = FleetPolicy {
-            max_component_size: config.fleet.max_component_size,
-            trusted: config.fleet.trusted_keys.clone(),
-        };
-        let fleet = stores.fleet.map(|table| {
-            let fleet = Fleet::new(table, &config.host.name).with_policy(policy);
-            Arc::new(fleet.counted_in(&metrics))
-        });
-        if fleet.is_some() {
-            warn_if_unsigned(&config);
-        }
-        let last_ran = match (&config.leases.store, cache.as_deref()) {
-            (LeaseStoreKind::Dynamo { table, .. }, Some(cache)) => {
-                Some(LastRan::new(cache, table, &config.host.name))
-            }
-            _ => None,
-        };
+        let (fleet, last_ran) = fleet_of(&config, stores.fleet, cache.as_deref(), &metrics);
         let runtime = Arc::new(
             Runtime::for_host(&config.host, config.meters_fuel()).map_err(StartError::Runtime)?,
         );
@@ -274,32 +320,8 @@ impl Host {
         subscriptions.extend(copies);
         let deployer = Arc::new(parts.deployer);
         let status = StatusBoard::new();
-        let admin = match &config.admin {
-            Some(admin) => {
-                let state = AdminState {
-                    owner: owner.clone(),
-                    subscriptions: config
-                        .subscriptions
-                        .iter()
-                        .map(|s| SubscriptionInfo {
-                            name: s.name.clone(),
-                            stream: s.stream.clone(),
-                            read: s.read.describe(),
-                        })
-                        .collect(),
-                    deployer: deployer.clone(),
-                    status: status.clone(),
-                    metrics: parts.metrics.clone(),
-                    fleet: parts.fleet.clone(),
-                };
-                Some(
-                    AdminServer::bind(admin, state)
-                        .await
-                        .map_err(StartError::Admin)?,
-                )
-            }
-            None => None,
-        };
+        let (metrics, fleet) = (&parts.metrics, &parts.fleet);
+        let admin = admin_server(&config, &owner, &deployer, &status, metrics, fleet).await?;
         Ok(Host {
             owner,
             source: parts.source,
