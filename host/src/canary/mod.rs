@@ -3,7 +3,7 @@
 //! restart and handoff agrees) and the current version elsewhere, compares the two arms over the
 //! same minutes ([`rules`]), and promotes the new version when the window passes clean or rolls
 //! it back at the first breach. The rollout's state lives in the lease table (`fleet/canary.rs`,
-//! `lease/dynamo/canary.rs`), never in a lease row.
+//! `fleet_table/rollout.rs`), never in a lease row.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,4 +1,4 @@
-//! A fleet's shadow (see `lease/dynamo/shadow.rs`): set for every instance, dropped, read.
+//! A fleet's shadow (see `fleet_table/shadow.rs`): set for every instance, dropped, read.
 
 use super::{Fleet, FleetError, Sign, shadow_statement};
 use crate::fleet_table::{FleetShadow, new_id};

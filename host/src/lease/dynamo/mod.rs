@@ -30,7 +30,7 @@
 //! Rows whose key starts with `#` are shardhost's own and never meet a lease row: the fleet's
 //! rows (its envelope key, desired handler versions and their bytes, heartbeats, rollouts and
 //! shadows) are kept beside the leases by the fleet table, on this store's client
-//! ([`DynamoLeaseStore::client`]), never through this store.
+//! (`DynamoLeaseStore::client`), never through this store.
 
 mod legacy;
 pub(crate) mod row;
