@@ -42,6 +42,7 @@ mod publish;
 mod replay;
 mod settle;
 mod supervisor;
+mod task;
 mod version;
 mod wasm;
 
