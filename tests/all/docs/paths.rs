@@ -310,3 +310,38 @@ fn slugs_are_githubs() {
         "BENCHMARKS.md"
     );
 }
+
+/// A code block whose first line ends in a comment that is just a repository path
+/// (`import shardhost   # host/src/cli/new/handler.py`) is an excerpt of that file: its lines
+/// are the file's, in order.
+#[test]
+fn every_excerpt_shows_the_lines_of_the_file_it_names() {
+    let mut excerpts = 0;
+    for block in super::all_blocks() {
+        let Some(first) = block.body.lines().next() else {
+            continue;
+        };
+        let Some((code, source)) = first
+            .rsplit_once(" # ")
+            .or_else(|| first.rsplit_once(" // "))
+        else {
+            continue;
+        };
+        let source = source.trim();
+        if source.contains(' ') || !root().join(source).is_file() {
+            continue;
+        }
+        excerpts += 1;
+        let file = read(source);
+        let mut lines = file.lines().map(str::trim);
+        let shown = std::iter::once(code).chain(block.body.lines().skip(1));
+        for line in shown.map(str::trim).filter(|l| !l.is_empty()) {
+            assert!(
+                lines.any(|l| l == line),
+                "{}: `{line}` is not (in this order) in {source}",
+                block.at()
+            );
+        }
+    }
+    assert!(excerpts > 0, "no excerpt found");
+}
