@@ -12,6 +12,7 @@
 mod commands;
 mod coverage;
 mod paths;
+mod runs;
 mod toml_blocks;
 
 use std::path::{Path, PathBuf};
