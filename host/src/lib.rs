@@ -43,6 +43,7 @@ mod publish;
 mod replay;
 mod settle;
 mod supervisor;
+mod task;
 mod version;
 mod wasm;
 

@@ -28,8 +28,7 @@
 
 use std::collections::HashMap;
 
-use crate::log::{Ans, Cp, Log, passed, show};
-use crate::schedule::done;
+use crate::log::{Ans, Cp, Log, Pos, passed, show};
 
 /// Whether `shard`'s checkpoint `cp` reached its end.
 pub fn shard_done(log: &Log, shard: &str, cp: Option<Cp>) -> bool {
@@ -327,5 +326,16 @@ fn fences(log: &mut Log, ttl_ms: u64) {
     }
     for msg in found.into_iter().take(5) {
         log.violate("acting-past-fence", msg);
+    }
+}
+
+/// The checkpoint that completes a shard: SHARD_END when closed, else past its last record
+/// that must be delivered.
+pub fn done(cp: Option<Cp>, closed: bool, last: Option<Pos>) -> bool {
+    match (closed, cp, last) {
+        (true, cp, _) => cp == Some(Cp::End),
+        (false, _, None) => true,
+        (false, Some(cp), Some(last)) => cp.passes(last),
+        (false, None, Some(_)) => false,
     }
 }

@@ -28,6 +28,7 @@ pub mod live;
 pub mod log;
 pub mod logged;
 pub mod params;
+pub mod position;
 mod promise;
 pub mod rng;
 pub mod schedule;

@@ -8,6 +8,9 @@ use shardhost::testing::InFlight;
 
 use crate::rng::Rng;
 
+/// The simulated wall clock's start (2026-01-01).
+pub const BASE_MS: u64 = 1_767_225_600_000;
+
 /// The stream the instances read.
 pub const STREAM: &str = "sim-stream";
 /// A retry stream of its own (`retry_stream` set), beside the read stream.
@@ -221,7 +224,7 @@ impl Params {
         self.paths.start_at = match r.below(10) {
             0..=5 => StartAt::TrimHorizon,
             6..=8 => StartAt::Latest,
-            _ => StartAt::Timestamp(crate::schedule::BASE_MS + r.below(fault_ms / 2 + 1)),
+            _ => StartAt::Timestamp(BASE_MS + r.below(fault_ms / 2 + 1)),
         };
         if r.chance(0.5) {
             let own = r.chance(0.4);

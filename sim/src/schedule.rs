@@ -14,8 +14,8 @@ use crate::check;
 use crate::faults::Faults;
 use crate::instance::{Running, Shared, Slot};
 use crate::kinesis::INJECTED_PANIC;
-use crate::log::{Cp, Log, Violation};
-use crate::params::{Params, RETRY_STREAM, STREAM};
+use crate::log::{Log, Violation};
+use crate::params::{BASE_MS, Params, RETRY_STREAM, STREAM};
 use crate::rng::Rng;
 use crate::stream::Stream;
 use crate::table::Table;
@@ -32,9 +32,6 @@ pub struct Report {
     /// Virtual time the schedule took.
     pub virtual_time: Duration,
 }
-
-/// The simulated wall clock's start (2026-01-01).
-pub const BASE_MS: u64 = 1_767_225_600_000;
 
 /// Runs the schedule of `seed` on this thread.
 pub fn run(seed: u64, verbose: bool) -> Report {
@@ -286,15 +283,4 @@ fn reshard(stream: &Stream, rng: &mut Rng) {
         return;
     }
     stream.split(pick);
-}
-
-/// The checkpoint that completes a shard: SHARD_END when closed, else past its last record
-/// that must be delivered.
-pub fn done(cp: Option<Cp>, closed: bool, last: Option<crate::log::Pos>) -> bool {
-    match (closed, cp, last) {
-        (true, cp, _) => cp == Some(Cp::End),
-        (false, _, None) => true,
-        (false, Some(cp), Some(last)) => cp.passes(last),
-        (false, None, Some(_)) => false,
-    }
 }

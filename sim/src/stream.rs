@@ -2,8 +2,8 @@
 //! range, records routed by hash to the open shard whose range holds it, sequence numbers
 //! growing over the whole stream (a KPL aggregate's user records share one, with sub-sequence
 //! numbers), and resharding (a split closes a shard and opens two children; a merge closes two
-//! adjacent shards and opens one). Each instance reaches them through a
-//! [`StreamView`](crate::view::StreamView).
+//! adjacent shards and opens one). Each instance reaches them through its
+//! own view of them (`view.rs`).
 
 use std::sync::{Arc, Mutex};
 

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crate::support::fleet::Instance;
 use crate::support::{HostToml, Scratch, Subscription, guest, key_on_shard, text_record};
 
-/// The documented bound (README, "The sandbox"): a shard's guest log lets through bursts of
+/// The documented bound (docs/security.md, "The sandbox"): a shard's guest log lets through bursts of
 /// 2 MiB and 1 MiB a second after that, whatever the number of instances.
 const BURST_BYTES: f64 = 2.0 * 1024.0 * 1024.0;
 const BYTES_PER_SECOND: f64 = 1024.0 * 1024.0;

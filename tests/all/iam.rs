@@ -1,4 +1,4 @@
-//! The lease table's IAM policy, as README's IAM table states it, is all a fleet needs: two
+//! The lease table's IAM policy, as the IAM table (docs/operations/iam.md) states it, is all a fleet needs: two
 //! `shardhost` processes and the command line reach dynalite only through a proxy that answers
 //! every operation the policy leaves out `AccessDeniedException`, as IAM would (the emulators
 //! enforce no IAM), and the whole fleet path works: deploys, a trapping canary rolled back by
@@ -15,14 +15,14 @@ use crate::support::fleet::{Instance, stack};
 use crate::support::proxy::PolicyProxy;
 use crate::support::{HostToml, Scratch, wait_until_else};
 
-/// The DynamoDB actions README's IAM table grants on the lease table.
+/// The DynamoDB actions the IAM table (docs/operations/iam.md) grants on the lease table.
 fn lease_table_policy() -> Vec<String> {
-    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
-    let readme = std::fs::read_to_string(readme).unwrap();
-    let row = readme
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operations/iam.md");
+    let doc = std::fs::read_to_string(doc).unwrap();
+    let row = doc
         .lines()
         .find(|l| l.starts_with("| DynamoDB, the lease table |"))
-        .expect("README's IAM table has a row for the lease table");
+        .expect("the IAM table (docs/operations/iam.md) has a row for the lease table");
     let actions = row.split('|').nth(2).expect("an actions column");
     actions
         .split('`')
@@ -163,7 +163,7 @@ fn canaries(g: &Gated) {
 }
 
 #[test]
-fn the_whole_fleet_path_works_within_readmes_lease_table_policy() {
+fn the_whole_fleet_path_works_within_the_documented_lease_table_policy() {
     let Some(g) = Gated::new("iam-fleet") else {
         return;
     };

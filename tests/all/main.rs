@@ -13,6 +13,7 @@ mod conformance;
 mod containment;
 mod delivery;
 mod deploy_files;
+mod docs;
 mod dynamo;
 mod fan_out;
 mod faults;

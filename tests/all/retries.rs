@@ -416,6 +416,21 @@ fn replaying_dead_letters_writes_only_fleet_letters_into_streams_the_config_read
     );
     let dir = Scratch::new("retries-replay");
     let path = dir.write("shardhost.toml", config(&ep, &stream).render());
+    // Listed first, as NDJSON (docs/concepts/retries.md): one object per letter.
+    let listed = std::process::Command::new(env!("CARGO_BIN_EXE_shardhost"))
+        .args(["dead-letters", &dead, "--json", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let letters: Vec<serde_json::Value> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect();
+    assert!(
+        letters.len() >= 2 && letters.iter().all(serde_json::Value::is_object),
+        "{letters:?}\n{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_shardhost"))
         .args(["dead-letters", &dead, "--replay", "--config"])
         .arg(&path)

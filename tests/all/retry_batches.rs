@@ -1,6 +1,6 @@
 //! Retry copies of a batch go out together, against kinesis-mock: one PutRecords per stream per
 //! call's worth of copies (never a PutRecord each), through a proxy that lets through only the
-//! Kinesis actions README's IAM table grants, and every copy arrives and is handled again.
+//! Kinesis actions the IAM table (docs/operations/iam.md) grants, and every copy arrives and is handled again.
 
 use std::path::Path;
 
@@ -13,16 +13,19 @@ use crate::support::{
 use shardhost::record::Outcome;
 use shardhost::testing::envelope::{self, Kind};
 
-/// The Kinesis actions README's IAM table grants (every `| Kinesis` row).
+/// The Kinesis actions the IAM table (docs/operations/iam.md) grants (every `| Kinesis` row).
 fn kinesis_policy() -> Vec<String> {
-    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
-    let readme = std::fs::read_to_string(readme).unwrap();
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operations/iam.md");
+    let doc = std::fs::read_to_string(doc).unwrap();
     let mut actions = Vec::new();
-    for row in readme.lines().filter(|l| l.starts_with("| Kinesis")) {
+    for row in doc.lines().filter(|l| l.starts_with("| Kinesis")) {
         let column = row.split('|').nth(2).expect("an actions column");
         actions.extend(column.split('`').skip(1).step_by(2).map(str::to_owned));
     }
-    assert!(!actions.is_empty(), "README's IAM table has Kinesis rows");
+    assert!(
+        !actions.is_empty(),
+        "the IAM table (docs/operations/iam.md) has Kinesis rows"
+    );
     actions
 }
 
@@ -82,7 +85,7 @@ fn the_copies_of_a_call_are_published_with_one_put_records_and_all_arrive() {
     assert_eq!(
         proxy.denied(),
         Vec::<String>::new(),
-        "README's policy is all it needs"
+        "the documented policy is all it needs"
     );
     let (singles, batches) = (proxy.count("PutRecord"), proxy.count("PutRecords"));
     assert_eq!(singles, 0, "copies went out one PutRecord each");

@@ -8,7 +8,7 @@
 //! tests are skipped with a note, except under `CI`, where they fail.
 //!
 //! `SHARDHOST_STATUS_SCREENSHOT=docs/status-page.png` makes the browser test also save a
-//! screenshot of the page it checked (README's).
+//! screenshot of the page it checked (the one docs/operations/admin-api.md shows).
 
 mod routes;
 

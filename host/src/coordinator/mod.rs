@@ -21,6 +21,7 @@ use crate::handler::CallError;
 use crate::lease::{KeepAlive, LeaseStore, now_ms};
 use crate::source::StreamSource;
 use crate::status::{Failure, StatusBoard};
+use crate::task::panic_message;
 use shards::{Ended, Event, Shards};
 
 /// `[leases]` timings and balancing.
@@ -221,20 +222,5 @@ impl Coordinator {
                 false
             }
         }
-    }
-}
-
-/// What a panicked task said, or why it was cancelled.
-pub fn panic_message(e: JoinError) -> String {
-    if !e.is_panic() {
-        return e.to_string();
-    }
-    let payload = e.into_panic();
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        format!("panicked: {s}")
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        format!("panicked: {s}")
-    } else {
-        "panicked".to_owned()
     }
 }

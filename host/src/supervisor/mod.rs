@@ -13,7 +13,7 @@ use tracing::Instrument;
 
 use crate::admin::{AdminServer, BindError};
 use crate::config::Config;
-use crate::coordinator::{Coordinator, LeaseSettings, TaskFailed, panic_message};
+use crate::coordinator::{Coordinator, LeaseSettings, TaskFailed};
 use crate::deploy::Deployer;
 use crate::deploy::sync;
 use crate::dispatch::{OutcomeTap, Role};
@@ -24,6 +24,7 @@ use crate::metrics::Metrics;
 use crate::publish::Publisher;
 use crate::source::{SourceError, StreamSource};
 use crate::status::{Failure, StatusBoard};
+use crate::task::panic_message;
 use crate::wasm::LoadError;
 use prepare::Prepared;
 pub use stores::{dynamo_table, fleet_envelope_keys};

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::coordinator::panic_message;
 use crate::status::{Failure, StatusBoard};
+use crate::task::panic_message;
 
 /// The first pause before a restart; it doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_secs(1);

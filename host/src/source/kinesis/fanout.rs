@@ -56,7 +56,7 @@ impl Subscribed {
         // Its queue is closed: the task is ending, if not ended.
         match tokio::time::timeout(Duration::from_secs(1), task).await {
             Ok(Ok(())) => "returned".to_owned(),
-            Ok(Err(e)) => crate::coordinator::panic_message(e),
+            Ok(Err(e)) => crate::task::panic_message(e),
             Err(_) => "closed its queue and hangs".to_owned(),
         }
     }

@@ -22,45 +22,13 @@ use tokio::sync::{OnceCell, Semaphore};
 
 mod batch;
 mod counter;
+mod item;
 mod table;
+
+use item::{COUNT, EXPIRES, KEY, LIVE, VALUE, WRITER, n, names, s, write_token};
 
 use super::{Meter, StateStore, StoreError, counter_of, counter_text, now_secs};
 use crate::config::{StateGrant, StateStoreKind};
-
-/// Attribute names, always through expression names (`key` is a reserved word).
-const KEY: &str = "key";
-const VALUE: &str = "value";
-const COUNT: &str = "count";
-const EXPIRES: &str = "expires";
-/// The token of the conditional write that wrote the item (`put_if`).
-const WRITER: &str = "writer";
-
-/// A token no other write shares: 128 random bits.
-fn write_token() -> String {
-    let mut bytes = [0u8; 16];
-    if getrandom::getrandom(&mut bytes).is_err() {
-        // No randomness: a token unique in this process still tells our write from others'
-        // of this process; another process's is told apart by the time.
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        return format!("{}-{t}-{n}", std::process::id());
-    }
-    hex::encode(bytes)
-}
-
-/// The expression names every request uses.
-fn names() -> HashMap<String, String> {
-    [("#k", KEY), ("#v", VALUE), ("#c", COUNT), ("#e", EXPIRES)]
-        .into_iter()
-        .map(|(a, b)| (a.to_owned(), b.to_owned()))
-        .collect()
-}
-
-/// "The item is live": no expiry, or one still ahead.
-const LIVE: &str = "(attribute_not_exists(#e) OR #e > :now)";
 
 pub struct DynamoStore {
     table: String,
@@ -294,14 +262,6 @@ impl DynamoStore {
             .map_err(|e| self.error(e))?;
         Ok(out.item)
     }
-}
-
-fn s(v: &str) -> AttributeValue {
-    AttributeValue::S(v.to_owned())
-}
-
-fn n(v: u64) -> AttributeValue {
-    AttributeValue::N(v.to_string())
 }
 
 #[async_trait]
