@@ -78,7 +78,7 @@ impl FleetTable {
 
     /// Writes `doc` into attribute `attr` of row `key` if its revision is still `seen` (`None`:
     /// if there is no row); whether it was written. An UpdateItem setting the document and the
-    /// next revision: the lease table's IAM policy (README) grants no `PutItem`.
+    /// next revision: the lease table's IAM policy (docs/operations/iam.md) grants no `PutItem`.
     pub(super) async fn write_doc<T: Serialize>(
         &self,
         key: &str,

@@ -206,7 +206,7 @@ fn warn_if_unsigned(config: &Config) {
     if config.fleet.trusted_keys.is_empty() {
         tracing::warn!(
             "[fleet] trusted_keys is not set: anyone who can write the lease table can deploy a \
-             handler to every instance (see README, \"Signed deploys\")"
+             handler to every instance (see docs/security.md, \"Signed deploys\")"
         );
     } else {
         tracing::info!(

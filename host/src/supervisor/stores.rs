@@ -184,7 +184,7 @@ async fn current_key(
             table = store.table_name(),
             "retry copies and dead letters are authenticated with a key kept in the lease table: \
              whoever can read the table can forge retry copies (set [host] retry_key or \
-             SHARDHOST_RETRY_KEY on every instance; README: Retries and dead letters)"
+             SHARDHOST_RETRY_KEY on every instance; docs/concepts/retries.md)"
         );
         return Ok(Some(EnvelopeKey::from_bytes(bytes)));
     }

@@ -2,7 +2,7 @@
 //! stream's ARN), registered when missing (RegisterStreamConsumer), waited for until ACTIVE.
 //!
 //! Never ListStreamConsumers: kinesis-mock's paging of it drops consumers. Never deregistered:
-//! a consumer is infrastructure (README shows the aws CLI command).
+//! a consumer is infrastructure (docs/concepts/fan-out.md shows the aws CLI command).
 
 use std::time::Duration;
 
