@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use super::lex::unescape;
+use super::escape::unescape;
 
 /// One key of an open object: the offsets of its quotes, whether it has escapes, and a hash of
 /// its (unescaped) text, so most pairs of keys are told apart without looking at their text.

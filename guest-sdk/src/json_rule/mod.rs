@@ -10,112 +10,24 @@
 //! The grammar itself is serde_json's to check: this pass is only exact on JSON text, and says
 //! nothing (or anything: the text is refused either way) about text serde_json refuses.
 
+mod escape;
 mod key;
 mod lex;
+mod problem;
 #[cfg(test)]
 mod tests;
 
-use std::borrow::Cow;
 use std::cell::RefCell;
-use std::fmt;
 
 use key::Key;
 use lex::{number, string_end};
-
-/// The deepest nesting of arrays and objects the rule accepts (the outermost is level 1).
-pub(crate) const MAX_DEPTH: usize = 128;
+pub(crate) use problem::MAX_DEPTH;
+use problem::Problem;
+pub use problem::RuleError;
 
 /// Objects with more keys than this are checked for repeats once the object is closed (in a
 /// table of their hashes); smaller ones key by key, against the keys before (no allocation).
 const LINEAR_KEYS: usize = 16;
-
-/// A JSON text that breaks the rule: what, and where (1-based line and byte column, as
-/// serde_json counts them).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuleError {
-    what: String,
-    line: usize,
-    column: usize,
-}
-
-impl RuleError {
-    /// What is wrong, e.g. `duplicate key "id"`.
-    pub fn what(&self) -> &str {
-        &self.what
-    }
-
-    /// The line it is on, from 1.
-    pub fn line(&self) -> usize {
-        self.line
-    }
-
-    /// The column (in bytes) where it starts, from 1.
-    pub fn column(&self) -> usize {
-        self.column
-    }
-}
-
-impl fmt::Display for RuleError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} at line {} column {}",
-            self.what, self.line, self.column
-        )
-    }
-}
-
-impl std::error::Error for RuleError {}
-
-/// What the pass found, cheaply (a `RuleError` is made of it only when there is one).
-#[derive(Clone, Copy)]
-enum Problem {
-    Duplicate(Key),
-    LoneLeading(usize),
-    LoneTrailing(usize),
-    /// The number from .0 to .1.
-    OutOfRange(usize, usize),
-    TooDeep(usize),
-}
-
-impl Problem {
-    #[cold]
-    #[inline(never)]
-    fn into_error(self, text: &str) -> RuleError {
-        let (at, what) = match self {
-            Problem::Duplicate(key) => {
-                let shown = key.text(text).unwrap_or(Cow::Borrowed(key.raw(text)));
-                (key.open, format!("duplicate key {shown:?}"))
-            }
-            Problem::LoneLeading(at) => (at, "lone leading surrogate in hex escape".to_owned()),
-            Problem::LoneTrailing(at) => (at, "lone trailing surrogate in hex escape".to_owned()),
-            Problem::OutOfRange(at, end) => {
-                let literal = &text[at..end];
-                let shown = if literal.len() > 40 {
-                    format!("{}...", &literal[..37])
-                } else {
-                    literal.to_owned()
-                };
-                (at, format!("number {shown} out of range"))
-            }
-            Problem::TooDeep(at) => (
-                at,
-                format!("nested more than {MAX_DEPTH} arrays/objects deep"),
-            ),
-        };
-        let before = &text.as_bytes()[..at];
-        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-        let line_start = before
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |i| i + 1);
-        RuleError {
-            what,
-            line,
-            column: at - line_start + 1,
-        }
-    }
-}
 
 /// What `check` keeps while it runs: the open arrays and objects (for an object, where its
 /// keys start in `keys`; [`ARRAY`] for an array) and the keys of the open objects. Kept per

@@ -1,6 +1,8 @@
 //! The JSON rule's pass (`super`) against cases of each limit, the edge of infinity, and
 //! random documents read in full by serde_json.
 
+use std::fmt;
+
 use super::lex::{INFINITY_EDGE, quote_or_backslash};
 use super::*;
 

@@ -3,7 +3,11 @@
 
 use std::borrow::Cow;
 
-use super::{DEFAULT_BUCKET, DONE_MARK, Error, imp};
+use super::contract::{DEFAULT_BUCKET, DONE_MARK, Error};
+#[cfg(not(target_arch = "wasm32"))]
+use super::native as imp;
+#[cfg(target_arch = "wasm32")]
+use super::wasi as imp;
 
 /// A bucket of the subscription's store, by name: made by [`bucket`]. It has the module's
 /// functions as methods. Making one opens nothing: the bucket is opened on its first
@@ -146,7 +150,7 @@ impl Bucket {
 
     /// Runs `effect` unless `key` is marked done; marks it done when the effect succeeds.
     /// Answers `Ok(true)` when the effect ran now, `Ok(false)` when the key was already marked
-    /// (the effect did not run). See [the module's docs](self#once) for what it promises.
+    /// (the effect did not run). See [the module's docs](super#once) for what it promises.
     ///
     /// # Errors
     ///

@@ -99,80 +99,22 @@
 //! counters as decimal text, conditional writes, the key and value limits. Every bucket is
 //! granted. [`testing`] empties it, restricts the buckets and makes operations fail.
 
-use std::fmt;
-
 mod bucket;
+mod contract;
 #[cfg(not(target_arch = "wasm32"))]
 mod native;
 #[cfg(target_arch = "wasm32")]
 mod wasi;
 
-#[cfg(not(target_arch = "wasm32"))]
-use native as imp;
-#[cfg(target_arch = "wasm32")]
-use wasi as imp;
-
 use bucket::DEFAULT;
 pub use bucket::{Bucket, bucket};
+pub use contract::{DEFAULT_BUCKET, DONE_MARK, Error, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 /// What the store offers unit tests (native builds only).
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing {
     pub use super::native::{clear, fail_with, grant_only};
 }
-
-/// The bucket the module's functions use. Every `[subscription.state]` grant includes it.
-pub const DEFAULT_BUCKET: &str = "default";
-
-/// The longest key the host takes, in bytes (of its UTF-8).
-pub const MAX_KEY_BYTES: usize = 1024;
-
-/// The largest value the host takes, in bytes.
-pub const MAX_VALUE_BYTES: usize = 350 * 1024;
-
-/// The value [`once`] marks a key done with. Any value under the key counts as done.
-pub const DONE_MARK: &[u8] = b"done";
-
-/// Why a state operation failed: the `wasi:keyvalue` error the host answered.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Error {
-    /// The host has no such store.
-    NoSuchStore,
-    /// The bucket is not granted to this subscription (not in `[subscription.state] buckets`).
-    AccessDenied,
-    /// Anything else, in the host's words: a key or value too large, the store unreachable or
-    /// throttled, an increment of a key that holds a value `set` wrote.
-    Other(String),
-}
-
-impl Error {
-    /// The error's case as the WIT names it: `no-such-store`, `access-denied` or `other`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Error::NoSuchStore => "no-such-store",
-            Error::AccessDenied => "access-denied",
-            Error::Other(_) => "other",
-        }
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::NoSuchStore => f.write_str(
-                "no such store: the host has no key-value store for this subscription \
-                 (see the host's log)",
-            ),
-            Error::AccessDenied => f.write_str(
-                "access denied by the host: the bucket is not granted to this subscription \
-                 ([subscription.state] buckets; see the host's log)",
-            ),
-            Error::Other(message) => f.write_str(message),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
 
 /// [`Bucket::get`] on the default bucket: the value of `key`, or `None`.
 ///
