@@ -3,8 +3,9 @@ the handler imports, which world they need, and what a failed build's log says. 
 SDK package; run by componentize only, with the machine's python3 (3.9 or later):
 
   componentize-helper.py scan HTTP STATE MODULE ROOT...
-      ROOT: the app's directory, then each -p DIR. Prints the world (handler, http-handler,
-      state-handler or http-state-handler; HTTP and STATE: yes, no or auto), then one line per
+      ROOT: the app's directory, then each -p DIR. Prints the world (`handler` and the
+      capabilities it includes: handler, handler+http, handler+state or handler+http+state;
+      HTTP and STATE: yes, no or auto), then one line per
       file the module imports, transitively, from the ROOTs: "INDEX<TAB>PATH" (INDEX: its ROOT's,
       from 0). Exit 3 when MODULE is in none of the ROOTs.
   componentize-helper.py explain LOG ENTRY ROOT...
@@ -195,12 +196,16 @@ def uses(tree, source, name):
     return False
 
 
+# The capabilities, by the names of their worlds in wit/handler.wit (and of their SDK modules),
+# in the order a world's name lists them.
+CAPABILITIES = ("http", "state")
+
+
 def world(found, asked):
-    used = {}
-    for name, ask in asked.items():
-        used[name] = ask == "yes" or (ask == "auto" and any(uses(t, s, name) for _, t, s in found.values()))
-    return {(False, False): "handler", (True, False): "http-handler",
-            (False, True): "state-handler", (True, True): "http-state-handler"}[used["http"], used["state"]]
+    """`handler` and each capability the files use (or `asked` says yes to), joined by "+"."""
+    used = [name for name in CAPABILITIES if asked[name] == "yes"
+            or (asked[name] == "auto" and any(uses(t, s, name) for _, t, s in found.values()))]
+    return "+".join(["handler"] + used)
 
 
 def main_scan(args):

@@ -20,7 +20,7 @@
 // tries again later like any other temporary failure. Without `carrier_url` nothing touches the
 // state.
 //
-// Build: ./build (makes ship.wasm, for the world http-state-handler: the app calls fetch and
+// Build: ./build (makes ship.wasm, for the world handler+http+state: the app calls fetch and
 // uses state; the subscription grants both); try:
 // shardhost invoke ship.wasm --records ../shipments.ndjson
 

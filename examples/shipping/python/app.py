@@ -19,7 +19,7 @@ same shipment in another record) is not sent again (`shipment already booked, sk
 The key is marked only when the carrier booked it (2xx); when the store fails, the record tries
 again later like any other temporary failure. Without `carrier_url` nothing touches the state.
 
-Build: ./build (next to this file) writes ship.wasm (for the world http-state-handler: the app
+Build: ./build (next to this file) writes ship.wasm (for the world handler+http+state: the app
 imports shardhost.http and shardhost.state; the subscription grants both).
 """
 

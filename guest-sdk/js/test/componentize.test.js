@@ -87,7 +87,7 @@ test("a bundling failure names the file and line, without esbuild's own report; 
   });
 });
 
-const BUILT = /^built (?<out>\S+) \((?<size>\d+\.\d) MB, version (?<version>[0-9a-f]{12}), world (?<world>[a-z-]+)\) in \d+\.\d s$/;
+const BUILT = /^built (?<out>\S+) \((?<size>\d+\.\d) MB, version (?<version>[0-9a-f]{12}), world (?<world>[a-z+]+)\) in \d+\.\d s$/;
 
 test("a build: one line; up to date when only a test changed; a build-time exception names the app's line", (t) => {
   if (!INSTALLED) return t.skip("the build tools are not installed (npm ci)");
@@ -104,6 +104,8 @@ test("a build: one line; up to date when only a test changed; a build-time excep
     assert.equal(built.groups.world, "handler");
     assert.ok(Math.abs(Number(built.groups.size) - statSync(out).size / 1e6) <= 0.051, built.groups.size);
     const version = built.groups.version;
+    // The world it was built for: the repository's `handler`, and no capability.
+    assert.match(readFileSync(join(dir, "out/app/wit/app.wit"), "utf8"), /\nworld app \{\n {2}include handler;\n\}\n/);
 
     const files = run(["--files", "app.js", "app.wasm"], dir);
     assert.deepEqual(files.stdout.split("\n").filter(Boolean).sort(), [join(dir, "app.js"), join(dir, "lib/pick.js")]);

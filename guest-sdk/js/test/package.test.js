@@ -25,10 +25,14 @@ function tree(dir) {
   return files;
 }
 
-test("the packaged WIT is the repository's (handler.wit and deps/)", (t) => {
+test("the package ships the repository's WIT (handler.wit and deps/), copied only while it is packed", (t) => {
   const repo = fileURLToPath(new URL("../../../wit", import.meta.url));
   if (!existsSync(join(repo, "handler.wit"))) return t.skip("not inside the shardhost repository");
-  assert.deepEqual(tree(fileURLToPath(new URL("../wit", import.meta.url))), tree(repo), "copy the repository's wit/ into guest-sdk/js/wit/");
+  const sdkDir = fileURLToPath(new URL("..", import.meta.url));
+  const out = execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts=false"], { cwd: sdkDir, encoding: "utf8" });
+  const packed = JSON.parse(out.slice(out.indexOf("[")))[0].files.map((f) => f.path).filter((p) => p.startsWith("wit/"));
+  assert.deepEqual(packed.sort(), Object.keys(tree(repo)).map((p) => `wit/${p}`).sort());
+  assert.ok(!existsSync(join(sdkDir, "wit")), "the copy is removed after the pack (the checkout keeps one wit/)");
 });
 
 test("the build tool: componentize --help, and its tools pinned exactly", () => {
@@ -53,23 +57,23 @@ test("the world follows what the bundle keeps of the SDK's state (componentize -
   };
   try {
     const apps = {
-      [app("state", '() => (state.increment("n"), ack)')]: "state-handler",
-      [app("state", 'async () => { await state.once("k", async () => fetch("http://h/")); return ack; }')]: "http-state-handler",
+      [app("state", '() => (state.increment("n"), ack)')]: "handler+state",
+      [app("state", 'async () => { await state.once("k", async () => fetch("http://h/")); return ack; }')]: "handler+http+state",
       [app("state", "() => ack")]: "handler", // imported, never used: the bundler drops it
       [app("StateError", "(r) => (r instanceof StateError ? ack : ack)")]: "handler",
-      'import * as sdk from "shardhost";\nexport const handle = sdk.handler(() => (sdk.state.get("k"), sdk.ack));\n': "state-handler",
+      'import * as sdk from "shardhost";\nexport const handle = sdk.handler(() => (sdk.state.get("k"), sdk.ack));\n': "handler+state",
       'import * as sdk from "shardhost";\nexport const handle = sdk.handler(() => sdk.ack);\n': "handler",
-      'import { handler, ack, state } from "shardhost";\nconst orders = state.bucket("orders");\nexport const handle = handler(() => (orders.get("k"), ack));\n': "state-handler",
+      'import { handler, ack, state } from "shardhost";\nconst orders = state.bucket("orders");\nexport const handle = handler(() => (orders.get("k"), ack));\n': "handler+state",
     };
     for (const [source, expected] of Object.entries(apps)) assert.equal(world(source), expected, source);
     const both = app("state", 'async () => { await fetch("http://h/"); state.get("k"); return ack; }');
-    for (const [flags, expected] of [[["--no-state"], "http-handler"], [["--no-http"], "state-handler"],
-      [["--no-http", "--no-state"], "handler"], [["--state"], "http-state-handler"]]) {
+    for (const [flags, expected] of [[["--no-state"], "handler+http"], [["--no-http"], "handler+state"],
+      [["--no-http", "--no-state"], "handler"], [["--state"], "handler+http+state"]]) {
       assert.equal(world(both, flags), expected, String(flags));
     }
     const none = app("", "() => ack");
-    for (const [flags, expected] of [[["--state"], "state-handler"], [["--http", "--state"], "http-state-handler"],
-      [["--http"], "http-handler"], [["--no-state"], "handler"]]) {
+    for (const [flags, expected] of [[["--state"], "handler+state"], [["--http", "--state"], "handler+http+state"],
+      [["--http"], "handler+http"], [["--no-state"], "handler"]]) {
       assert.equal(world(none, flags), expected, String(flags));
     }
   } finally {
@@ -84,13 +88,13 @@ test("the world follows the bundle's calls of fetch (componentize --world)", (t)
   try {
     const apps = {
       'import { handler, ack } from "shardhost";\nexport const handle = handler(() => ack);\n': "handler",
-      'import { handler, ack } from "shardhost";\nexport const handle = handler(async (r) => { await fetch("http://h/"); return ack; });\n': "http-handler",
-      'import { handler, ack } from "shardhost";\nexport const handle = handler(async () => { await globalThis.fetch("http://h/"); return ack; });\n': "http-handler",
+      'import { handler, ack } from "shardhost";\nexport const handle = handler(async (r) => { await fetch("http://h/"); return ack; });\n': "handler+http",
+      'import { handler, ack } from "shardhost";\nexport const handle = handler(async () => { await globalThis.fetch("http://h/"); return ack; });\n': "handler+http",
       'import { handler, ack } from "shardhost";\nconst prefetch = 1;\nexport const handle = handler(() => ack);\n': "handler",
     };
     for (const [source, world] of Object.entries(apps)) {
       writeFileSync(join(dir, "app.js"), source);
-      for (const [flags, expected] of [[[], world], [["--http"], "http-handler"], [["--no-http"], "handler"]]) {
+      for (const [flags, expected] of [[[], world], [["--http"], "handler+http"], [["--no-http"], "handler"]]) {
         const got = execFileSync(tool, ["--world", ...flags, join(dir, "app.js"), join(dir, "app.wasm")], { encoding: "utf8" }).trim();
         assert.equal(got, expected, `${source} ${flags}`);
       }

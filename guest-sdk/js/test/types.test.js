@@ -189,7 +189,11 @@ function install(dir) {
   const pkg = JSON.parse(readFileSync(join(SDK, "package.json"), "utf8"));
   const target = join(dir, "node_modules", "shardhost");
   mkdirSync(target, { recursive: true });
-  for (const file of ["package.json", ...pkg.files]) cpSync(join(SDK, file), join(target, file), { recursive: true });
+  for (const file of ["package.json", ...pkg.files]) {
+    // wit/ is the repository's, which npm pack copies in (pack-wit.mjs)
+    const from = file === "wit/" ? join(SDK, "..", "..", "wit") : join(SDK, file);
+    cpSync(from, join(target, file), { recursive: true });
+  }
 }
 
 function tsc(dir, files) {

@@ -2,9 +2,8 @@
 
 In a component (componentize-py), `WitBackend` calls the generated bindings of the world's
 imports: `host` and `wasi:config/store` here, `wasi:http` through `_wasi_http` (when the world
-is `http-handler` or `http-state-handler`), `wasi:keyvalue` and `conditional` through
-`_wasi_keyvalue` (`state-handler`, `http-state-handler`); they are imported in these modules
-and nowhere else, and only there. In plain CPython (a handler's unit tests, the SDK's own)
+includes `http`), `wasi:keyvalue` and `conditional` through `_wasi_keyvalue` (when it includes
+`state`); they are imported in these modules and nowhere else, and only there. In plain CPython (a handler's unit tests, the SDK's own)
 `NativeBackend` writes log lines to standard error, answers `publish`, `seek`, every HTTP
 request and every state operation with an error, and reads config values from the environment
 (`SHARDHOST_CONFIG_<NAME>`), as the Rust SDK does in a native build.
@@ -20,6 +19,8 @@ import os
 import sys
 from typing import Union
 
+from ._state_error import StateError
+
 __all__ = ["HostError", "PublishError", "SeekError", "publish", "seek"]
 
 LEVEL_NAMES = ("trace", "debug", "info", "warn", "error")
@@ -27,12 +28,12 @@ LEVEL_NAMES = ("trace", "debug", "info", "warn", "error")
 NO_HOST = "not running inside shardhost (native build)"
 
 NO_HTTP = (
-    "this component was built without HTTP (world `handler` or `state-handler`): the build "
+    "this component was built without HTTP (its world does not include `http`): the build "
     "imports wasi:http when the app imports shardhost.http, or with `componentize --http`"
 )
 
 NO_STATE = (
-    "this component was built without state (world `handler` or `http-handler`): the build "
+    "this component was built without state (its world does not include `state`): the build "
     "imports wasi:keyvalue when the app imports shardhost.state, or with `componentize --state`"
 )
 
@@ -44,8 +45,6 @@ class NoStore:
         self.reason = reason
 
     def open(self, name):
-        from .state import StateError
-
         raise StateError("other", self.reason, name)
 
 
@@ -60,7 +59,7 @@ def config_env_name(name):
 
 def http_failures(round_, reason):
     """Every request of a round failed with `reason` (an InvalidUrl stays what it is)."""
-    from .http import HttpError
+    from ._http_types import HttpError  # (loaded with shardhost.http, which asked)
 
     return [url if isinstance(url, HttpError) else HttpError(r.url, reason) for r, url in round_]
 
@@ -132,11 +131,11 @@ class WitBackend:
         import wit_world.imports.host as host
         from componentize_py_types import Err
 
-        try:  # the worlds `handler`, `http-handler`
+        try:  # the worlds without `state`
             import wit_world.imports.store as store
         except ImportError:  # with state: two `store` interfaces, named by their packages
             import wit_world.imports.wasi_config_store as store
-        try:  # the worlds `handler`, `state-handler`
+        try:  # the worlds without `http`
             import wit_world.imports.types as types
         except ImportError:  # with HTTP: two `types` interfaces, named by their packages
             import wit_world.imports.shardhost_handler_types as types

@@ -1,5 +1,5 @@
-"""Requests through `wasi:http/outgoing-handler` (componentize-py's bindings of the world
-`http-handler`): send every request of a round, wait on their futures together
+"""Requests through `wasi:http/outgoing-handler` (componentize-py's bindings of the worlds
+that include `http`): send every request of a round, wait on their futures together
 (`wasi:io/poll`), read each response's body as soon as its head arrives.
 
 Every resource is released explicitly, children before their parents (a pollable before its
@@ -16,14 +16,14 @@ _CHUNK = 64 * 1024
 
 def load():
     """The transport, or None when the component's world has no `wasi:http` (then neither
-    this module's user-facing types, `shardhost.http`, are loaded for it)."""
+    are the user-facing types, `_http_types`, loaded for it)."""
     try:
         from wit_world.imports import outgoing_handler, poll, streams
         from wit_world.imports import wasi_http_types as types
     except ImportError:
         return None
     global BodyTooLarge, ConnectError, Denied, HttpError, Response, Timeout
-    from .http import BodyTooLarge, ConnectError, Denied, HttpError, Response, Timeout
+    from ._http_types import BodyTooLarge, ConnectError, Denied, HttpError, Response, Timeout
 
     return Transport(outgoing_handler, types, poll, streams)
 

@@ -1,6 +1,6 @@
 """State through `wasi:keyvalue` (store, atomics, batch: the 0.2 draft) and shardhost's
-`conditional` interface, as componentize-py binds them for the worlds `state-handler` and
-`http-state-handler`: each operation of `shardhost.state` is one call, the bindings' `Err`
+`conditional` interface, as componentize-py binds them for the worlds that include `state`:
+each operation of `shardhost.state` is one call, the bindings' `Err`
 becomes a `StateError`.
 
 Imported only inside a component, by `_host.WitBackend`; in the worlds without state there is
@@ -18,7 +18,7 @@ def load():
     except ImportError:
         return None
     global StateError
-    from .state import StateError
+    from ._state_error import StateError
 
     return Store(wasi_keyvalue_store, atomics, batch, conditional)
 

@@ -24,11 +24,11 @@ words): a key or value too large, a counter over a value `set` wrote, the store 
 throttled. Treat it as a temporary failure (`retry_after`) unless you know better.
 
 A component whose app imports this module (`from shardhost import state`, `import
-shardhost.state`) is built for a world that imports `wasi:keyvalue` (`state-handler`, or
-`http-state-handler` with `shardhost.http`): the host runs it only for a subscription with a
-`[subscription.state]` grant. Outside a component (unit tests) `shardhost.testing.FakeHost`
-answers from an in-memory store with the host's rules (`testing.MemoryStore`); without one every
-operation raises StateError.
+shardhost.state`) is built for a world that includes `state`, which imports `wasi:keyvalue`
+and `conditional`: the host runs it only for a subscription with a `[subscription.state]`
+grant. Outside a component (unit tests) `shardhost.testing.FakeHost` answers from an in-memory
+store with the host's rules (`testing.MemoryStore`); without one every operation raises
+StateError.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from . import _host
 from . import log as _log
+from ._state_error import KINDS, StateError  # noqa: F401  (KINDS: state.KINDS, as before)
 
 __all__ = [
     "StateError",
@@ -67,44 +68,10 @@ DONE = b"done"
 
 _U64_MAX = 2**64 - 1
 
-KINDS = ("no-such-store", "access-denied", "other")
-
 #: A value to store: bytes (bytearray, memoryview), or str (stored as UTF-8).
 Value = Union[bytes, bytearray, memoryview, str]
 #: What `set_many` takes: (key, value) pairs, or a mapping of key to value.
 Entries = Union[Mapping[str, Value], Iterable[Tuple[str, Value]]]
-
-
-class StateError(Exception):
-    """A state operation failed. `kind` is the `wasi:keyvalue` error's case: "no-such-store",
-    "access-denied" (a bucket the subscription's `[subscription.state]` does not list) or
-    "other" (a key or value too large, a counter over a value `set` wrote, the store unreachable
-    or throttled); `message` says more (for "other", the host's own words); `bucket` is the
-    bucket's name when known."""
-
-    def __init__(self, kind: str, message: Optional[str] = None, bucket: Optional[str] = None) -> None:
-        if kind not in KINDS:
-            raise ValueError("a StateError's kind is one of %s, not %r" % (KINDS, kind))
-        if message is None:
-            message = _DEFAULT_MESSAGES[kind](bucket)
-        super().__init__(kind, message)
-        self.kind = kind
-        self.message = message
-        self.bucket = bucket
-
-    def __str__(self) -> str:
-        return "%s: %s" % (self.kind, self.message)
-
-    def __repr__(self) -> str:
-        return "StateError(%r, %r)" % (self.kind, self.message)
-
-
-_DEFAULT_MESSAGES: Dict[str, Callable[[Optional[str]], str]] = {
-    "no-such-store": lambda b: "the host has no store%s" % ("" if b is None else " for bucket %r" % b),
-    "access-denied": lambda b: "%s is not granted to this subscription ([subscription.state] buckets)"
-    % ("the bucket" if b is None else "bucket %r" % b),
-    "other": lambda b: "the store failed",
-}
 
 
 def _key(key: str) -> str:

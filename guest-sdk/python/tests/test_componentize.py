@@ -120,7 +120,7 @@ class Arguments(unittest.TestCase):
         for args in (["app/orders.py", "out.wasm"], ["app", "orders", "out.wasm"], ["app", "orders.py", "out.wasm"],
                      [os.path.join(self.app, "orders.py"), "x/out.wasm"], ["-v", "app/orders.py", "out.wasm"]):
             got = self.world(*args)
-            self.assertEqual((got.returncode, got.stdout.strip(), got.stderr), (0, "http-handler", ""), args)
+            self.assertEqual((got.returncode, got.stdout.strip(), got.stderr), (0, "handler+http", ""), args)
 
     def test_mistakes_say_what_to_type(self):
         cases = [
@@ -159,7 +159,7 @@ class Arguments(unittest.TestCase):
 
 
 BUILT = re.compile(r"^built (?P<out>\S+) \((?P<size>\d+\.\d) MB, version (?P<version>[0-9a-f]{12}), "
-                   r"world (?P<world>[a-z-]+)\) in \d+\.\d s$")
+                   r"world (?P<world>[a-z+]+)\) in \d+\.\d s$")
 
 
 class Build(unittest.TestCase):
@@ -186,6 +186,9 @@ class Build(unittest.TestCase):
             self.assertEqual(built["world"], "handler")
             self.assertAlmostEqual(float(built["size"]), os.path.getsize(out) / 1e6, delta=0.051)
             version = built["version"]
+            # The world it was built for: the repository's `handler`, and no capability.
+            with open(os.path.join(app, "out", "orders", "wit", "app.wit")) as f:
+                self.assertIn("\nworld app {\n  include handler;\n}\n", f.read())
             staged = sorted(os.listdir(os.path.join(app, "out", "orders", "src", "app")))
             self.assertEqual([f for f in staged if f.endswith(".py")], ["helper.py", "orders.py"])
 

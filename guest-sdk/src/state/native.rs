@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 
-use super::{DEFAULT_BUCKET, Error, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use super::contract::{DEFAULT_BUCKET, Error, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 /// What a key holds: bytes `set` wrote, or a counter `increment` made.
 #[derive(Clone, Debug)]

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use crate::__private::bindings::shardhost::handler::conditional;
 use crate::__private::bindings::wasi::keyvalue::{atomics, batch, store};
 
-use super::Error;
+use super::contract::Error;
 
 thread_local! {
     /// The buckets opened so far, by name. A failed open is not kept: the next use tries again.

@@ -27,10 +27,13 @@ pub fn locate() -> Result<PathBuf, SdkError> {
         .ok_or(SdkError::NotFound)
 }
 
+/// The SDKs' directory of a checkout: their build tools, and beside it the `wit/` they build
+/// every component's world from.
 fn is_sdk(dir: &Path) -> bool {
     dir.join("Cargo.toml").is_file()
         && dir.join("python/componentize").is_file()
         && dir.join("js/componentize").is_file()
+        && dir.join("../wit/handler.wit").is_file()
 }
 
 fn absolute(dir: &Path) -> PathBuf {
@@ -41,8 +44,8 @@ fn absolute(dir: &Path) -> PathBuf {
 #[derive(Debug, thiserror::Error)]
 pub enum SdkError {
     #[error(
-        "SHARDHOST_SDK={}: not the guest-sdk directory of a shardhost checkout (no Cargo.toml, \
-         python/componentize and js/componentize in it)",
+        "SHARDHOST_SDK={}: not the guest-sdk directory of a shardhost checkout (which holds \
+         Cargo.toml, python/componentize and js/componentize, beside wit/handler.wit)",
         .0.display()
     )]
     NotAnSdk(PathBuf),

@@ -4,7 +4,7 @@
 // commands; every `http` record of a call is fetched at once, with Promise.all) and
 // state.ndjson (the `state` command).
 //
-// Build: ./build (next to this file) writes conformance.wasm, for the world http-state-handler
+// Build: ./build (next to this file) writes conformance.wasm, for the world handler+http+state
 // (the app fetches and uses state).
 
 import {

@@ -3,7 +3,7 @@ records' partition keys are commands. Its twins are tests/conformance/rust and j
 are tests/conformance/contract.ndjson, http.ndjson (the `http` and `config:NAME` commands) and
 state.ndjson (the `state` command).
 
-Build: ./build (next to this file) writes conformance.wasm, for the world http-state-handler
+Build: ./build (next to this file) writes conformance.wasm, for the world handler+http+state
 (the app imports shardhost.http and shardhost.state).
 """
 

@@ -1,6 +1,6 @@
 // Installs the SDK's fetch, over wasi:http, as the global `fetch` of a component. The build
-// tool (componentize) bundles this module in, for the world `http-handler`, when the app calls
-// fetch (or with --http); components built without HTTP do not contain it.
+// tool (componentize) bundles this module in, for a world that includes `http`, when the app
+// calls fetch (or with --http); components built without HTTP do not contain it.
 
 import { createFetch } from "./fetch.js";
 import * as wasi from "./wasi.js";

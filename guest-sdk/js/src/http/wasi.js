@@ -1,6 +1,6 @@
 // The transport of the SDK's fetch in a component: wasi:http's outgoing handler, the only
 // module that names wasi:http's bindings (bundled only into components built with HTTP, for
-// the world `http-handler`). See ./fetch.js for what a transport does.
+// a world that includes `http`). See ./fetch.js for what a transport does.
 //
 // Every resource is released explicitly, children before their parents (a pollable before its
 // future, a stream before its body, headers and body before their response), as the host

@@ -1,5 +1,5 @@
 // Installs the store of the `state` API over wasi:keyvalue. The build tool (componentize)
-// bundles this module in, for the worlds `state-handler` and `http-state-handler`, when the app
+// bundles this module in, for a world that includes `state`, when the app
 // uses `state` (or with --state); components built without state do not contain it, nor the
 // wasi:keyvalue imports of ./wasi.js.
 

@@ -7,7 +7,7 @@
 import { StateError } from "./error.js";
 
 const NO_STATE =
-  "this component was built without state (world `handler` or `http-handler`): componentize builds with wasi:keyvalue when the app uses `state`, or with --state";
+  "this component was built without state (its world does not include `state`): componentize builds with wasi:keyvalue when the app uses `state`, or with --state";
 
 let installed;
 
