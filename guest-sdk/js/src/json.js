@@ -1,5 +1,5 @@
 // Strict JSON for record data: JSON.parse, then what JSON.parse cannot see by itself. The rule is
-// the one every shardhost SDK follows, written down once in ../../JSON.md; README.md ("The JSON
+// the one every shardhost SDK follows, written down once in ../../JSON.md; ../README.md ("The JSON
 // rule") says what it means for a JavaScript handler. Keep the three in step. The fast path
 // (json/plain.js) proves most texts need nothing more; json/scan.js is the full rule.
 

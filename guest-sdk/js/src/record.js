@@ -67,7 +67,7 @@ export class Record {
 
   /**
    * The data decoded as JSON under the rule every shardhost SDK follows (guest-sdk/JSON.md;
-   * README.md, "The JSON rule"): UTF-8 text holding exactly one JSON value; no byte order
+   * the SDK's README.md, "The JSON rule"): UTF-8 text holding exactly one JSON value; no byte order
    * mark; anywhere in it, no key twice in one object, no unpaired surrogate escape, no number
    * beyond a double's range, no nesting deeper than 128. Integers past +-(2^53 - 1) (within
    * [-2^63, 2^64)) come out as BigInts; read integer fields with `integer(value, key)`, which

@@ -219,7 +219,7 @@ class Response:
             ) from None
 
     def json(self) -> Any:
-        """The body decoded as JSON, by the rule of `Record.json()` (README "JSON"). Raises
+        """The body decoded as JSON, by the rule of `Record.json()` (guest-sdk/JSON.md). Raises
         DecodeError."""
         text = self.text()
         try:

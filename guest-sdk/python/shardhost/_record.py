@@ -106,7 +106,7 @@ class Record:
 
     def json(self) -> Any:
         """The data decoded as JSON by the rule every shardhost SDK follows (guest-sdk/JSON.md;
-        README.md "JSON"): dicts, lists, str, int (integer literals in [-2**63, 2**64)),
+        the SDK's README.md, "JSON"): dicts, lists, str, int (integer literals in [-2**63, 2**64)),
         float (every other number: `1.0` and `1e3` too), bool and None.
 
         Raises DecodeError: kind "utf8" when the data is not UTF-8, "json" when the text is

@@ -1,4 +1,4 @@
-"""A stand-in for componentize-py's bindings of `wasi:http` (world `http-handler`), strict about
+"""A stand-in for componentize-py's bindings of `wasi:http` (worlds with `http`), strict about
 what the host is strict about: resources are used only while alive, dropped once, never with
 live children (a pollable of its future, a stream of its body, the headers and body of their
 response), and resources passed by ownership (a request to `handle`, a body to `finish`) are

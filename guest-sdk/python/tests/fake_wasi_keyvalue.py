@@ -1,5 +1,5 @@
 """A stand-in for componentize-py's bindings of `wasi:keyvalue` (store, atomics, batch) and
-shardhost's `conditional` (worlds `state-handler`, `http-state-handler`), answering from a
+shardhost's `conditional` (worlds with `state`), answering from a
 `shardhost.testing.MemoryStore` as the host would: its StateErrors come back as the bindings'
 `Err` of an `Error_*` case. Strict about what the host is strict about: a bucket is used only
 while alive, the batch and atomics functions take a live bucket, values are bytes."""

@@ -73,11 +73,11 @@ def fake_bindings(max_level=Level.TRACE, publish_error=None, seek_error=None, co
     """Modules standing in for what componentize-py generates, to put in sys.modules:
     `wit_world`, `wit_world.imports`, `wit_world.imports.host`, `wit_world.imports.types`,
     `wit_world.imports.store` (answering `config`), `componentize_py_types`. The host module
-    records its calls in `.calls`. With `http` (a `fake_wasi_http.Server`), the world is
-    `http-handler`: the wasi:http modules are there too, and `types` is named
+    records its calls in `.calls`. With `http` (a `fake_wasi_http.Server`), the world includes
+    `http` (`handler+http`): the wasi:http modules are there too, and `types` is named
     `shardhost_handler_types`, as componentize-py names it beside wasi:http's `types`. With
-    `state` (a `fake_wasi_keyvalue.Service`), the world has state (`state-handler`, or
-    `http-state-handler` with `http`): the wasi:keyvalue and conditional modules are there, and
+    `state` (a `fake_wasi_keyvalue.Service`), the world includes `state` (`handler+state`, or
+    `handler+http+state` with `http`): the wasi:keyvalue and conditional modules are there, and
     `store` is named `wasi_config_store` beside wasi:keyvalue's `store`."""
     host = types.ModuleType("wit_world.imports.host")
     host.Level = Level
