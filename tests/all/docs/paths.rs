@@ -225,26 +225,12 @@ fn missing_sources(file: &str, all: &BTreeSet<String>) -> Vec<String> {
     missing
 }
 
-/// Names ARCHITECTURE.md gives that are no file any more, left for its rewrite to correct
-/// (`lease/dynamo/desired.rs` became the folder `desired/`). Each must still be named there, so
-/// the list only shrinks.
-const ARCHITECTURE_STALE: &[&str] = &["desired.rs"];
-
 #[test]
 fn every_path_and_link_in_architecture_exists() {
     let all = entries();
     let mut problems = missing_paths("ARCHITECTURE.md", &all);
     problems.extend(missing_sources("ARCHITECTURE.md", &all));
     problems.extend(broken_links("ARCHITECTURE.md"));
-    let text = read("ARCHITECTURE.md");
-    for stale in ARCHITECTURE_STALE {
-        let named = format!("`{stale}`");
-        assert!(
-            text.contains(&named),
-            "{named} is gone from ARCHITECTURE.md: take it off the list"
-        );
-        problems.retain(|p| !p.contains(&named));
-    }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
