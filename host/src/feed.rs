@@ -65,9 +65,25 @@ pub fn load(path: &Path) -> Result<Vec<FeedRecord>, FeedError> {
     parse(path, &text)
 }
 
+/// Reads a whole record file, each record with its line number (from 1).
+pub fn load_numbered(path: &Path) -> Result<Vec<(usize, FeedRecord)>, FeedError> {
+    let text = std::fs::read_to_string(path).map_err(|e| FeedError {
+        file: path.to_owned(),
+        lines: Vec::new(),
+        unreadable: Some(e.to_string()),
+    })?;
+    parse_numbered(path, &text)
+}
+
 /// Parses record-file text as if read from `path`; a bad line does not stop the reading, so
 /// the error names every one.
 pub fn parse(path: &Path, text: &str) -> Result<Vec<FeedRecord>, FeedError> {
+    let numbered = parse_numbered(path, text)?;
+    Ok(numbered.into_iter().map(|(_, record)| record).collect())
+}
+
+/// As [`parse`], each record with its line number (from 1).
+pub fn parse_numbered(path: &Path, text: &str) -> Result<Vec<(usize, FeedRecord)>, FeedError> {
     let mut out = Vec::new();
     let mut bad = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -75,7 +91,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<FeedRecord>, FeedError> {
             continue;
         }
         match parse_line(line) {
-            Ok(record) => out.push(record),
+            Ok(record) => out.push((i + 1, record)),
             Err(message) => bad.push(BadLine {
                 line: i + 1,
                 message,

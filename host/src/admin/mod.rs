@@ -12,6 +12,7 @@
 //! | `PUT /subscriptions/{name}/shadow`     | validates the body and runs it in shadow (`crate::shadow`); 422, 413 as a deploy |
 //! | `DELETE /subscriptions/{name}/shadow`  | drops the shadow; 409 when there is none |
 //! | `POST /subscriptions/{name}/promote`   | deploys the shadow's bytes and drops it; 409 when there is none |
+//! | `POST /subscriptions/{name}/records`   | puts the records of the body (NDJSON, as `feed`) into the embedded stream the subscription reads ([`put`]); 409 on a host that reads Kinesis, 413 past 5 MiB, 422 with the bad line |
 //!
 //! With `token` set, every route but `/healthz` and the status page's three static files wants `Authorization: Bearer TOKEN` (401
 //! otherwise; the scheme in any case, the token compared in constant time). The config refuses
@@ -24,7 +25,8 @@
 //! rebinding, is refused) → the token → for a deploy, the subscription's name (404), the
 //! length it declares (`Content-Length` past `max_upload`: 413) and one upload per
 //! subscription at a time (409) → only then the body, cut at `max_upload` as it streams (a
-//! chunked one too) and within [`UPLOAD_TIMEOUT`](guard::UPLOAD_TIMEOUT). A refused
+//! chunked one too) and within [`UPLOAD_TIMEOUT`](guard::UPLOAD_TIMEOUT); for a put
+//! ([`put`]) likewise, its bound 5 MiB and a host on Kinesis refused (409) first. A refused
 //! request's body is never asked for (no `100 Continue`), buffered or waited for: the
 //! connection ends after the answer, discarding what the client still sends for at most
 //! [`LINGER`](guard::LINGER) (2 s) so that it reads its answer rather than a reset. So
@@ -63,6 +65,7 @@ mod conns;
 mod guard;
 mod history;
 mod page;
+mod put;
 pub mod reply;
 mod serve;
 pub mod signed;
@@ -113,6 +116,9 @@ pub struct AdminState {
     pub metrics: Arc<Metrics>,
     /// With a DynamoDB lease table: `/status` shows the fleet, read from the table.
     pub fleet: Option<Arc<Fleet>>,
+    /// With `[kinesis] endpoint = "memory"`: the embedded stream, which `shardhost put` puts
+    /// records into.
+    pub embedded: Option<crate::source::memory::MemoryStreams>,
 }
 
 /// A subscription as `/status` names it.
@@ -203,6 +209,7 @@ fn router(
             put(upload::shadow).delete(shadow_off),
         )
         .route("/subscriptions/{name}/promote", post(promote))
+        .route("/subscriptions/{name}/records", post(put::put))
         .route_layer(middleware::from_fn_with_state(
             config.token.as_deref().map(guard::Token::new).map(Arc::new),
             guard::require_token,

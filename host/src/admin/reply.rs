@@ -39,6 +39,21 @@ pub struct ShadowReply {
     pub replaced: Option<String>,
 }
 
+/// 200 to `POST /subscriptions/{name}/records`: the stream the records went into and, for
+/// each record in the order sent, where it went.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PutReply {
+    pub stream: String,
+    pub records: Vec<PutRecord>,
+}
+
+/// Where one put record went.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PutRecord {
+    pub shard_id: String,
+    pub sequence_number: String,
+}
+
 /// The body of every JSON refusal (4xx, 5xx): why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorReply {

@@ -103,7 +103,7 @@ fn check_head(shared: &Shared, name: &str, body: &Body) -> Result<(), UploadRefu
 }
 
 /// The whole body, at most `max` bytes of it, within [`UPLOAD_TIMEOUT`].
-async fn read_body(body: Body, max: usize) -> Result<Bytes, UploadRefused> {
+pub(super) async fn read_body(body: Body, max: usize) -> Result<Bytes, UploadRefused> {
     match tokio::time::timeout(UPLOAD_TIMEOUT, axum::body::to_bytes(body, max)).await {
         Ok(Ok(body)) => Ok(body),
         Ok(Err(_)) => Err(UploadRefused::TooLarge(max)),

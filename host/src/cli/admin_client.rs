@@ -8,7 +8,7 @@ use hyper::{Method, Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
 
-use crate::admin::reply::{ErrorReply, ShadowReply, SwapReply};
+use crate::admin::reply::{ErrorReply, PutReply, ShadowReply, SwapReply};
 use crate::admin::signed::{
     DEPLOY_ID_HEADER, GENERATION_HEADER, SIGNATURE_HEADER, SIGNED_BY_HEADER,
 };
@@ -62,7 +62,7 @@ pub enum SendError {
 
 /// An answer that is not 2xx, and what to tell the user about it.
 #[derive(Debug, thiserror::Error)]
-#[error("{call} refused: {}", advice(*.status, .message))]
+#[error("{call} refused: {}", advice(.call, *.status, .message))]
 pub struct Refused {
     /// What was asked (`deploy`, `status`).
     pub call: &'static str,
@@ -71,11 +71,12 @@ pub struct Refused {
     pub message: String,
 }
 
-fn advice(status: StatusCode, message: &str) -> String {
+fn advice(call: &str, status: StatusCode, message: &str) -> String {
     match status {
         StatusCode::UNAUTHORIZED => {
             format!("{message}: pass the admin token with --token or SHARDHOST_ADMIN_TOKEN")
         }
+        StatusCode::PAYLOAD_TOO_LARGE if call == "put" => message.to_owned(),
         StatusCode::PAYLOAD_TOO_LARGE => {
             format!("the component is larger than the host accepts ([admin] max_upload): {message}")
         }
@@ -218,6 +219,14 @@ impl AdminClient {
             .send_with(Method::POST, &path, &headers, Vec::new())
             .await?;
         answer.into_reply("deploy --promote", SWAP)
+    }
+
+    /// `POST /subscriptions/{subscription}/records` with a records file's text (NDJSON): put
+    /// into the host's embedded stream.
+    pub async fn put(&self, subscription: &str, records: Vec<u8>) -> Result<PutReply, AdminError> {
+        let path = format!("/subscriptions/{subscription}/records");
+        let answer = self.send(Method::POST, &path, records).await?;
+        answer.into_reply("put", "a put's answer")
     }
 
     /// Sends one request and reads the whole answer.

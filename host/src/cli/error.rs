@@ -61,7 +61,8 @@ pub enum CliError {
     EmbeddedDeadLetters(PathBuf),
     #[error(
         "{}: [kinesis] endpoint = \"memory\": the embedded stream lives inside the running \
-         host and keeps no history outside it; replay reads a Kinesis stream",
+         host and keeps no history outside it; replay a records file instead: --file \
+         RECORDS.ndjson (the format `invoke` reads)",
         .0.display()
     )]
     EmbeddedReplay(PathBuf),

@@ -14,6 +14,7 @@ mod fleet;
 mod invoke;
 mod keygen;
 mod new;
+mod put;
 mod replay;
 mod run;
 mod sdk;
@@ -82,6 +83,9 @@ enum Command {
     /// Show what a running host reads (shards, owners, checkpoints, lag, handler versions) and,
     /// with a DynamoDB lease table, what every instance of the fleet runs.
     Status(status::StatusArgs),
+    /// Put records into a running host's embedded stream (its admin API): a records file, or
+    /// one record with --key and --data.
+    Put(put::PutArgs),
     /// List the records a retry cap retired to a dead-letter stream, or replay them.
     DeadLetters(dead_letters::DeadLettersArgs),
     /// Run a handler version over a subscription's history next to the version it runs now,
@@ -124,6 +128,7 @@ impl Cli {
             Command::Invoke(args) => invoke::invoke(&args),
             Command::Deploy(args) => deploy::deploy(&args),
             Command::Status(args) => status::status(&args),
+            Command::Put(args) => put::put(&args),
             Command::DeadLetters(args) => dead_letters::dead_letters(&args),
             Command::Replay(args) => replay::replay(&args),
             Command::Cache(args) => cache::cache(&args),

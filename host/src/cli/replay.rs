@@ -1,8 +1,9 @@
 //! `shardhost replay SUB FILE.wasm [--config CFG] [--from T] [--to T | --records N] [--json]
-//! [--http live] [--current FILE]`: run a version over a subscription's history next to the
-//! version it runs now, and report the records they answer differently (exit 1 when any do).
+//! [--http live] [--current FILE] [--file RECORDS]`: run a version over a subscription's history
+//! (or a records file's records) next to the version it runs now, and report the records they
+//! answer differently (exit 1 when any do).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -14,9 +15,11 @@ use crate::config::{Config, KinesisEndpoint, LeaseStoreKind, SubscriptionConfig}
 use crate::effects::Effects;
 use crate::handler::CallContext;
 use crate::publish::Publisher;
+use crate::record::Record;
 use crate::replay::{Copies, Plan, Range, Report, Trial};
 use crate::source::StreamSource;
 use crate::source::kinesis::KinesisStreams;
+use crate::source::memory::MemoryStreams;
 use crate::wasm::Runtime;
 
 /// How much a replay's state overlay holds (keys and values written) before writes fail.
@@ -29,6 +32,12 @@ pub struct ReplayArgs {
 
     /// The version on trial (a handler component).
     handler: PathBuf,
+
+    /// Replay the records of this file (NDJSON, as `invoke` reads) instead of the stream: one
+    /// pseudo-shard named as the file, each record's sequence number its line number. Works
+    /// with the embedded stream's config too.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["from", "to"])]
+    file: Option<PathBuf>,
 
     /// The config that names the subscription.
     #[arg(long, default_value = "shardhost.toml")]
@@ -128,7 +137,7 @@ async fn current_of(
 pub fn replay(args: &ReplayArgs) -> Result<(), CliError> {
     let config = Config::load(&args.config)?;
     let sub = super::fleet::subscription(&config, &args.subscription)?;
-    if config.kinesis.endpoint == KinesisEndpoint::Memory {
+    if config.kinesis.endpoint == KinesisEndpoint::Memory && args.file.is_none() {
         return Err(CliError::EmbeddedReplay(args.config.clone()));
     }
     let report = super::block_on(run(args, &config, sub))?;
@@ -148,43 +157,16 @@ async fn run(
     config: &Config,
     sub: &SubscriptionConfig,
 ) -> Result<Report, CliError> {
-    let fuel = sub.limits.fuel.is_some();
-    let runtime =
-        Runtime::new(Runtime::cache_dir_of(&config.host), fuel).map_err(CliError::Engine)?;
-    let current = match current_of(args, config, sub).await? {
-        Current::File(file) => runtime.load_file(&file, sub.limits, &sub.wasi).await,
-        Current::Deployed { name, bytes } => {
-            runtime
-                .load_bytes(&name, &bytes, sub.limits, &sub.wasi)
-                .await
-        }
-    }
-    .map_err(CliError::Handler)?;
-    let candidate = runtime
-        .load_file(&args.handler, sub.limits, &sub.wasi)
-        .await
-        .map_err(CliError::Handler)?;
-    let source: Arc<dyn StreamSource> = Arc::new(KinesisStreams::connect(&config.kinesis).await);
-    let ctx = CallContext {
-        subscription: Arc::from(sub.name.as_str()),
-        stream: Arc::from(sub.stream.as_str()),
-        shard_id: Arc::from(""),
-        // Checks `publish_to` as a host does; a publish on trial is recorded, never put.
-        publisher: Some(Arc::new(Publisher::new(
-            source.clone(),
-            &sub.name,
-            sub.publish_to.clone(),
-        ))),
-        delivered: None,
-        metrics: None,
-        log_budget: Default::default(),
-        effects: None,
+    let file = match &args.file {
+        Some(path) => Some((path.display().to_string(), file_records(path)?)),
+        None => None,
     };
-    let live = args.http == HttpReplay::Live;
-    let (call_batch, lanes) = (sub.batch, sub.lanes as usize);
-    let trial = |factory, ctx, effects| Trial::new(factory, ctx, effects, call_batch, lanes);
-    let mut now = trial(current, ctx.clone(), Effects::new(live, OVERLAY_LIMIT));
-    let mut then = trial(candidate, ctx, Effects::new(live, OVERLAY_LIMIT));
+    let source: Arc<dyn StreamSource> = match &file {
+        // Nothing is read from it: a publish on trial is recorded, never put.
+        Some(_) => Arc::new(MemoryStreams::new()),
+        None => Arc::new(KinesisStreams::connect(&config.kinesis).await),
+    };
+    let (mut now, mut then) = trials(args, config, sub, source.clone()).await?;
     let plan = Plan {
         stream: sub.stream.clone(),
         range: Range {
@@ -210,8 +192,81 @@ async fn run(
         .is_some_and(|r| r.retry_stream == sub.stream);
     let copies = Copies::new(keys, &sub.name, ours_here);
     let span = tracing::info_span!("replay", subscription = %sub.name);
-    let report = crate::replay::replay(source.as_ref(), &plan, &copies, &mut now, &mut then)
-        .instrument(span)
-        .await?;
+    let report = match file {
+        Some((shard, records)) => {
+            crate::replay::replay_records(&shard, records, &plan, &copies, &mut now, &mut then)
+                .instrument(span)
+                .await
+        }
+        None => {
+            crate::replay::replay(source.as_ref(), &plan, &copies, &mut now, &mut then)
+                .instrument(span)
+                .await?
+        }
+    };
     Ok(report)
+}
+
+/// The current version and the candidate, each on trial with the subscription's limits and
+/// grants; publishes checked against `publish_to` through `source`, as a host checks them.
+async fn trials(
+    args: &ReplayArgs,
+    config: &Config,
+    sub: &SubscriptionConfig,
+    source: Arc<dyn StreamSource>,
+) -> Result<(Trial, Trial), CliError> {
+    let fuel = sub.limits.fuel.is_some();
+    let runtime =
+        Runtime::new(Runtime::cache_dir_of(&config.host), fuel).map_err(CliError::Engine)?;
+    let current = match current_of(args, config, sub).await? {
+        Current::File(file) => runtime.load_file(&file, sub.limits, &sub.wasi).await,
+        Current::Deployed { name, bytes } => {
+            runtime
+                .load_bytes(&name, &bytes, sub.limits, &sub.wasi)
+                .await
+        }
+    }
+    .map_err(CliError::Handler)?;
+    let candidate = runtime
+        .load_file(&args.handler, sub.limits, &sub.wasi)
+        .await
+        .map_err(CliError::Handler)?;
+    let ctx = CallContext {
+        subscription: Arc::from(sub.name.as_str()),
+        stream: Arc::from(sub.stream.as_str()),
+        shard_id: Arc::from(""),
+        // Checks `publish_to` as a host does; a publish on trial is recorded, never put.
+        publisher: Some(Arc::new(Publisher::new(
+            source,
+            &sub.name,
+            sub.publish_to.clone(),
+        ))),
+        delivered: None,
+        metrics: None,
+        log_budget: Default::default(),
+        effects: None,
+    };
+    let live = args.http == HttpReplay::Live;
+    let (call_batch, lanes) = (sub.batch, sub.lanes as usize);
+    let trial = |factory, ctx, effects| Trial::new(factory, ctx, effects, call_batch, lanes);
+    Ok((
+        trial(current, ctx.clone(), Effects::new(live, OVERLAY_LIMIT)),
+        trial(candidate, ctx, Effects::new(live, OVERLAY_LIMIT)),
+    ))
+}
+
+/// The records of `--file`, in order: each one's sequence number is its line number, its
+/// arrival time now.
+fn file_records(path: &Path) -> Result<Vec<Record>, CliError> {
+    let arrived = crate::lease::now_ms();
+    Ok(crate::feed::load_numbered(path)?
+        .into_iter()
+        .map(|(line, r)| Record {
+            partition_key: Arc::from(r.partition_key.as_str()),
+            sequence_number: line.to_string(),
+            sub_sequence_number: 0,
+            approximate_arrival_timestamp: arrived,
+            data: r.data,
+        })
+        .collect())
 }

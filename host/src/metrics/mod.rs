@@ -13,6 +13,7 @@ use prometheus_client::registry::Registry;
 
 mod http;
 mod outcomes;
+mod put;
 mod register;
 mod shadow;
 mod shard;
@@ -109,6 +110,7 @@ pub struct Metrics {
     http: http::HttpFamilies,
     state: state::StateFamilies,
     shadow: shadow::ShadowFamilies,
+    put: put::PutFamilies,
 }
 
 impl Default for Metrics {
@@ -145,6 +147,7 @@ impl Metrics {
             http: http::HttpFamilies::default(),
             state: state::StateFamilies::default(),
             shadow: shadow::ShadowFamilies::default(),
+            put: put::PutFamilies::default(),
             registry: Registry::default(),
         };
         m.register_handler_metrics(&mut registry);
@@ -153,6 +156,7 @@ impl Metrics {
         m.http.register(&mut registry);
         m.state.register(&mut registry);
         m.shadow.register(&mut registry);
+        m.put.register(&mut registry);
         Metrics { registry, ..m }
     }
 

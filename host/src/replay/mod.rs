@@ -5,6 +5,9 @@
 //! put; the stream is read, one read a second per shard at most, so a live fleet keeps its
 //! share of the shard's five.
 //!
+//! A records file (`replay --file`) is replayed the same way, as one pseudo-shard's history
+//! ([`replay_records`]).
+//!
 //! Data flow: [`History`] reads a shard a batch at a time → [`Trial::judge`] answers it for
 //! one version → [`report::Report`] tallies both and keeps the records they answer
 //! differently.
@@ -106,8 +109,8 @@ pub async fn replay(
     current: &mut Trial,
     candidate: &mut Trial,
 ) -> Result<Report, SourceError> {
-    let (stream, range, batch) = (plan.stream.as_str(), &plan.range, plan.batch.max(1));
-    let mut report = Report::new(current.version(), candidate.version(), plan.max_differences);
+    let (stream, range) = (plan.stream.as_str(), &plan.range);
+    let mut judging = Judging::new(plan, copies, current, candidate);
     let mut left = range.records.unwrap_or(u64::MAX);
     let start = match range.from {
         Some(ms) => StartPosition::Timestamp(ms),
@@ -131,29 +134,92 @@ pub async fn replay(
             };
             records.truncate(usize::try_from(left).unwrap_or(usize::MAX));
             left -= records.len() as u64;
-            let mut taken = Vec::with_capacity(records.len());
-            for record in records {
-                match copies.take(record) {
-                    Taken::Replayed(record, attempt) => taken.push((record, attempt)),
-                    Taken::Skipped(why) => report.skipped(why),
-                }
-            }
-            let info = BatchInfo {
-                stream: stream.to_owned(),
-                shard_id: shard.clone(),
-                millis_behind_latest: None,
-                attempt: 1,
-            };
-            // The subscription's batches: each read's records in calls of `batch` at most.
-            for chunk in taken.chunks(batch) {
-                let now = current.judge(&info, chunk).await;
-                let then = candidate.judge(&info, chunk).await;
-                report.add(&shard, chunk, now, then);
-            }
+            judging.read(&shard, records).await;
         }
     }
-    report.effects(current.effects.recorded(), candidate.effects.recorded());
-    Ok(report)
+    Ok(judging.finish())
+}
+
+/// Replays `records` (a records file's, in order: one pseudo-shard named `shard`) through
+/// `current` and `candidate` exactly as a shard's history: in reads of `plan.read_limit`,
+/// each in calls of `plan.batch`. `plan.range.records` bounds them; its times do not apply.
+pub async fn replay_records(
+    shard: &str,
+    mut records: Vec<Record>,
+    plan: &Plan,
+    copies: &Copies,
+    current: &mut Trial,
+    candidate: &mut Trial,
+) -> Report {
+    let mut judging = Judging::new(plan, copies, current, candidate);
+    records.truncate(usize::try_from(plan.range.records.unwrap_or(u64::MAX)).unwrap_or(usize::MAX));
+    let read_size = plan.read_limit.clamp(1, 10_000);
+    let mut records = records.into_iter().peekable();
+    while records.peek().is_some() {
+        let read: Vec<Record> = records.by_ref().take(read_size).collect();
+        judging.read(shard, read).await;
+    }
+    judging.finish()
+}
+
+/// Both versions answering reads, and what they answered.
+struct Judging<'a> {
+    stream: &'a str,
+    batch: usize,
+    copies: &'a Copies,
+    current: &'a mut Trial,
+    candidate: &'a mut Trial,
+    report: Report,
+}
+
+impl<'a> Judging<'a> {
+    fn new(
+        plan: &'a Plan,
+        copies: &'a Copies,
+        current: &'a mut Trial,
+        candidate: &'a mut Trial,
+    ) -> Judging<'a> {
+        let report = Report::new(current.version(), candidate.version(), plan.max_differences);
+        Judging {
+            stream: &plan.stream,
+            batch: plan.batch.max(1),
+            copies,
+            current,
+            candidate,
+            report,
+        }
+    }
+
+    /// One read of `shard`: its records (retry copies taken as a host takes them) in calls of
+    /// `batch`, each answered by both versions.
+    async fn read(&mut self, shard: &str, records: Vec<Record>) {
+        let mut taken = Vec::with_capacity(records.len());
+        for record in records {
+            match self.copies.take(record) {
+                Taken::Replayed(record, attempt) => taken.push((record, attempt)),
+                Taken::Skipped(why) => self.report.skipped(why),
+            }
+        }
+        let info = BatchInfo {
+            stream: self.stream.to_owned(),
+            shard_id: shard.to_owned(),
+            millis_behind_latest: None,
+            attempt: 1,
+        };
+        // The subscription's batches: each read's records in calls of `batch` at most.
+        for chunk in taken.chunks(self.batch) {
+            let now = self.current.judge(&info, chunk).await;
+            let then = self.candidate.judge(&info, chunk).await;
+            self.report.add(shard, chunk, now, then);
+        }
+    }
+
+    fn finish(mut self) -> Report {
+        let (current, candidate) = (&self.current.effects, &self.candidate.effects);
+        self.report
+            .effects(current.recorded(), candidate.recorded());
+        self.report
+    }
 }
 
 /// The shard ids of `shards`, every parent before its children (a parent a listing no longer

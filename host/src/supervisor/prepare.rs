@@ -148,6 +148,7 @@ async fn admin_server(
     status: &StatusBoard,
     metrics: &Arc<Metrics>,
     fleet: &Option<Arc<Fleet>>,
+    embedded: Option<MemoryStreams>,
 ) -> Result<Option<AdminServer>, StartError> {
     let Some(admin) = &config.admin else {
         return Ok(None);
@@ -167,6 +168,7 @@ async fn admin_server(
         status: status.clone(),
         metrics: metrics.clone(),
         fleet: fleet.clone(),
+        embedded,
     };
     let bound = AdminServer::bind(admin, state).await;
     bound.map(Some).map_err(StartError::Admin)
@@ -283,9 +285,10 @@ impl Host {
             KinesisEndpoint::Memory => None,
             _ => Some(KinesisStreams::connect(&config.kinesis).await),
         };
-        let source: Arc<dyn StreamSource> = match &kinesis {
-            None => Arc::new(MemoryStreams::new()),
-            Some(kinesis) => Arc::new(kinesis.clone()),
+        let embedded = kinesis.is_none().then(MemoryStreams::new);
+        let source: Arc<dyn StreamSource> = match (&kinesis, &embedded) {
+            (Some(kinesis), _) => Arc::new(kinesis.clone()),
+            (None, embedded) => Arc::new(embedded.clone().unwrap_or_default()),
         };
         let mut deployer = Deployer::new(runtime, metrics.clone());
         if let Some(fleet) = &fleet {
@@ -321,7 +324,10 @@ impl Host {
         let deployer = Arc::new(parts.deployer);
         let status = StatusBoard::new();
         let (metrics, fleet) = (&parts.metrics, &parts.fleet);
-        let admin = admin_server(&config, &owner, &deployer, &status, metrics, fleet).await?;
+        let admin = admin_server(
+            &config, &owner, &deployer, &status, metrics, fleet, embedded,
+        )
+        .await?;
         Ok(Host {
             owner,
             source: parts.source,
