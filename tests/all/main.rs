@@ -29,6 +29,7 @@ mod instances;
 mod kinesis;
 mod lanes;
 mod outcomes;
+mod put;
 mod read_size;
 mod replay;
 mod retries;

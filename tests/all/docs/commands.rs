@@ -176,6 +176,46 @@ const COMMANDS: &[(&str, How)] = &[
         },
     ),
     (
+        "shardhost replay orders orders-v2.wasm --file records.ndjson",
+        Test {
+            file: "replay.rs",
+            name: "replay_file_reports_the_records_of_a_file_two_versions_answer_differently",
+            mentions: &["\"--file\"", "records.ndjson"],
+        },
+    ),
+    (
+        "shardhost deploy orders orders-v2.wasm --shadow",
+        Test {
+            file: "put.rs",
+            name: "a_shadow_compares_the_records_put_into_the_embedded_stream",
+            mentions: &["\"deploy\"", "\"--shadow\"", "\"put\""],
+        },
+    ),
+    (
+        "shardhost put orders records.ndjson",
+        Test {
+            file: "put.rs",
+            name: "put_into_a_running_embedded_stream_reaches_the_handler",
+            mentions: &["\"put\"", "records.ndjson"],
+        },
+    ),
+    (
+        "shardhost put orders --key order-9 --data '{\"id\": 9, \"sku\": \"mug\", \"quantity\": 2}'",
+        Test {
+            file: "put.rs",
+            name: "put_into_a_running_embedded_stream_reaches_the_handler",
+            mentions: &["\"--key\"", "\"--data\""],
+        },
+    ),
+    (
+        "shardhost deploy orders --promote",
+        Test {
+            file: "iam.rs",
+            name: "the_whole_fleet_path_works_within_the_documented_lease_table_policy",
+            mentions: &["\"--promote\""],
+        },
+    ),
+    (
         "shardhost deploy ship --promote",
         Test {
             file: "iam.rs",
