@@ -1,4 +1,5 @@
-//! Record files: NDJSON, one record per line, for `invoke` and the embedded stream's `feed`.
+//! Record files: NDJSON, one record per line, for `invoke`, `put`, `replay --file` and the
+//! embedded stream's `feed`.
 //!
 //! Each line is a JSON object with `partition_key` (a string) and either `data` (any JSON value:
 //! a string becomes its UTF-8 text, anything else its compact JSON) or `data_base64`. Blank lines

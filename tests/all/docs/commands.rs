@@ -178,7 +178,7 @@ const COMMANDS: &[(&str, How)] = &[
     (
         "shardhost replay orders orders-v2.wasm --file records.ndjson",
         Test {
-            file: "replay.rs",
+            file: "replay/file.rs",
             name: "replay_file_reports_the_records_of_a_file_two_versions_answer_differently",
             mentions: &["\"--file\"", "records.ndjson"],
         },
