@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use super::super::Problem;
 use super::*;
 use crate::config::ReadMode;
+use crate::config::{Config, ConfigError, LeaseStoreKind, Limits, RetryPolicy, StartAt};
 
 /// A scratch directory under the system temp dir, removed on drop.
 struct Scratch(PathBuf);
