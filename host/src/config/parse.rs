@@ -1,26 +1,23 @@
 //! The TOML walk: one function per table of `shardhost.toml`, each reporting every problem it
 //! finds and filling in defaults, so that one pass lists everything wrong with a config.
 
-mod ca;
-mod grants;
+pub(crate) mod ca;
 mod interpolate;
 mod lease_key;
 mod read;
-mod state;
 mod subscription;
 mod tables;
 mod trust;
-mod walk;
+pub(crate) mod walk;
 
 use std::path::Path;
 use std::time::Duration;
 
 use toml::de::DeTable;
 
-use super::{Config, ConfigError, KinesisEndpoint};
+use super::{Config, ConfigError, GrantTable, KinesisEndpoint};
 use interpolate::Lookup;
-pub use state::{is_bucket_name, namespace as state_namespace};
-use subscription::subscriptions;
+use subscription::{Around, subscriptions};
 use tables::{admin, fleet, host, kinesis, leases};
 use walk::Walker;
 pub use walk::timestamp_millis;
@@ -46,7 +43,13 @@ pub const MAX_INTERVAL: Duration = Duration::from_secs(3_600);
 pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
 /// Parses and validates config text read from `path`, its `${VAR}`s looked up in `env`.
-pub(super) fn parse(path: &Path, text: &str, env: Lookup<'_>) -> Result<Config, ConfigError> {
+/// Each `[[subscription]]`'s grants are read by `tables`.
+pub(super) fn parse(
+    path: &Path,
+    text: &str,
+    env: Lookup<'_>,
+    tables: &[&dyn GrantTable],
+) -> Result<Config, ConfigError> {
     let mut w = Walker::new(path, text);
     let mut doc = match DeTable::parse(text) {
         Ok(doc) => doc,
@@ -67,13 +70,15 @@ pub(super) fn parse(path: &Path, text: &str, env: Lookup<'_>) -> Result<Config, 
     let admin = admin(&mut w, &root);
     // `feed` is checked against the endpoint only when the endpoint itself is fine.
     let memory = endpoint_ok.then_some(kinesis.endpoint == KinesisEndpoint::Memory);
-    let signed = !fleet.trusted_keys.is_empty();
-    let cx = state::StateContext {
+    let around = Around {
+        memory,
+        signed: !fleet.trusted_keys.is_empty(),
         service: &host.name,
         leases: &leases.store,
         kinesis: &kinesis,
+        tables,
     };
-    let subscriptions = subscriptions(&mut w, &root, memory, signed, &cx);
+    let subscriptions = subscriptions(&mut w, &root, &around);
     let problems = w.finish();
     if !problems.is_empty() {
         return Err(ConfigError { problems });

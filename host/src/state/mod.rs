@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::config::{StateGrant, StateStoreKind};
+use crate::capability::state::{StateGrant, StateStoreKind};
 
 /// The longest key a handler may use, in bytes (before the namespace is put on).
 pub const MAX_KEY: usize = 1024;

@@ -7,25 +7,25 @@
 //! - [`HandlerComponent`] is one validated component: a [`HandlerFactory`] whose instances are
 //!   reused across calls and thrown away after a trap.
 
-mod bindings;
 mod cache;
 mod compile;
+mod gate;
 mod guest_log;
-mod http;
 mod imports;
 mod instance;
 mod limits;
 mod runtime_noise;
-mod state;
 mod ticker;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::Linker;
 use wasmtime::error::Context as _;
 use wasmtime::{Config, Engine};
 
+use crate::bindings;
+use crate::capability::{GrantError, Shared};
 use crate::config::{HostConfig, Limits, WasiGrants, defaults};
 use crate::effects::Effects;
 use crate::handler::{CallContext, CallError, Handler, HandlerFactory};
@@ -35,6 +35,8 @@ pub use cache::{CacheDir, human_bytes};
 use compile::Compiler;
 pub use compile::Urgency;
 pub(crate) use compile::lower_priority;
+pub use gate::NotGranted;
+use gate::{hint, list, not_provided};
 pub use imports::HostState;
 use instance::InstanceSpec;
 pub use instance::{InstantiateError, WasmInstance};
@@ -78,11 +80,12 @@ pub enum LoadError {
         name: String,
         missing: Vec<NotGranted>,
     },
+    /// A grant that cannot be made ready (an HTTP grant's CA file).
     #[error("{name}: {source}")]
-    HttpTls {
+    Grant {
         name: String,
         #[source]
-        source: Box<http::TlsError>,
+        source: GrantError,
     },
     #[error("{name}: does not implement the world {WORLD}: {source:#}")]
     WrongWorld {
@@ -98,25 +101,6 @@ pub enum LoadError {
     Engine(String),
 }
 
-/// A grant a component needs and its subscription does not give.
-#[derive(Debug, thiserror::Error)]
-pub enum NotGranted {
-    #[error(
-        "imports {} (it sends HTTP requests), but the subscription grants no HTTP: add a \
-         [subscription.http] table with the origins it may reach (allow = [\"https://…\"]; \
-         `shardhost invoke`: --allow-http ORIGIN)",
-        list(.0)
-    )]
-    Http(Vec<String>),
-    #[error(
-        "imports {} (it keeps state), but the subscription grants no state: add a \
-         [subscription.state] table (store = \"memory\" for one instance, or \"dynamodb\" \
-         with a table; `shardhost invoke`: --state)",
-        list(.0)
-    )]
-    State(Vec<String>),
-}
-
 /// The engine, linker and ticker shared by every handler of a host.
 pub struct Runtime {
     engine: Engine,
@@ -124,10 +108,8 @@ pub struct Runtime {
     compiler: Compiler,
     ticker: Arc<Ticker>,
     fuel: bool,
-    /// The TLS clients of the HTTP grants loaded so far.
-    gates: http::Gates,
-    /// The state stores of the state grants loaded so far.
-    stores: crate::state::Stores,
+    /// What the capabilities keep for every component (TLS clients, state stores).
+    shared: Shared,
 }
 
 impl Runtime {
@@ -174,8 +156,7 @@ impl Runtime {
             compiler,
             ticker,
             fuel,
-            gates: http::Gates::default(),
-            stores: crate::state::Stores::default(),
+            shared: Shared::default(),
         })
     }
 
@@ -306,130 +287,6 @@ impl Runtime {
     }
 }
 
-impl Runtime {
-    /// What instances of `component` get from `wasi`; refuses a component that imports
-    /// `wasi:http` where no HTTP is granted, or state where no state is.
-    fn granted(
-        &self,
-        name: &str,
-        component: &Component,
-        wasi: &WasiGrants,
-    ) -> Result<imports::Granted, LoadError> {
-        let imports_of = |prefixes: &[&str]| -> Vec<String> {
-            component
-                .component_type()
-                .imports(&self.engine)
-                .map(|(name, _)| name)
-                .filter(|name| prefixes.iter().any(|p| name.starts_with(p)))
-                .map(str::to_owned)
-                .collect()
-        };
-        let mut missing = Vec::new();
-        let http_imports = imports_of(&["wasi:http/outgoing-handler"]);
-        if wasi.http.is_none() && !http_imports.is_empty() {
-            missing.push(NotGranted::Http(http_imports));
-        }
-        let state_imports = imports_of(&["wasi:keyvalue/", "shardhost:handler/conditional"]);
-        if wasi.state.is_none() && !state_imports.is_empty() {
-            missing.push(NotGranted::State(state_imports));
-        }
-        if !missing.is_empty() {
-            return Err(LoadError::NotGranted {
-                name: name.to_owned(),
-                missing,
-            });
-        }
-        let http = match &wasi.http {
-            Some(grant) => Some(self.gates.of(grant).map_err(|source| LoadError::HttpTls {
-                name: name.to_owned(),
-                source: Box::new(source),
-            })?),
-            None => None,
-        };
-        let config = wasi
-            .config
-            .iter()
-            .map(|(k, v)| (k.clone(), v.value.clone()))
-            .collect();
-        let state = wasi.state.as_ref().map(|grant| state::access::StateAccess {
-            store: self.stores.of(grant),
-            trial_store: self.stores.trial_of(grant),
-            grant: Arc::new(grant.clone()),
-            refusals: Arc::default(),
-        });
-        Ok(imports::Granted {
-            env: instance::resolve_env(wasi),
-            config: Arc::new(config),
-            http,
-            state,
-        })
-    }
-}
-
-/// The interfaces the host's linker gives handlers: WASI 0.2, `wasi:config/store`,
-/// `wasi:http` (used only where granted: [`Runtime::granted`]), and the `host` interface.
-fn provided(import: &str) -> bool {
-    const WASI: [&str; 6] = ["cli", "clocks", "filesystem", "io", "random", "sockets"];
-    let (package, version) = import.split_once('@').unwrap_or((import, ""));
-    let Some((namespace, _interface)) = package.split_once('/') else {
-        return false;
-    };
-    match namespace.split_once(':') {
-        Some(("wasi", "http")) => {
-            ["wasi:http/outgoing-handler", "wasi:http/types"].contains(&package)
-                && version.starts_with("0.2.")
-        }
-        Some(("wasi", "config")) => package == "wasi:config/store" && version == "0.2.0-rc.1",
-        Some(("wasi", "keyvalue")) => {
-            [
-                "wasi:keyvalue/store",
-                "wasi:keyvalue/atomics",
-                "wasi:keyvalue/batch",
-            ]
-            .contains(&package)
-                && version == "0.2.0-draft"
-        }
-        Some(("wasi", p)) => WASI.contains(&p) && version.starts_with("0.2."),
-        Some(("shardhost", "handler")) => {
-            (["shardhost:handler/host", "shardhost:handler/types"].contains(&package)
-                && matches!(version, "0.1.0" | "0.1.1" | "0.1.2"))
-                || (package == "shardhost:handler/conditional" && version == "0.1.2")
-        }
-        _ => false,
-    }
-}
-
-/// The component's imports the host does not give.
-fn not_provided(engine: &Engine, component: &Component) -> Vec<String> {
-    let ty = component.component_type();
-    ty.imports(engine)
-        .map(|(name, _)| name)
-        .filter(|name| !provided(name))
-        .map(str::to_owned)
-        .collect()
-}
-
-fn list(imports: &[String]) -> String {
-    imports
-        .iter()
-        .map(|i| format!("`{i}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// How to build without what the host does not give, where we know.
-fn hint(imports: &[String]) -> &'static str {
-    if imports
-        .iter()
-        .any(|i| i.starts_with("wasi:http/incoming-handler"))
-    {
-        "; a handler serves no HTTP: build a JavaScript handler with componentize-js's \
-         `--disable fetch-event` (jco componentize: `-d fetch-event`)"
-    } else {
-        ""
-    }
-}
-
 /// One validated handler component, ready to instantiate.
 pub struct HandlerComponent {
     /// Checked against the world: its instances have the `handle` export the WIT says.
@@ -459,6 +316,3 @@ impl HandlerFactory for HandlerComponent {
             })
     }
 }
-
-#[cfg(test)]
-mod tests;

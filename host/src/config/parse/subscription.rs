@@ -7,12 +7,27 @@ use std::time::Duration;
 use toml::de::DeValue;
 
 use super::walk::{Field, Section, Walker, describe, is_name, quote};
-use super::{
-    MAX_CALL_TIMEOUT, MAX_INTERVAL, MAX_MEMORY, MIN_MEMORY, grants, lease_key, read, state,
+use super::{MAX_CALL_TIMEOUT, MAX_INTERVAL, MAX_MEMORY, MIN_MEMORY, lease_key, read};
+use crate::config::{
+    GrantTable, Grants, KinesisConfig, LeaseStoreKind, Limits, RetryPolicy, StartAt,
+    SubscriptionConfig, TableContext, defaults,
 };
-use crate::config::{Limits, RetryPolicy, StartAt, SubscriptionConfig, WasiGrants, defaults};
 use crate::lease::LeaseRows;
 
+/// What every `[[subscription]]` is read against: the tables above it and the capabilities'
+/// grant tables.
+pub(super) struct Around<'a> {
+    /// The stream is the embedded one (`None`: the endpoint is invalid, already reported).
+    pub(super) memory: Option<bool>,
+    /// `[fleet] trusted_keys` are set.
+    pub(super) signed: bool,
+    pub(super) service: &'a str,
+    pub(super) leases: &'a LeaseStoreKind,
+    pub(super) kinesis: &'a KinesisConfig,
+    pub(super) tables: &'a [&'a dyn GrantTable],
+}
+
+/// The keys of a `[[subscription]]` besides the capabilities' (`GrantTable::keys`).
 const SUBSCRIPTION_KEYS: &[&str] = &[
     "name",
     "stream",
@@ -34,10 +49,6 @@ const SUBSCRIPTION_KEYS: &[&str] = &[
     "in_place_max_delay",
     "publish_to",
     "limits",
-    "wasi",
-    "http",
-    "config",
-    "state",
 ];
 const LIMITS_KEYS: &[&str] = &[
     "memory",
@@ -51,9 +62,7 @@ const START_AT_KEYS: &[&str] = &["timestamp"];
 pub(super) fn subscriptions(
     w: &mut Walker<'_>,
     root: &Section<'_, '_>,
-    memory: Option<bool>,
-    signed: bool,
-    cx: &state::StateContext<'_>,
+    around: &Around<'_>,
 ) -> Vec<SubscriptionConfig> {
     let Some(field) = root.get("subscription") else {
         w.report(
@@ -79,9 +88,14 @@ pub(super) fn subscriptions(
     let mut names = HashMap::new();
     let mut shared = HashMap::new();
     let mut subscriptions = Vec::new();
+    let known: Vec<&str> = SUBSCRIPTION_KEYS
+        .iter()
+        .chain(around.tables.iter().flat_map(|t| t.keys()))
+        .copied()
+        .collect();
     for item in &items {
-        if let Some(sec) = w.open(item, SUBSCRIPTION_KEYS) {
-            let mut s = subscription(w, &sec, memory, signed, cx, &mut names);
+        if let Some(sec) = w.open(item, &known) {
+            let mut s = subscription(w, &sec, around, &mut names);
             lease_key::read(w, &sec, &mut s, &mut shared);
             subscriptions.push(s);
         }
@@ -97,11 +111,10 @@ pub(super) fn subscriptions(
 fn subscription(
     w: &mut Walker<'_>,
     sec: &Section<'_, '_>,
-    memory: Option<bool>,
-    signed: bool,
-    cx: &state::StateContext<'_>,
+    around: &Around<'_>,
     names: &mut HashMap<String, usize>,
 ) -> SubscriptionConfig {
+    let memory = around.memory;
     let name = w
         .required(sec, "name")
         .and_then(|f| subscription_name(w, &f, names));
@@ -152,7 +165,7 @@ fn subscription(
     SubscriptionConfig {
         handler: handler.unwrap_or_default(),
         handler_at,
-        watch: watch(w, sec, signed),
+        watch: watch(w, sec, around.signed),
         feed,
         create_if_missing,
         start_at,
@@ -162,7 +175,7 @@ fn subscription(
         read: read::read_mode(
             w,
             sec,
-            cx.service,
+            around.service,
             name.as_deref().unwrap_or_default(),
             memory,
         ),
@@ -173,19 +186,32 @@ fn subscription(
         in_place_max_delay: in_place_max_delay(w, sec),
         publish_to: publish_to(w, sec),
         limits,
-        wasi: WasiGrants {
-            state: state::state(
-                w,
-                sec,
-                name.as_deref().unwrap_or_default(),
-                cx,
-                limits.timeout,
-            ),
-            ..grants::grants(w, sec)
-        },
+        wasi: grants(w, sec, around, name.as_deref().unwrap_or_default(), &limits),
         name: name.unwrap_or_default(),
         stream: stream.unwrap_or_default(),
     }
+}
+
+/// What the capabilities' tables of a subscription grant, each read by its own table.
+fn grants(
+    w: &mut Walker<'_>,
+    sec: &Section<'_, '_>,
+    around: &Around<'_>,
+    subscription: &str,
+    limits: &Limits,
+) -> Grants {
+    let cx = TableContext {
+        service: around.service,
+        subscription,
+        leases: around.leases,
+        kinesis: around.kinesis,
+        limits,
+    };
+    let mut grants = Grants::default();
+    for table in around.tables {
+        table.read(w, sec, &cx, &mut grants);
+    }
+    grants
 }
 
 /// A subscription's `name`: valid, and not used before.
