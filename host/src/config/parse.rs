@@ -4,6 +4,7 @@
 pub(crate) mod ca;
 mod interpolate;
 mod lease_key;
+mod limits;
 mod read;
 mod subscription;
 mod tables;

@@ -210,17 +210,7 @@ impl Runtime {
         urgency: Urgency,
     ) -> Result<Arc<HandlerComponent>, LoadError> {
         let name = name.to_owned();
-        if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
-            return Err(LoadError::NotWasm { name });
-        }
-        if bytes[4..8] == [1, 0, 0, 0] {
-            return Err(LoadError::CoreModule { name });
-        }
-        if limits.fuel.is_some() && !self.fuel {
-            return Err(LoadError::Engine(format!(
-                "{name}: a fuel limit needs a runtime made with fuel metering"
-            )));
-        }
+        self.check_bytes(&name, bytes, &limits)?;
         let version = version_of(bytes);
         let component = self
             .compiler
@@ -256,27 +246,8 @@ impl Runtime {
             ticker: self.ticker.clone(),
         };
         // Instantiate once under the limits, then check the exports, so a component that
-        // cannot serve is refused here and never replaces a good one. On trial: start-up code
-        // runs, and what it does to the world is recorded, never done (its HTTP requests
-        // answered 503 unsent, its state writes kept in an overlay dropped with it, a publish
-        // refused), whatever the component turns out to be (a candidate, a shadow, a deploy
-        // refused for want of a signature).
-        let probe = CallContext {
-            subscription: Arc::from("(check)"),
-            stream: Arc::from(""),
-            shard_id: Arc::from(""),
-            publisher: None,
-            delivered: None,
-            metrics: None,
-            log_budget: LogBudget::default(),
-            effects: Some(Effects::new(false, VALIDATION_OVERLAY)),
-        };
-        spec.probe(&pre, &probe)
-            .await
-            .map_err(|source| LoadError::Instantiate {
-                name: name.clone(),
-                source,
-            })?;
+        // cannot serve is refused here and never replaces a good one.
+        probe(&name, &pre, &spec).await?;
         let pre = bindings::HandlerPre::new(pre)
             .context(
                 "`handle` does not have the type \
@@ -285,6 +256,55 @@ impl Runtime {
             .map_err(wrong_world)?;
         Ok(Arc::new(HandlerComponent { pre, spec }))
     }
+
+    /// Refuses what is no component before compiling it: not wasm, a core module, a fuel limit
+    /// the engine cannot meter.
+    fn check_bytes(&self, name: &str, bytes: &[u8], limits: &Limits) -> Result<(), LoadError> {
+        if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+            return Err(LoadError::NotWasm {
+                name: name.to_owned(),
+            });
+        }
+        if bytes[4..8] == [1, 0, 0, 0] {
+            return Err(LoadError::CoreModule {
+                name: name.to_owned(),
+            });
+        }
+        if limits.fuel.is_some() && !self.fuel {
+            return Err(LoadError::Engine(format!(
+                "{name}: a fuel limit needs a runtime made with fuel metering"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Instantiates a component once under its limits, on trial.
+async fn probe(
+    name: &str,
+    pre: &wasmtime::component::InstancePre<HostState>,
+    spec: &InstanceSpec,
+) -> Result<(), LoadError> {
+    // On trial: start-up code runs, and what it does to the world is recorded, never done (its HTTP requests
+    // answered 503 unsent, its state writes kept in an overlay dropped with it, a publish
+    // refused), whatever the component turns out to be (a candidate, a shadow, a deploy
+    // refused for want of a signature).
+    let probe = CallContext {
+        subscription: Arc::from("(check)"),
+        stream: Arc::from(""),
+        shard_id: Arc::from(""),
+        publisher: None,
+        delivered: None,
+        metrics: None,
+        log_budget: LogBudget::default(),
+        effects: Some(Effects::new(false, VALIDATION_OVERLAY)),
+    };
+    spec.probe(pre, &probe)
+        .await
+        .map_err(|source| LoadError::Instantiate {
+            name: name.to_owned(),
+            source,
+        })
 }
 
 /// One validated handler component, ready to instantiate.

@@ -191,6 +191,17 @@ fn store(
         }
         return Some(StateStoreKind::Memory);
     }
+    dynamo(w, sec, cx, lease_table)
+}
+
+/// The keys of a DynamoDB state store: its table (never the lease table), and where DynamoDB
+/// is (the state table's own keys, else the lease table's, else the stream's).
+fn dynamo(
+    w: &mut Walker<'_>,
+    sec: &Section<'_, '_>,
+    cx: &TableContext<'_>,
+    lease_table: Option<&str>,
+) -> Option<StateStoreKind> {
     let table = w.required(sec, "table").and_then(|f| {
         let table = w.text(&f)?;
         if Some(table.as_str()) == lease_table {
@@ -203,7 +214,6 @@ fn store(
         }
         Some(table)
     });
-    // Where DynamoDB is: the state table's own keys, else the lease table's, else the stream's.
     let (lease_endpoint, lease_region, lease_creds) = match cx.leases {
         LeaseStoreKind::Dynamo {
             endpoint,

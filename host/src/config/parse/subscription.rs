@@ -2,14 +2,15 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use toml::de::DeValue;
 
 use super::walk::{Field, Section, Walker, describe, is_name, quote};
-use super::{MAX_CALL_TIMEOUT, MAX_INTERVAL, MAX_MEMORY, MIN_MEMORY, lease_key, read};
+use super::{MAX_INTERVAL, lease_key, limits, read};
 use crate::config::{
-    GrantTable, Grants, KinesisConfig, LeaseStoreKind, Limits, RetryPolicy, StartAt,
+    GrantTable, Grants, KinesisConfig, LeaseStoreKind, Limits, Location, RetryPolicy, StartAt,
     SubscriptionConfig, TableContext, defaults,
 };
 use crate::lease::LeaseRows;
@@ -49,13 +50,6 @@ const SUBSCRIPTION_KEYS: &[&str] = &[
     "in_place_max_delay",
     "publish_to",
     "limits",
-];
-const LIMITS_KEYS: &[&str] = &[
-    "memory",
-    "timeout",
-    "fuel",
-    "in_flight_records",
-    "in_flight_bytes",
 ];
 const START_AT_KEYS: &[&str] = &["timestamp"];
 
@@ -119,23 +113,8 @@ fn subscription(
         .required(sec, "name")
         .and_then(|f| subscription_name(w, &f, names));
     let stream = w.required(sec, "stream").and_then(|f| w.stream_name(&f));
-    let handler_field = w.required(sec, "handler");
-    let handler = handler_field
-        .as_ref()
-        .and_then(|f| w.existing_file(f, "handler"));
-    let handler_at = match &handler_field {
-        Some(f) => w.at(f),
-        None => w.key_location(sec, "handler"),
-    };
-    let feed = sec.get("feed").and_then(|f| {
-        if memory == Some(false) {
-            w.report_at(
-                &f,
-                "`feed` works only with the embedded stream; set [kinesis] endpoint = \"memory\"",
-            );
-        }
-        w.existing_file(&f, "feed")
-    });
+    let (handler, handler_at) = handler(w, sec);
+    let feed = feed(w, sec, memory);
     let int = |w: &mut Walker<'_>, name: &str, lo: i64, hi: i64| {
         sec.get(name).and_then(|f| w.integer(&f, lo, hi))
     };
@@ -156,8 +135,8 @@ fn subscription(
         });
     let max_read = crate::config::MAX_READ_RECORDS as i64;
     let limits = w
-        .table(sec, "limits", LIMITS_KEYS)
-        .map_or_else(Limits::default, |limits| self::limits(w, &limits));
+        .table(sec, "limits", limits::LIMITS_KEYS)
+        .map_or_else(Limits::default, |table| limits::limits(w, &table));
     let poll_interval = sec
         .get("poll_interval")
         .and_then(|f| w.duration(&f, MAX_INTERVAL))
@@ -190,6 +169,30 @@ fn subscription(
         name: name.unwrap_or_default(),
         stream: stream.unwrap_or_default(),
     }
+}
+
+/// `handler`: the file (when it exists) and where the key stands, or would.
+fn handler(w: &mut Walker<'_>, sec: &Section<'_, '_>) -> (Option<PathBuf>, Location) {
+    let field = w.required(sec, "handler");
+    let handler = field.as_ref().and_then(|f| w.existing_file(f, "handler"));
+    let at = match &field {
+        Some(f) => w.at(f),
+        None => w.key_location(sec, "handler"),
+    };
+    (handler, at)
+}
+
+/// `feed`: a file, with the embedded stream only.
+fn feed(w: &mut Walker<'_>, sec: &Section<'_, '_>, memory: Option<bool>) -> Option<PathBuf> {
+    sec.get("feed").and_then(|f| {
+        if memory == Some(false) {
+            w.report_at(
+                &f,
+                "`feed` works only with the embedded stream; set [kinesis] endpoint = \"memory\"",
+            );
+        }
+        w.existing_file(&f, "feed")
+    })
 }
 
 /// What the capabilities' tables of a subscription grant, each read by its own table.
@@ -365,49 +368,4 @@ fn start_at(w: &mut Walker<'_>, field: &Field<'_, '_>) -> Option<StartAt> {
             None
         }
     }
-}
-
-fn limits(w: &mut Walker<'_>, sec: &Section<'_, '_>) -> Limits {
-    let mut limits = Limits::default();
-    if let Some(f) = sec.get("memory")
-        && let Some(bytes) = w.size(&f)
-    {
-        if (MIN_MEMORY..=MAX_MEMORY).contains(&bytes) {
-            limits.memory = bytes;
-        } else {
-            let shown = match f.value {
-                DeValue::String(s) => quote(s),
-                _ => format!("{bytes} bytes"),
-            };
-            w.report_at(
-                &f,
-                format!("{shown} is out of range; the memory limit must be from 1MiB to 4GiB"),
-            );
-        }
-    }
-    if let Some(timeout) = sec
-        .get("timeout")
-        .and_then(|f| w.duration(&f, MAX_CALL_TIMEOUT))
-    {
-        limits.timeout = timeout;
-    }
-    if let Some(f) = sec.get("fuel") {
-        limits.fuel = w.integer(&f, 1, i64::MAX).map(|n| n as u64);
-    }
-    if let Some(n) = sec
-        .get("in_flight_records")
-        .and_then(|f| w.integer(&f, 1, 1_000_000))
-    {
-        limits.in_flight_records = n as usize;
-    }
-    if let Some(f) = sec.get("in_flight_bytes")
-        && let Some(bytes) = w.size(&f)
-    {
-        if (MIN_MEMORY..=MAX_MEMORY).contains(&bytes) {
-            limits.in_flight_bytes = bytes;
-        } else {
-            w.report_at(&f, "in_flight_bytes must be from 1MiB to 4GiB");
-        }
-    }
-    limits
 }
