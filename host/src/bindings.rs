@@ -60,7 +60,7 @@ wasmtime::component::bindgen!({
     exports: { default: async },
     with: {
         "shardhost:handler/types@0.1.2": crate::bindings::types,
-        "wasi:keyvalue/store.bucket": crate::capability::state::Bucket,
+        "wasi:keyvalue/store.bucket": crate::capability::state::access::Bucket,
     },
 });
 

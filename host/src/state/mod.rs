@@ -9,6 +9,8 @@
 //! which `get` reads back as its decimal text; `set` over a counter replaces it, `increment`
 //! over a value `set` wrote is refused ([`StoreError::NotACounter`]).
 
+mod grant;
+pub use grant::{StateGrant, StateStoreKind};
 pub mod dynamo;
 pub mod memory;
 
@@ -18,8 +20,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-
-use crate::capability::state::{StateGrant, StateStoreKind};
 
 /// The longest key a handler may use, in bytes (before the namespace is put on).
 pub const MAX_KEY: usize = 1024;

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use super::StateGrant;
 use super::refusals::Refusals;
+use crate::state::StateGrant;
 use crate::state::StateStore;
 
 /// An open bucket: the prefix its keys are stored under.

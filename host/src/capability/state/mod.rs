@@ -6,14 +6,14 @@
 //! On trial (`effects`), an instance reads the store through its run's overlay (with permits of
 //! its own) and its writes stay in the overlay.
 
-mod access;
+pub(crate) mod access;
 mod calls;
 mod grant;
 mod many;
 mod refusals;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use wasmtime::component::{HasData, Linker};
 
@@ -23,47 +23,13 @@ use super::{
 use crate::bindings::shardhost::handler::conditional;
 use crate::bindings::wasi::keyvalue::{atomics, batch, store};
 use crate::config::Grants;
+pub use crate::state::{StateGrant, StateStoreKind};
 pub use access::Bucket;
 use access::StateAccess;
 pub use grant::{is_bucket_name, namespace};
 
 /// The capability: `[subscription.state]`, `wasi:keyvalue` and the conditional writes.
 pub struct State;
-
-/// `[subscription.state]`: a key-value store the handler reads and writes through
-/// `wasi:keyvalue`, its keys kept apart from every other service's and subscription's.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StateGrant {
-    pub store: StateStoreKind,
-    /// Items expire this long after their last write; `None` (`ttl = "0"`, the default): never.
-    pub ttl: Option<Duration>,
-    /// The buckets a handler may open besides `default`.
-    pub buckets: Vec<String>,
-    /// What every key of the subscription is stored under: `SERVICE/SUBSCRIPTION/` (the
-    /// service name with `%` and `/` escaped), then the bucket and `/`.
-    pub namespace: String,
-    /// Store requests the subscription has open at once, over all its shards. Default
-    /// [`defaults::STATE_MAX_IN_FLIGHT`](crate::config::defaults::STATE_MAX_IN_FLIGHT).
-    pub max_in_flight: u32,
-    /// Per state call; never longer than what is left of the call's timeout. Default
-    /// [`defaults::STATE_TIMEOUT`](crate::config::defaults::STATE_TIMEOUT).
-    pub timeout: Duration,
-}
-
-/// `[subscription.state] store`
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum StateStoreKind {
-    /// In the host's memory: gone when it stops (one instance, the embedded stream, `invoke`).
-    Memory,
-    /// A DynamoDB table with partition key `key` (S), shared by every instance.
-    Dynamo {
-        table: String,
-        /// `[subscription.state] endpoint`, else the lease table's.
-        endpoint: Option<String>,
-        region: Option<String>,
-        test_credentials: bool,
-    },
-}
 
 /// The imports that need a state grant.
 const GRANTED: [&str; 2] = ["wasi:keyvalue/", "shardhost:handler/conditional"];

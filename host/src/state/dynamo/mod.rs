@@ -25,7 +25,7 @@ mod counter;
 mod table;
 
 use super::{Meter, StateStore, StoreError, counter_of, counter_text, now_secs};
-use crate::capability::state::{StateGrant, StateStoreKind};
+use super::{StateGrant, StateStoreKind};
 
 /// Attribute names, always through expression names (`key` is a reserved word).
 const KEY: &str = "key";
