@@ -1,5 +1,5 @@
-//! What a handler may reach beyond computing, one room per capability: `env/` (environment
-//! variables, `[subscription.wasi]`), `http/` (outbound HTTP), `config/` (values read by
+//! What a handler may reach beyond computing, one room per capability: `env.rs` (environment
+//! variables, `[subscription.wasi]`), `http/` (outbound HTTP), `config.rs` (values read by
 //! name), `state/` (`wasi:keyvalue`). Each owns its grant type, the reading of its table of a
 //! `[[subscription]]` (config's [`GrantTable`]), its host implementation, what it reports to
 //! the metrics and what it does on trial (a version under `replay`, a shadow or a check:

@@ -3,6 +3,11 @@
 //! Parsing never stops at the first problem: [`Config::load`] returns every problem it finds,
 //! each naming the file, the line and the key, so `shardhost check` can list them all at once.
 //! A config with any problem never starts a host.
+//!
+//! A subscription's grants (`[subscription.http]`, `.state`, …) are read by the capabilities
+//! that own them (`capability/`), through [`GrantTable`]: config walks the file and hands each
+//! its table, never naming one. `Config::load` and `Config::parse` (defined beside the
+//! capabilities' registry, `capability/registry.rs`) read with every registered capability.
 
 pub mod defaults;
 mod grants;

@@ -2,7 +2,7 @@
 //! ([`memory`]) or in a DynamoDB table shared by a fleet ([`dynamo`]).
 //!
 //! A store sees whole keys, already namespaced by service, subscription and bucket
-//! (`wasm::state` puts the prefix on and checks the sizes); it answers with the values or a
+//! (`capability/state` puts the prefix on and checks the sizes); it answers with the values or a
 //! [`StoreError`], which the guest gets as a `wasi:keyvalue` error, never as a trap.
 //!
 //! Values are bytes, except counters: `increment` keeps a number the store adds to atomically,
