@@ -36,7 +36,7 @@ pub fn check(path: &Path) -> Result<(), CliError> {
     {
         eprintln!(
             "warning: [fleet] trusted_keys is not set: anyone who can write the lease table can \
-             deploy a handler to every instance (README: \"Signed deploys\")"
+             deploy a handler to every instance (docs/security.md: \"Signed deploys\")"
         );
     }
     println!("{}: ok", path.display());
@@ -65,7 +65,7 @@ fn retry_keys(config: &Config) -> Result<(String, Option<String>), KeyError> {
         let (from, warning) = if dynamo {
             let warning = "retry copies are authenticated with a key kept in the lease table: \
                            whoever can read the table can forge them; set [host] retry_key or \
-                           SHARDHOST_RETRY_KEY (README: \"Retries and dead letters\")";
+                           SHARDHOST_RETRY_KEY (docs/concepts/retries.md)";
             ("the lease table", Some(warning.to_owned()))
         } else {
             ("the cache directory", None)

@@ -50,7 +50,7 @@ pub enum StoreError {
     #[error("the state table `{table}` refused access: {message}")]
     Denied { table: String, message: String },
     #[error(
-        "the state table `{table}` does not exist: create it (see README, \"State\"): aws \
+        "the state table `{table}` does not exist: create it (see docs/handlers/state.md): aws \
          dynamodb create-table --table-name {table} --attribute-definitions \
          AttributeName=key,AttributeType=S --key-schema AttributeName=key,KeyType=HASH \
          --billing-mode PAY_PER_REQUEST"
