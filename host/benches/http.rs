@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use shardhost::config::{HttpGrant, Limits, Origin, WasiGrants};
+use shardhost::capability::http::{HttpGrant, Origin};
+use shardhost::capability::state::{StateGrant, StateStoreKind};
+use shardhost::config::{Limits, WasiGrants};
 use shardhost::handler::{CallContext, Handler, HandlerFactory};
 use shardhost::record::{BatchInfo, BatchOutcome, Record};
 use shardhost::testing::Runtime;
@@ -105,26 +107,24 @@ fn main() {
         .build()
         .unwrap();
     let runtime = Runtime::new(None, false).unwrap();
-    let grants = WasiGrants {
-        http: Some(HttpGrant {
+    let grants = WasiGrants::default()
+        .with(HttpGrant {
             allow: vec![Origin::parse(&origin).unwrap()],
             timeout: Duration::from_secs(5),
             max_body: 1 << 20,
             max_in_flight: 16,
             ca_file: None,
             allow_private: false,
-        }),
+        })
         // The conformance handler keeps state too: it loads only with a grant.
-        state: Some(shardhost::config::StateGrant {
-            store: shardhost::config::StateStoreKind::Memory,
+        .with(StateGrant {
+            store: StateStoreKind::Memory,
             ttl: None,
             buckets: Vec::new(),
             namespace: "bench/http/".to_owned(),
             max_in_flight: 16,
             timeout: Duration::from_secs(2),
-        }),
-        ..WasiGrants::default()
-    };
+        });
     let handler: Arc<dyn HandlerFactory> = rt
         .block_on(runtime.load_file(&guest("conformance"), Limits::default(), &grants))
         .unwrap();

@@ -101,23 +101,21 @@ fn peak_rss() -> u64 {
 /// The shipping example imports wasi:http and wasi:keyvalue (it books once per shipment when its
 /// config has a `carrier_url`): it loads only with both grants; without `carrier_url` it sends nothing.
 fn may_book() -> WasiGrants {
-    WasiGrants {
-        http: Some(shardhost::config::HttpGrant {
-            allow: vec![shardhost::config::Origin::parse("http://127.0.0.1:9").unwrap()],
+    WasiGrants::default()
+        .with(shardhost::capability::http::HttpGrant {
+            allow: vec![shardhost::capability::http::Origin::parse("http://127.0.0.1:9").unwrap()],
             timeout: std::time::Duration::from_secs(5),
             max_body: 1 << 20,
             max_in_flight: 16,
             ca_file: None,
             allow_private: false,
-        }),
-        state: Some(shardhost::config::StateGrant {
-            store: shardhost::config::StateStoreKind::Memory,
+        })
+        .with(shardhost::capability::state::StateGrant {
+            store: shardhost::capability::state::StateStoreKind::Memory,
             ttl: None,
             buckets: Vec::new(),
             namespace: "bench/ship/".to_owned(),
             max_in_flight: 64,
             timeout: std::time::Duration::from_secs(2),
-        }),
-        ..WasiGrants::default()
-    }
+        })
 }

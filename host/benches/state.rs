@@ -15,7 +15,9 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
 };
 use shardhost::Metrics;
-use shardhost::config::{ConfigValue, Limits, StateGrant, StateStoreKind, WasiGrants};
+use shardhost::capability::config::{ConfigGrant, ConfigValue};
+use shardhost::capability::state::{StateGrant, StateStoreKind};
+use shardhost::config::{Limits, WasiGrants};
 use shardhost::handler::{CallContext, HandlerFactory};
 use shardhost::record::{BatchInfo, BatchOutcome, Outcome, Record};
 use shardhost::testing::Runtime;
@@ -94,16 +96,13 @@ fn counted(metrics: &Metrics, name: &str, subscription: &str) -> f64 {
 /// Runs `CALLS` batches of fresh keys twice over (first: every key new, marked; second: every
 /// key seen, skipped): records per second of each pass, requests per record.
 async fn run(runtime: &Runtime, endpoint: &str, table: &str, mode: &str) -> (f64, f64, f64) {
-    let grants = WasiGrants {
-        config: [(
-            "mode".to_owned(),
-            ConfigValue {
-                value: mode.to_owned(),
-                from_env: false,
-            },
-        )]
-        .into(),
-        state: Some(StateGrant {
+    let mode_value = ConfigValue {
+        value: mode.to_owned(),
+        from_env: false,
+    };
+    let grants = WasiGrants::default()
+        .with(ConfigGrant([("mode".to_owned(), mode_value)].into()))
+        .with(StateGrant {
             store: StateStoreKind::Dynamo {
                 table: table.to_owned(),
                 endpoint: Some(endpoint.to_owned()),
@@ -115,9 +114,7 @@ async fn run(runtime: &Runtime, endpoint: &str, table: &str, mode: &str) -> (f64
             namespace: format!("bench/{mode}/"),
             max_in_flight: 64,
             timeout: std::time::Duration::from_secs(2),
-        }),
-        ..WasiGrants::default()
-    };
+        });
     let limits = Limits {
         timeout: Duration::from_secs(60),
         ..Limits::default()

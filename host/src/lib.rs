@@ -10,6 +10,7 @@
 //! [`source`] trait, and the [`status`] report. The `shardhost` binary is [`cli`].
 
 pub mod canary;
+pub mod capability;
 pub mod config;
 pub mod effects;
 pub mod fleet_table;
@@ -31,6 +32,7 @@ pub mod testing;
 mod admin;
 mod allocator;
 mod aws;
+mod bindings;
 mod coordinator;
 mod deploy;
 mod dispatch;
@@ -38,6 +40,7 @@ mod envelope;
 mod feed;
 mod fleet;
 mod log_budget;
+mod memory;
 mod metrics;
 mod publish;
 mod replay;

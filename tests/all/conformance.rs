@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::Value;
-use shardhost::config::{
-    ConfigValue, HttpGrant, Limits, Origin, StateGrant, StateStoreKind, WasiGrants,
-};
+use shardhost::capability::config::{ConfigGrant, ConfigValue};
+use shardhost::capability::http::{HttpGrant, Origin};
+use shardhost::capability::state::{StateGrant, StateStoreKind};
+use shardhost::config::{Limits, WasiGrants};
 use shardhost::handler::{CallContext, HandlerFactory, outcomes_per_record};
 use shardhost::record::{BatchInfo, Outcome, Record};
 use shardhost::testing::Runtime;
@@ -199,26 +200,24 @@ impl Places {
         } else {
             "plain"
         };
-        WasiGrants {
-            env: Vec::new(),
-            state: Some(StateGrant {
+        WasiGrants::default()
+            .with(StateGrant {
                 store: StateStoreKind::Memory,
                 ttl: None,
                 buckets: vec!["orders".to_owned()],
                 namespace: format!("conformance/{namespace}/"),
                 max_in_flight: 16,
                 timeout: std::time::Duration::from_secs(2),
-            }),
-            http: Some(HttpGrant {
+            })
+            .with(HttpGrant {
                 allow: vec![origin(&self.base), origin(&self.closed)],
                 timeout: Duration::from_secs(2),
                 max_body: 64 * 1024,
                 max_in_flight: 16,
                 ca_file: None,
                 allow_private: false,
-            }),
-            config,
-        }
+            })
+            .with(ConfigGrant(config))
     }
 
     /// `grants` with its state in a DynamoDB table where nothing listens.
@@ -228,14 +227,14 @@ impl Places {
 
     /// `grants` with its state in the DynamoDB table `table` at `endpoint`.
     fn state_in(&self, mut grants: WasiGrants, table: &str, endpoint: &str) -> WasiGrants {
-        if let Some(state) = &mut grants.state {
+        grants.update(|state: &mut StateGrant| {
             state.store = StateStoreKind::Dynamo {
                 table: table.to_owned(),
                 endpoint: Some(endpoint.to_owned()),
                 region: None,
                 test_credentials: true,
             };
-        }
+        });
         grants
     }
 

@@ -9,7 +9,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shardhost::config::{HttpGrant, Limits, Origin, StateGrant, StateStoreKind, WasiGrants};
+use shardhost::capability::config::{ConfigGrant, ConfigValue};
+use shardhost::capability::http::{HttpGrant, Origin};
+use shardhost::capability::state::{StateGrant, StateStoreKind};
+use shardhost::config::{Limits, WasiGrants};
 use shardhost::effects::Effects;
 use shardhost::handler::{CallContext, HandlerFactory};
 use shardhost::testing::Runtime;
@@ -182,16 +185,16 @@ fn only_a_live_instance_runs_start_up_code_with_effects() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let d = crate::support::dynamo::Dynamo::new(&endpoint);
     let (server, table) = (HttpServer::start(), state_table(&d, &rt));
-    let grants = WasiGrants {
-        http: Some(HttpGrant {
+    let grants = WasiGrants::default()
+        .with(HttpGrant {
             allow: vec![Origin::parse(&server.origin()).unwrap()],
             timeout: Duration::from_secs(2),
             max_body: 1 << 20,
             max_in_flight: 4,
             ca_file: None,
             allow_private: false,
-        }),
-        state: Some(StateGrant {
+        })
+        .with(StateGrant {
             store: StateStoreKind::Dynamo {
                 table: table.clone(),
                 endpoint: Some(endpoint.clone()),
@@ -203,18 +206,17 @@ fn only_a_live_instance_runs_start_up_code_with_effects() {
             namespace: "trial/test/".to_owned(),
             max_in_flight: 4,
             timeout: Duration::from_secs(2),
-        }),
-        config: [(
-            "url".to_owned(),
-            shardhost::config::ConfigValue {
-                value: format!("{}/status/200", server.origin()),
-                from_env: false,
-            },
-        )]
-        .into_iter()
-        .collect(),
-        ..WasiGrants::default()
-    };
+        })
+        .with(ConfigGrant(
+            [(
+                "url".to_owned(),
+                ConfigValue {
+                    value: format!("{}/status/200", server.origin()),
+                    from_env: false,
+                },
+            )]
+            .into(),
+        ));
     let count = || rt.block_on(d.count(&table));
     let runtime = Runtime::new(None, false).unwrap();
     let component = rt.block_on(load(&runtime, &guest("startup"), &grants));

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::config::{Config, LeaseStoreKind, StateStoreKind, SubscriptionConfig, WasiGrants};
+use crate::config::{Config, LeaseStoreKind, SubscriptionConfig};
 use crate::envelope::EnvelopeKey;
 use crate::envelope::key::KeyError;
 use crate::feed;
@@ -36,7 +36,7 @@ pub fn check(path: &Path) -> Result<(), CliError> {
     {
         eprintln!(
             "warning: [fleet] trusted_keys is not set: anyone who can write the lease table can \
-             deploy a handler to every instance (README: \"Signed deploys\")"
+             deploy a handler to every instance (docs/security.md: \"Signed deploys\")"
         );
     }
     println!("{}: ok", path.display());
@@ -65,7 +65,7 @@ fn retry_keys(config: &Config) -> Result<(String, Option<String>), KeyError> {
         let (from, warning) = if dynamo {
             let warning = "retry copies are authenticated with a key kept in the lease table: \
                            whoever can read the table can forge them; set [host] retry_key or \
-                           SHARDHOST_RETRY_KEY (README: \"Retries and dead letters\")";
+                           SHARDHOST_RETRY_KEY (docs/concepts/retries.md)";
             ("the lease table", Some(warning.to_owned()))
         } else {
             ("the cache directory", None)
@@ -101,7 +101,7 @@ async fn load_all(path: &Path, config: &Config) -> Result<Vec<String>, CliError>
                 loaded.push(format!("  read: {}", s.read.describe()));
                 loaded.push(lease_rows(config, s));
                 loaded.extend(retry_copies(s));
-                loaded.extend(grants(&s.wasi));
+                loaded.extend(s.wasi.describe());
             }
             Err(source) => problems.push(CheckProblem::Handler {
                 at: s.handler_at.clone(),
@@ -179,91 +179,16 @@ fn retry_copies(s: &SubscriptionConfig) -> Option<String> {
     ))
 }
 
-/// The lines under a subscription's handler line that say what it is granted: names, origins
-/// and bounds, never a value (an `env` entry's or a `config` value may be a secret).
-fn grants(wasi: &WasiGrants) -> Vec<String> {
-    let mut lines = Vec::new();
-    if !wasi.env.is_empty() {
-        let names: Vec<_> = wasi
-            .env
-            .iter()
-            .map(|e| e.split_once('=').map_or(e.as_str(), |(name, _)| name))
-            .collect();
-        lines.push(format!("  env: {}", names.join(", ")));
-    }
-    if let Some(http) = &wasi.http {
-        let origins: Vec<_> = http.allow.iter().map(ToString::to_string).collect();
-        let mut bounds = format!(
-            "timeout {}, max_body {}, {} in flight",
-            humantime::format_duration(http.timeout),
-            size(http.max_body),
-            http.max_in_flight
-        );
-        if let Some(ca) = &http.ca_file {
-            bounds.push_str(&format!(", CA {}", ca.display()));
-        }
-        if http.allow_private {
-            bounds.push_str(", private addresses allowed");
-        }
-        lines.push(format!("  http: {} ({bounds})", origins.join(", ")));
-    }
-    if !wasi.config.is_empty() {
-        let names: Vec<_> = wasi
-            .config
-            .iter()
-            .map(|(name, value)| {
-                if value.from_env {
-                    format!("{name} (from the environment)")
-                } else {
-                    name.clone()
-                }
-            })
-            .collect();
-        lines.push(format!("  config: {}", names.join(", ")));
-    }
-    if let Some(state) = &wasi.state {
-        let store = match &state.store {
-            StateStoreKind::Memory => "memory".to_owned(),
-            StateStoreKind::Dynamo { table, .. } => format!("dynamodb table {table}"),
-        };
-        let ttl = state.ttl.map_or("never".to_owned(), |t| {
-            humantime::format_duration(t).to_string()
-        });
-        let buckets: Vec<&str> = std::iter::once("default")
-            .chain(state.buckets.iter().map(String::as_str))
-            .collect();
-        lines.push(format!(
-            "  state: {store}, buckets {} (keys under {}, expire {ttl}, timeout {}, {} in flight)",
-            buckets.join(", "),
-            state.namespace,
-            humantime::format_duration(state.timeout),
-            state.max_in_flight
-        ));
-    }
-    lines
-}
-
-/// A size as written in a config: whole GiB, MiB or KiB when it is one, else bytes.
-fn size(bytes: u64) -> String {
-    for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
-            return format!("{} {unit}", bytes >> shift);
-        }
-    }
-    if bytes == 1 {
-        "1 byte".to_owned()
-    } else {
-        format!("{bytes} bytes")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
     use std::time::Duration;
 
-    use super::*;
-    use crate::config::{ConfigValue, HttpGrant, Origin, StateGrant};
+    use crate::capability::config::{ConfigGrant, ConfigValue};
+    use crate::capability::env::EnvGrant;
+    use crate::capability::http::{HttpGrant, Origin};
+    use crate::capability::state::{StateGrant, StateStoreKind};
+    use crate::config::Grants;
 
     #[test]
     fn grants_are_listed_by_name_and_origin_never_by_value() {
@@ -271,9 +196,12 @@ mod tests {
             value: value.into(),
             from_env,
         };
-        let wasi = WasiGrants {
-            env: vec!["RUST_LOG".into(), "API_KEY=literal-secret".into()],
-            http: Some(HttpGrant {
+        let wasi = Grants::default()
+            .with(EnvGrant(vec![
+                "RUST_LOG".into(),
+                "API_KEY=literal-secret".into(),
+            ]))
+            .with(HttpGrant {
                 allow: ["https://api.carrier.example", "http://127.0.0.1:8090"]
                     .map(|o| Origin::parse(o).unwrap())
                     .into(),
@@ -282,15 +210,15 @@ mod tests {
                 max_in_flight: 16,
                 ca_file: Some("/etc/ca.pem".into()),
                 allow_private: false,
-            }),
-            config: BTreeMap::from([
+            })
+            .with(ConfigGrant(BTreeMap::from([
                 (
                     "carrier_url".into(),
                     value("https://api.carrier.example/v2", false),
                 ),
                 ("carrier_token".into(), value("env-secret", true)),
-            ]),
-            state: Some(StateGrant {
+            ])))
+            .with(StateGrant {
                 store: StateStoreKind::Dynamo {
                     table: "shipping-state".into(),
                     endpoint: None,
@@ -302,10 +230,9 @@ mod tests {
                 namespace: "shipping/ship/".into(),
                 max_in_flight: 64,
                 timeout: std::time::Duration::from_secs(2),
-            }),
-        };
+            });
         assert_eq!(
-            grants(&wasi),
+            wasi.describe(),
             [
                 "  env: RUST_LOG, API_KEY",
                 "  http: https://api.carrier.example, http://127.0.0.1:8090 (timeout 5s, \
@@ -315,15 +242,6 @@ mod tests {
                  shipping/ship/, expire 7days, timeout 2s, 64 in flight)",
             ]
         );
-        assert!(grants(&WasiGrants::default()).is_empty());
-    }
-
-    #[test]
-    fn sizes_show_in_the_largest_whole_unit() {
-        assert_eq!(size(10 << 20), "10 MiB");
-        assert_eq!(size(1 << 30), "1 GiB");
-        assert_eq!(size(1536), "1536 bytes");
-        assert_eq!(size(2048), "2 KiB");
-        assert_eq!(size(1), "1 byte");
+        assert!(Grants::default().describe().is_empty());
     }
 }

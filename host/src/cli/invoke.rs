@@ -10,10 +10,10 @@ use tracing::Instrument;
 use clap::Args;
 
 use super::CliError;
-use crate::config::{
-    ConfigValue, HttpGrant, Limits, MAX_CALL_TIMEOUT, MAX_MEMORY, MIN_MEMORY, Origin, StateGrant,
-    StateStoreKind, WasiGrants, defaults,
-};
+use crate::capability::config::{ConfigGrant, ConfigValue};
+use crate::capability::http::{HttpGrant, Origin};
+use crate::capability::state::{StateGrant, StateStoreKind};
+use crate::config::{Limits, MAX_CALL_TIMEOUT, MAX_MEMORY, MIN_MEMORY, WasiGrants, defaults};
 use crate::dispatch::{Judge, Judged};
 use crate::feed::{self, FeedRecord};
 use crate::handler::{CallContext, HandlerFactory};
@@ -60,7 +60,7 @@ pub struct InvokeArgs {
 }
 
 fn bucket(text: &str) -> Result<String, String> {
-    if !crate::config::is_bucket_name(text) || text == "default" {
+    if !crate::capability::state::is_bucket_name(text) || text == "default" {
         return Err(format!(
             "`{text}` is not a bucket name besides default: 1 to 64 letters, digits, `_`, `.` or `-`"
         ));
@@ -91,7 +91,7 @@ impl InvokeArgs {
             ca_file: None,
             allow_private: false,
         });
-        let config = self
+        let config: std::collections::BTreeMap<_, _> = self
             .config
             .iter()
             .map(|(k, v)| {
@@ -106,16 +106,21 @@ impl InvokeArgs {
             store: StateStoreKind::Memory,
             ttl: None,
             buckets: self.buckets.clone(),
-            namespace: crate::config::state_namespace("invoke", "invoke"),
+            namespace: crate::capability::state::namespace("invoke", "invoke"),
             max_in_flight: defaults::STATE_MAX_IN_FLIGHT,
             timeout: defaults::STATE_TIMEOUT,
         });
-        WasiGrants {
-            env: Vec::new(),
-            http,
-            config,
-            state,
+        let mut grants = WasiGrants::default();
+        if let Some(http) = http {
+            grants.insert(http);
         }
+        if !config.is_empty() {
+            grants.insert(ConfigGrant(config));
+        }
+        if let Some(state) = state {
+            grants.insert(state);
+        }
+        grants
     }
 }
 

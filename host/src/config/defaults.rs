@@ -1,5 +1,5 @@
 //! Every default of `shardhost.toml`, by name: what a key is when the config leaves it out.
-//! README's configuration reference points here; the parser is the only place that applies
+//! The configuration reference (docs/configuration.md) points here; the parser is the only place that applies
 //! them, so the rest of the host reads a [`Config`](super::Config) with nothing left to decide.
 
 use std::time::Duration;

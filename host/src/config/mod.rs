@@ -3,9 +3,14 @@
 //! Parsing never stops at the first problem: [`Config::load`] returns every problem it finds,
 //! each naming the file, the line and the key, so `shardhost check` can list them all at once.
 //! A config with any problem never starts a host.
+//!
+//! A subscription's grants (`[subscription.http]`, `.state`, …) are read by the capabilities
+//! that own them (`capability/`), through [`GrantTable`]: config walks the file and hands each
+//! its table, never naming one. `Config::load` and `Config::parse` (defined beside the
+//! capabilities' registry, `capability/registry.rs`) read with every registered capability.
 
 pub mod defaults;
-mod origin;
+mod grants;
 mod parse;
 mod show;
 mod units;
@@ -17,10 +22,11 @@ use std::time::Duration;
 
 use crate::lease::LeaseRows;
 
-pub use parse::{
-    MAX_CALL_TIMEOUT, MAX_MEMORY, MIN_MEMORY, is_bucket_name, state_namespace, timestamp_millis,
-};
-pub use units::{parse_duration, parse_size};
+pub(crate) use grants::GrantTable;
+pub use grants::{Grant, Grants, TableContext, WasiGrants, same_as};
+pub use parse::{MAX_CALL_TIMEOUT, MAX_MEMORY, MIN_MEMORY, timestamp_millis};
+pub(crate) use parse::{ca, walk};
+pub use units::{parse_duration, parse_size, show_size};
 
 /// The most records one GetRecords call answers.
 pub const MAX_READ_RECORDS: usize = 10_000;
@@ -202,126 +208,6 @@ impl Default for Limits {
     }
 }
 
-/// What the sandbox grants a subscription's handler beyond computing: `[subscription.wasi]`
-/// (environment variables), `[subscription.http]` (outbound HTTP) and `[subscription.config]`
-/// (values it reads by name). Nothing unless listed. Its `Debug` shows the names of `env` and
-/// `config`, and only the values of `config` that came from the file.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct WasiGrants {
-    /// Environment variables, as given: `"NAME"` passes the host's value through, `"NAME=value"`
-    /// sets it.
-    pub env: Vec<String>,
-    /// `[subscription.http]`; `None`: no HTTP at all.
-    pub http: Option<HttpGrant>,
-    /// `[subscription.config]`: what `config::get(name)` answers, by name.
-    pub config: std::collections::BTreeMap<String, ConfigValue>,
-    /// `[subscription.state]`; `None`: no state at all.
-    pub state: Option<StateGrant>,
-}
-
-/// `[subscription.state]`: a key-value store the handler reads and writes through
-/// `wasi:keyvalue`, its keys kept apart from every other service's and subscription's.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StateGrant {
-    pub store: StateStoreKind,
-    /// Items expire this long after their last write; `None` (`ttl = "0"`, the default): never.
-    pub ttl: Option<Duration>,
-    /// The buckets a handler may open besides `default`.
-    pub buckets: Vec<String>,
-    /// What every key of the subscription is stored under: `SERVICE/SUBSCRIPTION/` (the
-    /// service name with `%` and `/` escaped), then the bucket and `/`.
-    pub namespace: String,
-    /// Store requests the subscription has open at once, over all its shards. Default
-    /// [`defaults::STATE_MAX_IN_FLIGHT`].
-    pub max_in_flight: u32,
-    /// Per state call; never longer than what is left of the call's timeout. Default
-    /// [`defaults::STATE_TIMEOUT`].
-    pub timeout: Duration,
-}
-
-/// `[subscription.state] store`
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum StateStoreKind {
-    /// In the host's memory: gone when it stops (one instance, the embedded stream, `invoke`).
-    Memory,
-    /// A DynamoDB table with partition key `key` (S), shared by every instance.
-    Dynamo {
-        table: String,
-        /// `[subscription.state] endpoint`, else the lease table's.
-        endpoint: Option<String>,
-        region: Option<String>,
-        test_credentials: bool,
-    },
-}
-
-/// `[subscription.http]`: the origins a handler may send requests to, and the bounds.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HttpGrant {
-    /// `allow`: a request goes out only to one of these (redirects are requests too).
-    pub allow: Vec<Origin>,
-    /// Per request, from sending to the end of the response body; never longer than what is
-    /// left of the call's timeout. Default [`defaults::HTTP_TIMEOUT`].
-    pub timeout: Duration,
-    /// The largest response body, in bytes. Default [`defaults::HTTP_MAX_BODY`].
-    pub max_body: u64,
-    /// Requests one call may have open at once. Default [`defaults::HTTP_MAX_IN_FLIGHT`].
-    pub max_in_flight: u32,
-    /// PEM certificates trusted besides the platform's roots (a private CA), resolved against
-    /// the config file's directory.
-    pub ca_file: Option<PathBuf>,
-    /// `allow_private`: a name in `allow` may resolve to an address inside the host's networks
-    /// (loopback, private, link-local, unique-local, ...). Without it, such an address is
-    /// reached only where `allow` writes it literally (with its port).
-    pub allow_private: bool,
-}
-
-/// `scheme://host[:port]`, as a browser compares them: scheme and host in lower case, the
-/// port always known (80 for http, 443 for https when not written).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Origin {
-    /// `http` or `https`.
-    pub scheme: String,
-    pub host: String,
-    pub port: u16,
-}
-
-impl Origin {
-    /// The default port of a scheme: 80 for http, 443 for https.
-    pub fn default_port(scheme: &str) -> u16 {
-        if scheme == "https" { 443 } else { 80 }
-    }
-}
-
-impl fmt::Display for Origin {
-    /// `scheme://host`, with `:port` only when it is not the scheme's default.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}://{}", self.scheme, self.host)?;
-        if self.port != Origin::default_port(&self.scheme) {
-            write!(f, ":{}", self.port)?;
-        }
-        Ok(())
-    }
-}
-
-/// One `[subscription.config]` value.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ConfigValue {
-    pub value: String,
-    /// Some of it came from the environment (`${VAR}`): never logged or shown.
-    pub from_env: bool,
-}
-
-impl fmt::Debug for ConfigValue {
-    /// Never the value of one that came from the environment.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.from_env {
-            f.write_str("ConfigValue(<from the environment>)")
-        } else {
-            write!(f, "ConfigValue({:?})", self.value)
-        }
-    }
-}
-
 /// One `[[subscription]]`.
 #[derive(Clone, Debug)]
 pub struct SubscriptionConfig {
@@ -463,9 +349,13 @@ impl fmt::Display for ConfigError {
 }
 
 impl Config {
-    /// Reads and validates a config file. Checks that handler and feed files exist, but does not
-    /// load components (see `wasm::Runtime::load`).
-    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    /// Reads and validates a config file, each `[[subscription]]`'s grants read by `tables`
+    /// (`Config::load`, in `capability/`, gives every capability's). Checks that handler and
+    /// feed files exist, but does not load components (see `wasm::Runtime::load`).
+    pub(crate) fn load_with(
+        path: &Path,
+        tables: &[&dyn GrantTable],
+    ) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
             problems: vec![Problem {
                 at: Location {
@@ -476,23 +366,19 @@ impl Config {
                 message: format!("cannot read the config: {e}"),
             }],
         })?;
-        Config::parse(path, &text)
+        Config::parse_with(path, &text, &|name| std::env::var(name), tables)
     }
 
     /// Validates config text as if read from `path` (relative paths resolve against its
-    /// directory), its `${VAR}` references taken from the process's environment.
-    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
-        parse::parse(path, text, &|name| std::env::var(name))
-    }
-
-    /// [`Config::parse`] with the environment `${VAR}` references are looked up in given as a
-    /// function (`std::env::var`'s shape), e.g. a map in a test.
-    pub fn parse_with_env(
+    /// directory), its `${VAR}` references looked up by `env` (`std::env::var`'s shape) and
+    /// each `[[subscription]]`'s grants read by `tables`.
+    pub(crate) fn parse_with(
         path: &Path,
         text: &str,
         env: &dyn Fn(&str) -> Result<String, std::env::VarError>,
+        tables: &[&dyn GrantTable],
     ) -> Result<Config, ConfigError> {
-        parse::parse(path, text, env)
+        parse::parse(path, text, env, tables)
     }
 
     /// Whether any subscription sets a fuel limit (the engine then meters fuel).

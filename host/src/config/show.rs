@@ -1,12 +1,11 @@
 //! How the config shows itself in `Debug` (a test's failure, a log line): never a secret.
-//! `[host] retry_key`, `retry_keys_previous` and `[admin] token` are always hidden, `[subscription.wasi] env` shows
-//! its names only, and a `[subscription.config]` value that came from the environment is
-//! hidden by `ConfigValue`'s own `Debug`. Each impl destructures its struct, so a new field
-//! must be decided on here.
+//! `[host] retry_key`, `retry_keys_previous` and `[admin] token` are always hidden (a
+//! subscription's grants show themselves: each capability's `Debug` hides its own secrets).
+//! Each impl destructures its struct, so a new field must be decided on here.
 
 use std::fmt;
 
-use super::{AdminConfig, HostConfig, WasiGrants};
+use super::{AdminConfig, HostConfig};
 
 /// Stands for a value that is never shown.
 struct Hidden;
@@ -14,18 +13,6 @@ struct Hidden;
 impl fmt::Debug for Hidden {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("<hidden>")
-    }
-}
-
-/// An `env` entry as shown: `NAME`, or `NAME=…` for one that sets a value.
-struct EnvName<'a>(&'a str);
-
-impl fmt::Debug for EnvName<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0.split_once('=') {
-            Some((name, _)) => write!(f, "\"{name}=…\""),
-            None => write!(f, "{:?}", self.0),
-        }
     }
 }
 
@@ -71,29 +58,8 @@ impl fmt::Debug for AdminConfig {
     }
 }
 
-impl fmt::Debug for WasiGrants {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let WasiGrants {
-            env,
-            http,
-            config,
-            state,
-        } = self;
-        let env: Vec<_> = env.iter().map(|e| EnvName(e)).collect();
-        f.debug_struct("WasiGrants")
-            .field("env", &env)
-            .field("http", http)
-            .field("config", config)
-            .field("state", state)
-            .finish()
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
-    use super::super::ConfigValue;
     use super::*;
 
     #[test]
@@ -108,26 +74,11 @@ mod tests {
             token: Some("admin-token-secret".into()),
             max_upload: 1,
         };
-        let value = |value: &str, from_env| ConfigValue {
-            value: value.into(),
-            from_env,
-        };
-        let grants = WasiGrants {
-            env: vec!["HOME".into(), "API_KEY=env-secret".into()],
-            http: None,
-            config: BTreeMap::from([
-                ("carrier_token".into(), value("token-secret", true)),
-                ("carrier_url".into(), value("https://api.example", false)),
-            ]),
-            state: None,
-        };
-        let shown = format!("{host:?} {admin:?} {grants:#?}");
+        let shown = format!("{host:?} {admin:?}");
         for secret in [
             "retry-key-0123456789",
             "previous-key-0123456789",
             "admin-token-secret",
-            "env-secret",
-            "token-secret",
         ] {
             assert!(!shown.contains(secret), "{secret} shown: {shown}");
         }
@@ -135,11 +86,6 @@ mod tests {
             "retry_key: Some(<hidden>)",
             "retry_keys_previous: [<hidden>]",
             "token: Some(<hidden>)",
-            "\"API_KEY=…\"",
-            "\"HOME\"",
-            "carrier_token",
-            "<from the environment>",
-            "https://api.example",
         ] {
             assert!(shown.contains(seen), "{seen} missing: {shown}");
         }

@@ -85,6 +85,20 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     }
 }
 
+/// A size as written in a config: whole GiB, MiB or KiB when it is one, else bytes.
+pub fn show_size(bytes: u64) -> String {
+    for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{} {unit}", bytes >> shift);
+        }
+    }
+    if bytes == 1 {
+        "1 byte".to_owned()
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
 /// Nanoseconds in one of a duration's units.
 fn duration_unit(unit: &str) -> Option<u128> {
     Some(match unit {
@@ -190,6 +204,15 @@ fn shorten(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_show_in_the_largest_whole_unit() {
+        assert_eq!(show_size(10 << 20), "10 MiB");
+        assert_eq!(show_size(1 << 30), "1 GiB");
+        assert_eq!(show_size(1536), "1536 bytes");
+        assert_eq!(show_size(2048), "2 KiB");
+        assert_eq!(show_size(1), "1 byte");
+    }
 
     #[test]
     fn durations_take_the_documented_units() {

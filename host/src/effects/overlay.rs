@@ -236,14 +236,15 @@ impl StateStore for Overlay {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{StateGrant, StateStoreKind, defaults};
+    use crate::capability::state::{StateGrant, StateStoreKind, namespace};
+    use crate::config::defaults;
 
     fn real() -> Arc<dyn StateStore> {
         let grant = StateGrant {
             store: StateStoreKind::Memory,
             ttl: None,
             buckets: Vec::new(),
-            namespace: crate::config::state_namespace("overlay", "test"),
+            namespace: namespace("overlay", "test"),
             max_in_flight: defaults::STATE_MAX_IN_FLIGHT,
             timeout: defaults::STATE_TIMEOUT,
         };

@@ -2,13 +2,15 @@
 //! ([`memory`]) or in a DynamoDB table shared by a fleet ([`dynamo`]).
 //!
 //! A store sees whole keys, already namespaced by service, subscription and bucket
-//! (`wasm::state` puts the prefix on and checks the sizes); it answers with the values or a
+//! (`capability/state` puts the prefix on and checks the sizes); it answers with the values or a
 //! [`StoreError`], which the guest gets as a `wasi:keyvalue` error, never as a trap.
 //!
 //! Values are bytes, except counters: `increment` keeps a number the store adds to atomically,
 //! which `get` reads back as its decimal text; `set` over a counter replaces it, `increment`
 //! over a value `set` wrote is refused ([`StoreError::NotACounter`]).
 
+mod grant;
+pub use grant::{StateGrant, StateStoreKind};
 pub mod dynamo;
 pub mod memory;
 
@@ -18,8 +20,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-
-use crate::config::{StateGrant, StateStoreKind};
 
 /// The longest key a handler may use, in bytes (before the namespace is put on).
 pub const MAX_KEY: usize = 1024;
@@ -50,7 +50,7 @@ pub enum StoreError {
     #[error("the state table `{table}` refused access: {message}")]
     Denied { table: String, message: String },
     #[error(
-        "the state table `{table}` does not exist: create it (see README, \"State\"): aws \
+        "the state table `{table}` does not exist: create it (see docs/handlers/state.md): aws \
          dynamodb create-table --table-name {table} --attribute-definitions \
          AttributeName=key,AttributeType=S --key-schema AttributeName=key,KeyType=HASH \
          --billing-mode PAY_PER_REQUEST"

@@ -271,7 +271,7 @@ impl Host {
         let state = config
             .subscriptions
             .iter()
-            .filter_map(|s| s.wasi.state.as_ref());
+            .filter_map(|s| s.wasi.get::<crate::capability::state::StateGrant>());
         crate::state::check_tables(state)
             .await
             .map_err(StartError::State)?;

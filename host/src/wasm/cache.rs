@@ -2,6 +2,7 @@
 //! compatibility hash, so a handler compiles once per machine and toolchain. The directory is
 //! bounded: past its size cap, the entries used longest ago go first (a hit marks an entry used).
 
+pub use crate::memory::human_bytes;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -227,22 +228,6 @@ impl CacheDir {
             check_private(dir)?;
         }
         Ok(())
-    }
-}
-
-/// A byte count as people read it: "812 KiB", "34.2 MiB", "1.0 GiB".
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["bytes", "KiB", "MiB", "GiB"];
-    let mut value = n as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    match unit {
-        0 => format!("{n} bytes"),
-        1 => format!("{value:.0} {}", UNITS[unit]),
-        _ => format!("{value:.1} {}", UNITS[unit]),
     }
 }
 

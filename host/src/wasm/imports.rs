@@ -1,22 +1,17 @@
-//! What a guest reaches through the host: the store's data ([`HostState`]) and its
-//! implementation of the generated `shardhost:handler/host` trait (`log`, `max-log-level`,
-//! `publish`, `seek`), of `wasi:config/store` (the subscription's `[subscription.config]`),
-//! and its view of `wasi:http` (`http/`).
+//! What a guest reaches through the host: the store's data ([`HostState`]), every
+//! capability's part of it (`capability/`: what a capability's host calls reach through
+//! [`capability::Host::view`]), and its implementation of the generated
+//! `shardhost:handler/host` trait (`log`, `max-log-level`, `publish`, `seek`).
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Instant;
 
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::bindings::wasi::config::store;
-use super::bindings::{Host, Level};
 use super::guest_log::{GuestLog, Stdio};
-use super::http::{HttpGate, HttpHooks};
 use super::limits::{InstanceLimiter, MAX_HOST_RESOURCES, MemoryBudget};
-use super::state::access::StateAccess;
+use crate::bindings::{Host, Level};
+use crate::capability::{self, InstanceContext, Part, Parts, Prepared, View};
 use crate::handler::CallContext;
 
 /// What the guest's calls into the host see.
@@ -33,28 +28,13 @@ pub struct HostState {
     max_level_checked_at: Instant,
     /// Where the guest asked its shard to seek during the current call.
     pub(super) seek: Option<String>,
-    /// What `wasi:config/store` answers.
-    config: Arc<BTreeMap<String, String>>,
-    http_ctx: WasiHttpCtx,
-    http: HttpHooks,
-    /// The subscription's state (`state/`); none: every state call is refused.
-    pub(super) state: Option<StateAccess>,
-    /// The deadline of the call in which a state call ran out of time: the rest of that call's
-    /// state calls fail at once instead of each waiting out its timeout.
-    pub(super) state_stalled: Option<Instant>,
+    /// Every capability's part of the instance.
+    parts: Parts,
 }
 
-/// What an instance is granted besides computing (from `[subscription.wasi]`, `.http` and
-/// `.config`), resolved once per component.
-#[derive(Default)]
-pub(super) struct Granted {
-    pub(super) env: Vec<(String, String)>,
-    pub(super) config: Arc<BTreeMap<String, String>>,
-    /// None: every request is denied.
-    pub(super) http: Option<Arc<HttpGate>>,
-    /// None: no state.
-    pub(super) state: Option<StateAccess>,
-}
+/// What an instance is granted besides computing: each capability's grant, resolved once per
+/// component (`Capability::prepare`), in the registry's order.
+pub(super) type Granted = Vec<Box<dyn Prepared>>;
 
 impl HostState {
     /// The state of a new instance: WASI granting the environment `env` and nothing else, a
@@ -68,12 +48,22 @@ impl HostState {
     ) -> HostState {
         let log = GuestLog::new(ctx, version);
         let mut wasi = WasiCtx::builder();
-        wasi.envs(&granted.env);
+        granted.iter().for_each(|g| g.wasi(&mut wasi));
         wasi.stdout(log.stream(Stdio::Stdout));
         wasi.stderr(log.stream(Stdio::Stderr));
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_HOST_RESOURCES);
         let memory = MemoryBudget::new(memory);
+        let cx = InstanceContext {
+            call: ctx,
+            deadline,
+            memory: &memory,
+        };
+        let mut parts = Parts::default();
+        granted
+            .iter()
+            .filter_map(|g| g.instance(&cx))
+            .for_each(|p| parts.push(p));
         HostState {
             wasi: wasi.build(),
             table,
@@ -84,56 +74,25 @@ impl HostState {
             max_level: None,
             max_level_checked_at: Instant::now(),
             seek: None,
-            config: granted.config.clone(),
-            http_ctx: WasiHttpCtx::new(),
-            http: HttpHooks::new(granted.http.clone(), ctx, deadline, memory),
-            state: granted.state.clone().map(|state| match &ctx.effects {
-                // On trial: reads see the store (with the trial's own permits), writes stay in
-                // the run's overlay.
-                Some(effects) => StateAccess {
-                    store: effects.overlaid(state.trial_store.clone()),
-                    ..state
-                },
-                None => state,
-            }),
-            state_stalled: None,
+            parts,
         }
     }
 
     /// Drops the response bodies the guest has not read: at the end of every call, and before
     /// the first (what start-up code asked for).
     pub(super) fn drop_unread_responses(&mut self) {
-        self.http.end_call();
+        self.parts.end_call();
     }
 }
 
-impl WasiHttpView for HostState {
-    fn http(&mut self) -> WasiHttpCtxView<'_> {
-        // Requests made from here on end by the current call's deadline.
-        self.http.deadline = self.deadline;
-        WasiHttpCtxView {
-            ctx: &mut self.http_ctx,
+impl capability::Host for HostState {
+    fn view<P: Part>(&mut self) -> View<'_, P> {
+        View {
+            part: self.parts.get_mut::<P>(),
             table: &mut self.table,
-            hooks: &mut self.http,
+            call: &self.ctx,
+            deadline: self.deadline,
         }
-    }
-}
-
-impl store::Host for HostState {
-    fn get(&mut self, key: String) -> Result<Option<String>, store::Error> {
-        let value = self.config.get(&key).cloned();
-        if let Some(m) = &self.ctx.metrics {
-            m.config_read(&self.ctx.subscription, value.is_some());
-        }
-        Ok(value)
-    }
-
-    fn get_all(&mut self) -> Result<Vec<(String, String)>, store::Error> {
-        Ok(self
-            .config
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect())
     }
 }
 

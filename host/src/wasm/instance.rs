@@ -9,33 +9,26 @@ use async_trait::async_trait;
 use wasmtime::component::{HasSelf, InstancePre, Linker};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
-use super::bindings;
 use super::imports::{Granted, HostState};
 use super::ticker::Ticker;
-use crate::config::{Limits, WasiGrants};
+use crate::bindings;
+use crate::config::Limits;
 use crate::handler::{CallContext, CallError, Handler};
 use crate::record::{BatchInfo, BatchOutcome, Record};
 
 /// The linker every handler is instantiated with: WASI (granting only what the store's
-/// `WasiCtx` grants), `wasi:http` (sending only what the store's grant allows), and the
-/// `shardhost:handler` world's imports, as generated from the WIT.
+/// `WasiCtx` grants), the `shardhost:handler` interfaces every handler has (`host`, `types`), as
+/// generated from the WIT, and every capability's interfaces (each giving only what the
+/// instance's grant allows).
 pub(super) fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-    bindings::Handler::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+    bindings::shardhost::handler::host::add_to_linker::<_, HasSelf<HostState>>(&mut linker, |s| s)?;
+    bindings::types::add_to_linker::<_, HasSelf<HostState>>(&mut linker, |s| s)?;
+    for capability in crate::capability::all::<HostState>() {
+        capability.add_to_linker(&mut linker)?;
+    }
     Ok(linker)
-}
-
-/// `NAME` passes the host's value through (skipped when unset); `NAME=value` sets it.
-pub(super) fn resolve_env(wasi: &WasiGrants) -> Vec<(String, String)> {
-    wasi.env
-        .iter()
-        .filter_map(|entry| match entry.split_once('=') {
-            Some((k, v)) => Some((k.to_owned(), v.to_owned())),
-            None => std::env::var(entry).ok().map(|v| (entry.clone(), v)),
-        })
-        .collect()
 }
 
 /// Why an instance could not be made.

@@ -5,9 +5,13 @@
 //! tables, and of the host resources a guest holds (WASI streams, pollables, HTTP requests and
 //! responses), are capped.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use wasmtime::ResourceLimiter;
+
+pub use crate::memory::MemoryBudget;
+#[cfg(test)]
+use crate::memory::OverBudget;
 
 /// Core instances one component instance may create (a Rust handler makes a handful, a Python
 /// one a few dozen).
@@ -23,87 +27,6 @@ pub const MAX_TABLES: usize = 500;
 pub const MAX_HOST_RESOURCES: usize = 1_000;
 /// What one table element costs the host (a pointer, in Wasmtime).
 const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
-
-/// One instance's `limits.memory`, shared by its memories and tables (grown by the guest) and
-/// the bytes the host holds for it (response bodies not yet read).
-#[derive(Debug)]
-pub struct MemoryBudget {
-    limit: usize,
-    used: Mutex<Used>,
-}
-
-#[derive(Debug, Default, Clone, Copy)]
-struct Used {
-    guest: usize,
-    host: usize,
-}
-
-/// The host could not take bytes for an instance: they would pass its limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OverBudget {
-    pub limit: usize,
-    /// In use before: the guest's memories and tables, and what the host holds.
-    pub guest: usize,
-    pub host: usize,
-}
-
-impl MemoryBudget {
-    pub fn new(limit: u64) -> Arc<MemoryBudget> {
-        Arc::new(MemoryBudget {
-            limit: usize::try_from(limit).unwrap_or(usize::MAX),
-            used: Mutex::new(Used::default()),
-        })
-    }
-
-    fn used(&self) -> std::sync::MutexGuard<'_, Used> {
-        self.used.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Takes `more` bytes for the guest's memories and tables.
-    fn grow_guest(&self, more: usize) -> Result<(), OverBudget> {
-        let mut used = self.used();
-        self.take(&mut used, more)?;
-        used.guest += more;
-        Ok(())
-    }
-
-    /// Takes `more` bytes the host holds for the instance.
-    pub fn take_host(&self, more: usize) -> Result<(), OverBudget> {
-        let mut used = self.used();
-        self.take(&mut used, more)?;
-        used.host += more;
-        Ok(())
-    }
-
-    /// Gives back bytes the host no longer holds.
-    pub fn give_back_host(&self, less: usize) {
-        let mut used = self.used();
-        used.host = used.host.saturating_sub(less);
-    }
-
-    /// Bytes the host holds for the instance now.
-    #[cfg(test)]
-    pub fn host(&self) -> usize {
-        self.used().host
-    }
-
-    fn take(&self, used: &mut Used, more: usize) -> Result<(), OverBudget> {
-        let fits = used
-            .guest
-            .checked_add(used.host)
-            .and_then(|u| u.checked_add(more))
-            .is_some_and(|total| total <= self.limit);
-        if fits {
-            Ok(())
-        } else {
-            Err(OverBudget {
-                limit: self.limit,
-                guest: used.guest,
-                host: used.host,
-            })
-        }
-    }
-}
 
 /// Counts the bytes of every memory and table of an instance against its [`MemoryBudget`].
 pub struct InstanceLimiter {

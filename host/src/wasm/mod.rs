@@ -2,30 +2,32 @@
 //! hash), checked against the `shardhost:handler` world, pre-instantiated, and instantiated per
 //! shard with the subscription's limits.
 //!
-//! - [`Runtime`] owns the engine, the linker (WASI with nothing granted, plus the `host`
-//!   imports) and the epoch ticker that enforces call timeouts.
+//! - [`Runtime`] owns the engine, the linker (WASI with nothing granted, the `host` imports,
+//!   and every registered capability's interfaces: `capability/`) and the epoch ticker that
+//!   enforces call timeouts. `gate.rs` refuses a component that imports what no one gives, or
+//!   what a capability gives only with a grant its subscription lacks.
 //! - [`HandlerComponent`] is one validated component: a [`HandlerFactory`] whose instances are
 //!   reused across calls and thrown away after a trap.
 
-mod bindings;
 mod cache;
 mod compile;
+mod gate;
 mod guest_log;
-mod http;
 mod imports;
 mod instance;
 mod limits;
 mod runtime_noise;
-mod state;
 mod ticker;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::Linker;
 use wasmtime::error::Context as _;
 use wasmtime::{Config, Engine};
 
+use crate::bindings;
+use crate::capability::{GrantError, Shared};
 use crate::config::{HostConfig, Limits, WasiGrants, defaults};
 use crate::effects::Effects;
 use crate::handler::{CallContext, CallError, Handler, HandlerFactory};
@@ -35,6 +37,8 @@ pub use cache::{CacheDir, human_bytes};
 use compile::Compiler;
 pub use compile::Urgency;
 pub(crate) use compile::lower_priority;
+pub use gate::NotGranted;
+use gate::{hint, list, not_provided};
 pub use imports::HostState;
 use instance::InstanceSpec;
 pub use instance::{InstantiateError, WasmInstance};
@@ -78,11 +82,12 @@ pub enum LoadError {
         name: String,
         missing: Vec<NotGranted>,
     },
+    /// A grant that cannot be made ready (an HTTP grant's CA file).
     #[error("{name}: {source}")]
-    HttpTls {
+    Grant {
         name: String,
         #[source]
-        source: Box<http::TlsError>,
+        source: GrantError,
     },
     #[error("{name}: does not implement the world {WORLD}: {source:#}")]
     WrongWorld {
@@ -98,25 +103,6 @@ pub enum LoadError {
     Engine(String),
 }
 
-/// A grant a component needs and its subscription does not give.
-#[derive(Debug, thiserror::Error)]
-pub enum NotGranted {
-    #[error(
-        "imports {} (it sends HTTP requests), but the subscription grants no HTTP: add a \
-         [subscription.http] table with the origins it may reach (allow = [\"https://…\"]; \
-         `shardhost invoke`: --allow-http ORIGIN)",
-        list(.0)
-    )]
-    Http(Vec<String>),
-    #[error(
-        "imports {} (it keeps state), but the subscription grants no state: add a \
-         [subscription.state] table (store = \"memory\" for one instance, or \"dynamodb\" \
-         with a table; `shardhost invoke`: --state)",
-        list(.0)
-    )]
-    State(Vec<String>),
-}
-
 /// The engine, linker and ticker shared by every handler of a host.
 pub struct Runtime {
     engine: Engine,
@@ -124,10 +110,8 @@ pub struct Runtime {
     compiler: Compiler,
     ticker: Arc<Ticker>,
     fuel: bool,
-    /// The TLS clients of the HTTP grants loaded so far.
-    gates: http::Gates,
-    /// The state stores of the state grants loaded so far.
-    stores: crate::state::Stores,
+    /// What the capabilities keep for every component (TLS clients, state stores).
+    shared: Shared,
 }
 
 impl Runtime {
@@ -174,8 +158,7 @@ impl Runtime {
             compiler,
             ticker,
             fuel,
-            gates: http::Gates::default(),
-            stores: crate::state::Stores::default(),
+            shared: Shared::default(),
         })
     }
 
@@ -229,17 +212,7 @@ impl Runtime {
         urgency: Urgency,
     ) -> Result<Arc<HandlerComponent>, LoadError> {
         let name = name.to_owned();
-        if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
-            return Err(LoadError::NotWasm { name });
-        }
-        if bytes[4..8] == [1, 0, 0, 0] {
-            return Err(LoadError::CoreModule { name });
-        }
-        if limits.fuel.is_some() && !self.fuel {
-            return Err(LoadError::Engine(format!(
-                "{name}: a fuel limit needs a runtime made with fuel metering"
-            )));
-        }
+        self.check_bytes(&name, bytes, &limits)?;
         let version = version_of(bytes);
         let component = self
             .compiler
@@ -275,27 +248,8 @@ impl Runtime {
             ticker: self.ticker.clone(),
         };
         // Instantiate once under the limits, then check the exports, so a component that
-        // cannot serve is refused here and never replaces a good one. On trial: start-up code
-        // runs, and what it does to the world is recorded, never done (its HTTP requests
-        // answered 503 unsent, its state writes kept in an overlay dropped with it, a publish
-        // refused), whatever the component turns out to be (a candidate, a shadow, a deploy
-        // refused for want of a signature).
-        let probe = CallContext {
-            subscription: Arc::from("(check)"),
-            stream: Arc::from(""),
-            shard_id: Arc::from(""),
-            publisher: None,
-            delivered: None,
-            metrics: None,
-            log_budget: LogBudget::default(),
-            effects: Some(Effects::new(false, VALIDATION_OVERLAY)),
-        };
-        spec.probe(&pre, &probe)
-            .await
-            .map_err(|source| LoadError::Instantiate {
-                name: name.clone(),
-                source,
-            })?;
+        // cannot serve is refused here and never replaces a good one.
+        probe(&name, &pre, &spec).await?;
         let pre = bindings::HandlerPre::new(pre)
             .context(
                 "`handle` does not have the type \
@@ -304,130 +258,55 @@ impl Runtime {
             .map_err(wrong_world)?;
         Ok(Arc::new(HandlerComponent { pre, spec }))
     }
-}
 
-impl Runtime {
-    /// What instances of `component` get from `wasi`; refuses a component that imports
-    /// `wasi:http` where no HTTP is granted, or state where no state is.
-    fn granted(
-        &self,
-        name: &str,
-        component: &Component,
-        wasi: &WasiGrants,
-    ) -> Result<imports::Granted, LoadError> {
-        let imports_of = |prefixes: &[&str]| -> Vec<String> {
-            component
-                .component_type()
-                .imports(&self.engine)
-                .map(|(name, _)| name)
-                .filter(|name| prefixes.iter().any(|p| name.starts_with(p)))
-                .map(str::to_owned)
-                .collect()
-        };
-        let mut missing = Vec::new();
-        let http_imports = imports_of(&["wasi:http/outgoing-handler"]);
-        if wasi.http.is_none() && !http_imports.is_empty() {
-            missing.push(NotGranted::Http(http_imports));
-        }
-        let state_imports = imports_of(&["wasi:keyvalue/", "shardhost:handler/conditional"]);
-        if wasi.state.is_none() && !state_imports.is_empty() {
-            missing.push(NotGranted::State(state_imports));
-        }
-        if !missing.is_empty() {
-            return Err(LoadError::NotGranted {
+    /// Refuses what is no component before compiling it: not wasm, a core module, a fuel limit
+    /// the engine cannot meter.
+    fn check_bytes(&self, name: &str, bytes: &[u8], limits: &Limits) -> Result<(), LoadError> {
+        if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+            return Err(LoadError::NotWasm {
                 name: name.to_owned(),
-                missing,
             });
         }
-        let http = match &wasi.http {
-            Some(grant) => Some(self.gates.of(grant).map_err(|source| LoadError::HttpTls {
+        if bytes[4..8] == [1, 0, 0, 0] {
+            return Err(LoadError::CoreModule {
                 name: name.to_owned(),
-                source: Box::new(source),
-            })?),
-            None => None,
-        };
-        let config = wasi
-            .config
-            .iter()
-            .map(|(k, v)| (k.clone(), v.value.clone()))
-            .collect();
-        let state = wasi.state.as_ref().map(|grant| state::access::StateAccess {
-            store: self.stores.of(grant),
-            trial_store: self.stores.trial_of(grant),
-            grant: Arc::new(grant.clone()),
-            refusals: Arc::default(),
-        });
-        Ok(imports::Granted {
-            env: instance::resolve_env(wasi),
-            config: Arc::new(config),
-            http,
-            state,
-        })
+            });
+        }
+        if limits.fuel.is_some() && !self.fuel {
+            return Err(LoadError::Engine(format!(
+                "{name}: a fuel limit needs a runtime made with fuel metering"
+            )));
+        }
+        Ok(())
     }
 }
 
-/// The interfaces the host's linker gives handlers: WASI 0.2, `wasi:config/store`,
-/// `wasi:http` (used only where granted: [`Runtime::granted`]), and the `host` interface.
-fn provided(import: &str) -> bool {
-    const WASI: [&str; 6] = ["cli", "clocks", "filesystem", "io", "random", "sockets"];
-    let (package, version) = import.split_once('@').unwrap_or((import, ""));
-    let Some((namespace, _interface)) = package.split_once('/') else {
-        return false;
+/// Instantiates a component once under its limits, on trial.
+async fn probe(
+    name: &str,
+    pre: &wasmtime::component::InstancePre<HostState>,
+    spec: &InstanceSpec,
+) -> Result<(), LoadError> {
+    // On trial: start-up code runs, and what it does to the world is recorded, never done (its HTTP requests
+    // answered 503 unsent, its state writes kept in an overlay dropped with it, a publish
+    // refused), whatever the component turns out to be (a candidate, a shadow, a deploy
+    // refused for want of a signature).
+    let probe = CallContext {
+        subscription: Arc::from("(check)"),
+        stream: Arc::from(""),
+        shard_id: Arc::from(""),
+        publisher: None,
+        delivered: None,
+        metrics: None,
+        log_budget: LogBudget::default(),
+        effects: Some(Effects::new(false, VALIDATION_OVERLAY)),
     };
-    match namespace.split_once(':') {
-        Some(("wasi", "http")) => {
-            ["wasi:http/outgoing-handler", "wasi:http/types"].contains(&package)
-                && version.starts_with("0.2.")
-        }
-        Some(("wasi", "config")) => package == "wasi:config/store" && version == "0.2.0-rc.1",
-        Some(("wasi", "keyvalue")) => {
-            [
-                "wasi:keyvalue/store",
-                "wasi:keyvalue/atomics",
-                "wasi:keyvalue/batch",
-            ]
-            .contains(&package)
-                && version == "0.2.0-draft"
-        }
-        Some(("wasi", p)) => WASI.contains(&p) && version.starts_with("0.2."),
-        Some(("shardhost", "handler")) => {
-            (["shardhost:handler/host", "shardhost:handler/types"].contains(&package)
-                && matches!(version, "0.1.0" | "0.1.1" | "0.1.2"))
-                || (package == "shardhost:handler/conditional" && version == "0.1.2")
-        }
-        _ => false,
-    }
-}
-
-/// The component's imports the host does not give.
-fn not_provided(engine: &Engine, component: &Component) -> Vec<String> {
-    let ty = component.component_type();
-    ty.imports(engine)
-        .map(|(name, _)| name)
-        .filter(|name| !provided(name))
-        .map(str::to_owned)
-        .collect()
-}
-
-fn list(imports: &[String]) -> String {
-    imports
-        .iter()
-        .map(|i| format!("`{i}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// How to build without what the host does not give, where we know.
-fn hint(imports: &[String]) -> &'static str {
-    if imports
-        .iter()
-        .any(|i| i.starts_with("wasi:http/incoming-handler"))
-    {
-        "; a handler serves no HTTP: build a JavaScript handler with componentize-js's \
-         `--disable fetch-event` (jco componentize: `-d fetch-event`)"
-    } else {
-        ""
-    }
+    spec.probe(pre, &probe)
+        .await
+        .map_err(|source| LoadError::Instantiate {
+            name: name.to_owned(),
+            source,
+        })
 }
 
 /// One validated handler component, ready to instantiate.
@@ -457,45 +336,5 @@ impl HandlerFactory for HandlerComponent {
                 version: self.spec.version.clone(),
                 message: e.to_string(),
             })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::provided;
-
-    #[test]
-    fn the_host_gives_wasi_0_2_outgoing_http_config_and_its_own_interface_and_nothing_else() {
-        for given in [
-            "wasi:cli/environment@0.2.0",
-            "wasi:io/streams@0.2.6",
-            "wasi:sockets/tcp@0.2.3",
-            "wasi:http/outgoing-handler@0.2.12",
-            "wasi:http/types@0.2.3",
-            "wasi:config/store@0.2.0-rc.1",
-            "shardhost:handler/host@0.1.0",
-            "shardhost:handler/host@0.1.1",
-            "shardhost:handler/host@0.1.2",
-            "shardhost:handler/types@0.1.0",
-            "wasi:keyvalue/store@0.2.0-draft",
-            "wasi:keyvalue/atomics@0.2.0-draft",
-            "wasi:keyvalue/batch@0.2.0-draft",
-            "shardhost:handler/conditional@0.1.2",
-        ] {
-            assert!(provided(given), "{given}");
-        }
-        for missing in [
-            "wasi:http/incoming-handler@0.2.3",
-            "wasi:config/store@0.2.0-draft",
-            "wasi:cli/environment@0.3.0",
-            "wasi:keyvalue/store@0.2.0",
-            "wasi:keyvalue/watcher@0.2.0-draft",
-            "shardhost:handler/conditional@0.1.1",
-            "shardhost:handler/host@0.2.0",
-            "shardhost:handler/log@0.1.0",
-            "env",
-        ] {
-            assert!(!provided(missing), "{missing}");
-        }
     }
 }

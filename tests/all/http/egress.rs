@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shardhost::Metrics;
+use shardhost::capability::http::HttpGrant;
 use shardhost::config::{Limits, WasiGrants};
 use shardhost::record::{BatchOutcome, Outcome};
 use shardhost::testing::Runtime;
@@ -66,7 +67,7 @@ async fn a_name_resolving_to_loopback_is_refused_unless_the_grant_names_the_addr
 
     // allow_private = true: reached.
     let mut private = grant(&[&name], Duration::from_secs(5));
-    private.http.as_mut().unwrap().allow_private = true;
+    private.update(|http: &mut HttpGrant| http.allow_private = true);
     assert_eq!(get_status(&runtime, &private, &url, None).await, ok);
     assert_eq!(server.requests(), 2);
 }

@@ -14,9 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shardhost::Metrics;
-use shardhost::config::{
-    ConfigValue, HttpGrant, Limits, Origin, StateGrant, StateStoreKind, WasiGrants,
-};
+use shardhost::capability::config::{ConfigGrant, ConfigValue};
+use shardhost::capability::http::{HttpGrant, Origin};
+use shardhost::capability::state::{StateGrant, StateStoreKind};
+use shardhost::config::{Limits, WasiGrants};
 use shardhost::handler::{CallContext, CallError, HandlerFactory};
 use shardhost::record::{BatchInfo, BatchOutcome, Outcome, Record};
 use shardhost::testing::Runtime;
@@ -28,27 +29,25 @@ fn grant(origins: &[&str], timeout: Duration) -> WasiGrants {
         value: "hello".into(),
         from_env: false,
     };
-    WasiGrants {
-        config: [("greeting".to_owned(), greeting)].into(),
-        http: Some(HttpGrant {
+    WasiGrants::default()
+        .with(HttpGrant {
             allow: origins.iter().map(|o| Origin::parse(o).unwrap()).collect(),
             timeout,
             max_body: 64 * 1024,
             max_in_flight: 16,
             ca_file: None,
             allow_private: false,
-        }),
+        })
+        .with(ConfigGrant([("greeting".to_owned(), greeting)].into()))
         // The conformance handler keeps state too (tests/conformance: `state`).
-        state: Some(StateGrant {
+        .with(StateGrant {
             store: StateStoreKind::Memory,
             ttl: None,
             buckets: Vec::new(),
             namespace: "http/test/".to_owned(),
             max_in_flight: 16,
             timeout: Duration::from_secs(2),
-        }),
-        ..WasiGrants::default()
-    }
+        })
 }
 
 fn request(i: usize, url: &str) -> Record {

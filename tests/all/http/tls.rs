@@ -5,6 +5,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shardhost::capability::http::HttpGrant;
 use shardhost::config::Limits;
 use shardhost::record::{BatchOutcome, Outcome};
 use shardhost::testing::Runtime;
@@ -144,7 +145,7 @@ async fn https_to_a_private_ca_is_trusted_only_with_its_ca_file() {
     let runtime = Runtime::new(None, false).unwrap();
     let get = [request(0, &format!("{origin}/book"))];
     let mut with_ca = grant(&[&origin], Duration::from_secs(5));
-    with_ca.http.as_mut().unwrap().ca_file = Some(ca);
+    with_ca.update(|http: &mut HttpGrant| http.ca_file = Some(ca));
     let trusting = runtime
         .load_file(&guest("conformance"), Limits::default(), &with_ca)
         .await

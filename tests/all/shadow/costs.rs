@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use shardhost::config::{HttpGrant, Limits, Origin, StateGrant, StateStoreKind, WasiGrants};
+use shardhost::capability::http::{HttpGrant, Origin};
+use shardhost::capability::state::{StateGrant, StateStoreKind};
+use shardhost::config::{Limits, WasiGrants};
 use shardhost::handler::{CallContext, CallError, Handler, HandlerFactory, outcomes_per_record};
 use shardhost::record::{BatchInfo, BatchOutcome, Outcome, Record};
 use shardhost::shadow::Shadow;
@@ -26,8 +28,8 @@ use crate::support::{dynamodb_endpoint, guest};
 /// The conformance handler's grants: state in `table` at `endpoint` with one DynamoDB request
 /// in flight at most, HTTP to nowhere.
 fn one_permit(table: &str, endpoint: &str) -> WasiGrants {
-    WasiGrants {
-        state: Some(StateGrant {
+    WasiGrants::default()
+        .with(StateGrant {
             store: StateStoreKind::Dynamo {
                 table: table.to_owned(),
                 endpoint: Some(endpoint.to_owned()),
@@ -39,17 +41,15 @@ fn one_permit(table: &str, endpoint: &str) -> WasiGrants {
             namespace: "permits/test/".to_owned(),
             max_in_flight: 1,
             timeout: Duration::from_secs(8),
-        }),
-        http: Some(HttpGrant {
+        })
+        .with(HttpGrant {
             allow: vec![Origin::parse("http://127.0.0.1:9").unwrap()],
             timeout: Duration::from_secs(2),
             max_body: 1 << 20,
             max_in_flight: 4,
             ca_file: None,
             allow_private: false,
-        }),
-        ..WasiGrants::default()
-    }
+        })
 }
 
 /// One call of a fresh instance with `ctx` over one `state` record; its outcome.

@@ -12,7 +12,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use aws_sdk_dynamodb::types::{KeyType, ScalarAttributeType};
 use serde_json::json;
 use shardhost::Metrics;
-use shardhost::config::{HttpGrant, Limits, Origin, StateGrant, StateStoreKind, WasiGrants};
+use shardhost::capability::config::{ConfigGrant, ConfigValue};
+use shardhost::capability::http::{HttpGrant, Origin};
+use shardhost::capability::state::{StateGrant, StateStoreKind};
+use shardhost::config::{Limits, WasiGrants};
 use shardhost::handler::{CallContext, HandlerFactory, outcomes_per_record};
 use shardhost::record::{BatchInfo, Outcome, Record};
 use shardhost::testing::Runtime;
@@ -38,28 +41,35 @@ pub(crate) fn shipment(id: u64, carrier: &str) -> String {
 
 mod story;
 
+/// `[subscription.config]` naming the carrier's URL (the shipping example books there).
+fn carrier_url(carrier: &HttpServer) -> ConfigGrant {
+    let url = ConfigValue {
+        value: format!("{}/carrier", carrier.origin()),
+        from_env: false,
+    };
+    ConfigGrant([("carrier_url".to_owned(), url)].into())
+}
+
 /// The grants of the handlers called in process (the conformance handler and the shipping
 /// example): state as given, HTTP to nowhere.
 fn conformance_grants(store: StateStoreKind, ttl: Option<Duration>, namespace: &str) -> WasiGrants {
-    WasiGrants {
-        state: Some(StateGrant {
+    WasiGrants::default()
+        .with(StateGrant {
             store,
             ttl,
             buckets: Vec::new(),
             namespace: namespace.to_owned(),
             max_in_flight: 16,
             timeout: std::time::Duration::from_secs(2),
-        }),
-        http: Some(HttpGrant {
+        })
+        .with(HttpGrant {
             allow: vec![Origin::parse("http://127.0.0.1:9").unwrap()],
             timeout: Duration::from_secs(2),
             max_body: 1 << 20,
             max_in_flight: 4,
             ca_file: None,
             allow_private: false,
-        }),
-        ..WasiGrants::default()
-    }
+        })
 }
 
 fn dynamo_store(table: &str, endpoint: &str) -> StateStoreKind {
@@ -247,14 +257,8 @@ fn an_unreachable_state_table_makes_records_wait_and_books_nothing() {
     let carrier = HttpServer::start();
     let mut grants = conformance_grants(dynamo_store("state", &closed_origin()), None, "x/y/");
     let origin = Origin::parse(&carrier.origin()).unwrap();
-    grants.http.as_mut().unwrap().allow = vec![origin];
-    grants.config.insert(
-        "carrier_url".to_owned(),
-        shardhost::config::ConfigValue {
-            value: format!("{}/carrier", carrier.origin()),
-            from_env: false,
-        },
-    );
+    grants.update(|http: &mut HttpGrant| http.allow = vec![origin]);
+    grants.insert(carrier_url(&carrier));
     let rt = tokio::runtime::Runtime::new().unwrap();
     let runtime = Runtime::new(None, false).unwrap();
     let outcomes = rt.block_on(async {
@@ -282,15 +286,10 @@ fn a_stalled_state_table_leaves_the_handler_time_to_answer() {
     let table = state_table(&d, &rt);
     let carrier = HttpServer::start();
     let mut grants = conformance_grants(dynamo_store(&table, &endpoint), None, "stall/ship/");
-    grants.state.as_mut().unwrap().timeout = Duration::from_secs(1);
-    grants.http.as_mut().unwrap().allow = vec![Origin::parse(&carrier.origin()).unwrap()];
-    grants.config.insert(
-        "carrier_url".to_owned(),
-        shardhost::config::ConfigValue {
-            value: format!("{}/carrier", carrier.origin()),
-            from_env: false,
-        },
-    );
+    grants.update(|state: &mut StateGrant| state.timeout = Duration::from_secs(1));
+    let origin = Origin::parse(&carrier.origin()).unwrap();
+    grants.update(|http: &mut HttpGrant| http.allow = vec![origin]);
+    grants.insert(carrier_url(&carrier));
     let runtime = Runtime::new(None, false).unwrap();
     let h = rt.block_on(load(&runtime, &guest("ship"), &grants));
     let metrics = Arc::new(Metrics::new());
@@ -469,7 +468,8 @@ fn two_subscriptions_never_see_each_others_keys() {
     }
     let runtime = Runtime::new(None, false).unwrap();
     for store in stores {
-        let namespace = |service: &str, sub: &str| shardhost::config::state_namespace(service, sub);
+        let namespace =
+            |service: &str, sub: &str| shardhost::capability::state::namespace(service, sub);
         let ship = conformance_grants(store.clone(), None, &namespace("shipping", "ship"));
         let audit = conformance_grants(store.clone(), None, &namespace("shipping", "audit"));
         let other = conformance_grants(store.clone(), None, &namespace("shipping/ship", "x"));

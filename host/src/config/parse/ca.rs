@@ -11,7 +11,7 @@ use super::walk::{Field, Walker};
 
 /// The path of a readable PEM file holding one or more certificates, every one of which
 /// parses; else reports what is wrong with it and answers `None`.
-pub(super) fn ca_file(w: &mut Walker<'_>, field: &Field<'_, '_>) -> Option<PathBuf> {
+pub(crate) fn ca_file(w: &mut Walker<'_>, field: &Field<'_, '_>) -> Option<PathBuf> {
     let path = w.existing_file(field, "CA")?;
     let problem = match std::fs::read(&path) {
         Err(e) => Some(format!("cannot read {}: {e}", path.display())),

@@ -8,7 +8,42 @@ use std::net::SocketAddr;
 
 use super::super::Problem;
 use super::*;
-use crate::config::ReadMode;
+use crate::capability::config::{ConfigGrant, ConfigValue};
+use crate::capability::env::EnvGrant;
+use crate::capability::http::HttpGrant;
+use crate::capability::state::StateGrant;
+use crate::config::{Grants, ReadMode};
+
+/// Each capability's grant, as the tests look at them.
+trait Granted {
+    fn env(&self) -> Vec<String>;
+    fn http(&self) -> Option<HttpGrant>;
+    fn config(&self) -> std::collections::BTreeMap<String, ConfigValue>;
+    fn state(&self) -> Option<StateGrant>;
+}
+
+impl Granted for Grants {
+    fn env(&self) -> Vec<String> {
+        self.get::<EnvGrant>()
+            .map(|g| g.0.clone())
+            .unwrap_or_default()
+    }
+
+    fn http(&self) -> Option<HttpGrant> {
+        self.get::<HttpGrant>().cloned()
+    }
+
+    fn config(&self) -> std::collections::BTreeMap<String, ConfigValue> {
+        self.get::<ConfigGrant>()
+            .map(|g| g.0.clone())
+            .unwrap_or_default()
+    }
+
+    fn state(&self) -> Option<StateGrant> {
+        self.get::<StateGrant>().cloned()
+    }
+}
+use crate::config::{Config, ConfigError, LeaseStoreKind, Limits, RetryPolicy, StartAt};
 
 /// A scratch directory under the system temp dir, removed on drop.
 struct Scratch(PathBuf);
@@ -491,7 +526,7 @@ env = ["RUST_LOG", "MODE=test"]
     assert_eq!(sub.limits.fuel, Some(1_000_000));
     assert!(sub.watch);
     assert!(config.meters_fuel());
-    assert_eq!(sub.wasi.env, ["RUST_LOG", "MODE=test"]);
+    assert_eq!(sub.wasi.env(), ["RUST_LOG", "MODE=test"]);
 }
 
 #[test]
@@ -535,7 +570,7 @@ fn defaults_fill_in_when_keys_are_omitted() {
             in_flight_bytes: 64 << 20,
         }
     );
-    assert!(sub.wasi.env.is_empty());
+    assert!(sub.wasi.env().is_empty());
     // An [admin] table without `listen` leaves the admin API off.
     assert!(load("[admin]\ntoken = \"t\"").admin.is_none());
 }
@@ -646,7 +681,7 @@ fn wasi_env_entries_must_be_variable_names() {
     assert_eq!(problems[3].message, twice);
     let env = load("[subscription.wasi]\nenv = [\"HOME\", \"A=b=c\"]").subscriptions[0]
         .wasi
-        .env
+        .env()
         .clone();
     assert_eq!(env, ["HOME", "A=b=c"]);
 }

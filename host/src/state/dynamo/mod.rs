@@ -28,7 +28,7 @@ mod table;
 use item::{COUNT, EXPIRES, KEY, LIVE, VALUE, WRITER, n, names, s, write_token};
 
 use super::{Meter, StateStore, StoreError, counter_of, counter_text, now_secs};
-use crate::config::{StateGrant, StateStoreKind};
+use super::{StateGrant, StateStoreKind};
 
 pub struct DynamoStore {
     table: String,

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::env::VarError;
 
-use super::super::super::ConfigValue;
 use super::*;
+use crate::capability::config::ConfigValue;
 
 impl Scratch {
     /// The config `text`, written as `shardhost.toml`, parsed with the environment `vars`.
@@ -68,7 +68,7 @@ timeout = "${HTTP_TIMEOUT}"
     assert_eq!(sub.stream, "shipments");
     assert_eq!(sub.handler, s.0.join("ship.wasm"));
     assert_eq!(sub.publish_to, ["invoices", "audit"]);
-    let http = sub.wasi.http.as_ref().unwrap();
+    let http = sub.wasi.http().unwrap();
     let origins: Vec<_> = http.allow.iter().map(ToString::to_string).collect();
     assert_eq!(
         origins,
@@ -87,7 +87,7 @@ fn a_config_value_is_from_the_environment_when_it_used_any_reference() {
     let config = Scratch::new()
         .parse_with(&text, &[("CARRIER_TOKEN", "tok-123")])
         .unwrap_or_else(|e| panic!("{e}"));
-    let config = &config.subscriptions[0].wasi.config;
+    let config = &config.subscriptions[0].wasi.config();
     let value = |value: &str, from_env| ConfigValue {
         value: value.into(),
         from_env,
@@ -124,7 +124,7 @@ fn a_variable_set_but_empty_is_set_unless_a_default_is_given() {
     let config = Scratch::new()
         .parse_with(&text, &[("EMPTY", "")])
         .unwrap_or_else(|e| panic!("{e}"));
-    let config = &config.subscriptions[0].wasi.config;
+    let config = &config.subscriptions[0].wasi.config();
     assert_eq!(config["plain"].value, "");
     assert_eq!(config["with_default"].value, "d");
 }
@@ -190,7 +190,7 @@ fn keys_and_comments_are_not_interpolated() {
     let config = Scratch::new()
         .parse_with(&text, &[])
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(config.subscriptions[0].wasi.config["lit"].value, "${x}");
+    assert_eq!(config.subscriptions[0].wasi.config()["lit"].value, "${x}");
     let text = format!("{MINIMAL}[subscription.config]\n\"${{A}}\" = \"v\"\n");
     let problems = Scratch::new().problems_with(&text, &[]);
     assert_eq!(places(&problems), [(6, "subscription[0].config.\"${A}\"")]);

@@ -1,7 +1,8 @@
 //! `[subscription.http]` and `[subscription.config]`: every accepted form and every refusal.
 
-use super::super::super::{ConfigValue, HttpGrant, Origin};
 use super::*;
+use crate::capability::config::ConfigValue;
+use crate::capability::http::{HttpGrant, Origin};
 
 const PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
 
@@ -66,7 +67,7 @@ fn each_bad_grant_is_reported_with_its_line_key_and_reason() {
 #[test]
 fn without_http_or_config_tables_nothing_is_granted() {
     let wasi = load("").subscriptions[0].wasi.clone();
-    assert_eq!((wasi.http, wasi.config.is_empty()), (None, true));
+    assert_eq!((wasi.http(), wasi.config().is_empty()), (None, true));
 }
 
 #[test]
@@ -96,14 +97,14 @@ fn an_http_grant_reads_its_origins_and_bounds() {
         ca_file: Some(s.0.join("certs/ca.pem")),
         allow_private: true,
     };
-    assert_eq!(config.subscriptions[0].wasi.http, Some(wanted));
+    assert_eq!(config.subscriptions[0].wasi.http(), Some(wanted));
 }
 
 #[test]
 fn an_http_grant_with_only_origins_takes_the_default_bounds() {
     let http = load("[subscription.http]\nallow = [\"https://x.example\"]").subscriptions[0]
         .wasi
-        .http
+        .http()
         .clone()
         .expect("a grant");
     let bounds = (
@@ -117,7 +118,7 @@ fn an_http_grant_with_only_origins_takes_the_default_bounds() {
     let http = load("[subscription.http]\nallow = [\"https://x.example\"]\nmax_body = 1\nmax_in_flight = 1024\ntimeout = \"15m\"")
         .subscriptions[0]
         .wasi
-        .http
+        .http()
         .clone()
         .unwrap();
     let bounds = (http.timeout, http.max_body, http.max_in_flight);
@@ -150,7 +151,7 @@ fn config_values_are_strings_by_name() {
         value: value.into(),
         from_env: false,
     };
-    let config = &config.subscriptions[0].wasi.config;
+    let config = &config.subscriptions[0].wasi.config();
     let names: Vec<_> = config.keys().map(String::as_str).collect();
     assert_eq!(
         names,

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::super::super::{StateGrant, StateStoreKind};
 use super::*;
+use crate::capability::state::{StateGrant, StateStoreKind};
 
 /// `MINIMAL` followed by some TOML, the line of that TOML the problem is on, its key (`sub.`
 /// for `subscription[0].`) and a part of its message.
@@ -44,7 +44,7 @@ fn each_bad_state_grant_is_reported_with_its_line_key_and_reason() {
 
 #[test]
 fn without_a_state_table_no_state_is_granted() {
-    assert_eq!(load("").subscriptions[0].wasi.state, None);
+    assert_eq!(load("").subscriptions[0].wasi.state(), None);
 }
 
 #[test]
@@ -53,7 +53,7 @@ fn state_defaults_to_memory_with_the_memory_lease_store_keyed_by_service_and_sub
         "[host]\nname = \"ship/ping%\"\n{MINIMAL}[subscription.state]\nbuckets = [\"orders\"]\n"
     ));
     assert_eq!(
-        config.subscriptions[0].wasi.state,
+        config.subscriptions[0].wasi.state(),
         Some(StateGrant {
             store: StateStoreKind::Memory,
             ttl: None,
@@ -75,7 +75,7 @@ fn with_a_lease_table_state_defaults_to_dynamodb_where_the_lease_table_is() {
         "{DYNAMO_LEASES}{MINIMAL}[subscription.state]\ntable = \"ship-state\"\nttl = \"7d\"\n\
          max_in_flight = 8\n"
     ));
-    let state = config.subscriptions[0].wasi.state.clone().unwrap();
+    let state = config.subscriptions[0].wasi.state().clone().unwrap();
     assert_eq!(
         state.store,
         StateStoreKind::Dynamo {
@@ -90,7 +90,10 @@ fn with_a_lease_table_state_defaults_to_dynamodb_where_the_lease_table_is() {
     let never = Scratch::new().load(&format!(
         "{DYNAMO_LEASES}{MINIMAL}[subscription.state]\ntable = \"ship-state\"\nttl = \"0\"\n"
     ));
-    assert_eq!(never.subscriptions[0].wasi.state.clone().unwrap().ttl, None);
+    assert_eq!(
+        never.subscriptions[0].wasi.state().clone().unwrap().ttl,
+        None
+    );
 }
 
 #[test]

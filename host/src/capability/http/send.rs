@@ -18,12 +18,14 @@ use tokio::time::{Sleep, timeout_at};
 use tokio_rustls::rustls::pki_types::ServerName;
 use wasmtime_wasi_http::{Error, WasiBody};
 
+use super::Origin;
+use super::address;
+use super::gate::HttpGate;
 use super::held::Bodies;
-use super::{HttpGate, address, http};
-use crate::config::Origin;
+use crate::memory::OverBudget;
+use crate::memory::human_bytes;
 use crate::metrics::Metrics;
-use crate::wasm::human_bytes;
-use crate::wasm::limits::OverBudget;
+use hyper as http;
 
 /// What the hook answers: the response (or why there is none), and a future wasmtime runs
 /// beside the response's body.

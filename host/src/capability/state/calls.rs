@@ -1,4 +1,4 @@
-//! The host side of `wasi:keyvalue` (`store`, `atomics`, `batch`) and of
+//! The calls of `wasi:keyvalue` (`store`, `atomics`, `batch`) and of
 //! `shardhost:handler/conditional`: a handler's state, as its subscription's
 //! `[subscription.state]` grants it.
 //!
@@ -16,15 +16,10 @@ use std::time::Instant;
 
 use wasmtime::component::Resource;
 
-use super::bindings::wasi::keyvalue::store;
-use super::imports::HostState;
+use super::StateView;
+use super::access::Bucket;
+use crate::bindings::wasi::keyvalue::store;
 use crate::state::{MAX_KEY, MAX_MANY, MAX_VALUE, Meter, StateStore, StoreError};
-
-pub(super) mod access;
-mod many;
-mod refusals;
-
-use access::Bucket;
 
 pub(super) type Answer<T> = wasmtime::Result<Result<T, store::Error>>;
 
@@ -62,14 +57,14 @@ pub(super) fn check_many(n: usize) -> Result<(), store::Error> {
 }
 
 /// A key as error messages show it: at most 64 characters.
-fn shown(key: &str) -> String {
+pub(super) fn shown(key: &str) -> String {
     match key.char_indices().nth(64) {
         Some((at, _)) => format!("{}…", &key[..at]),
         None => key.to_owned(),
     }
 }
 
-impl HostState {
+impl StateView<'_> {
     /// The bucket's prefix, or the refusal for a guest without state.
     pub(super) fn prefix(&self, bucket: &Resource<Bucket>) -> wasmtime::Result<String> {
         Ok(self.table.get(bucket)?.prefix.clone())
@@ -78,7 +73,7 @@ impl HostState {
     /// The store, or `access-denied` (a component without a grant never loads; this is the
     /// second lock on the door).
     pub(super) fn store(&self) -> Result<Arc<dyn StateStore>, store::Error> {
-        match &self.state {
+        match &self.part.access {
             Some(access) => Ok(access.store.clone()),
             None => Err(store::Error::AccessDenied),
         }
@@ -93,7 +88,7 @@ impl HostState {
         conflict: impl FnOnce(&T) -> bool,
     ) -> Result<T, store::Error> {
         let start = Instant::now();
-        if self.state_stalled == Some(self.deadline) {
+        if self.part.stalled == Some(self.deadline) {
             self.count(op, "timeout", start, 0);
             return Err(store::Error::Other(format!(
                 "state {op}: the store did not answer an earlier state call of this handler \
@@ -102,7 +97,7 @@ impl HostState {
         }
         // Within the grant's timeout, and never past the call's: a stalled store leaves the
         // handler the time to answer.
-        let limit = self.state.as_ref().map(|a| a.grant.timeout);
+        let limit = self.part.access.as_ref().map(|a| a.grant.timeout);
         let until = limit.map_or(self.deadline, |t| self.deadline.min(start + t));
         let answer = tokio::time::timeout_at(until.into(), call).await;
         let (result, label) = match answer {
@@ -129,7 +124,7 @@ impl HostState {
                     _ => "the call's timeout".to_owned(),
                 };
                 let message = format!("state {op} did not finish within {within}");
-                self.state_stalled = Some(self.deadline);
+                self.part.stalled = Some(self.deadline);
                 (Err(store::Error::Other(message)), "timeout")
             }
         };
@@ -137,16 +132,22 @@ impl HostState {
         result
     }
 
-    fn count(&self, op: &'static str, label: &'static str, start: Instant, requests: u64) {
-        if let Some(m) = &self.ctx.metrics {
+    pub(super) fn count(
+        &self,
+        op: &'static str,
+        label: &'static str,
+        start: Instant,
+        requests: u64,
+    ) {
+        if let Some(m) = &self.call.metrics {
             m.state_call(
-                &self.ctx.subscription,
+                &self.call.subscription,
                 op,
                 label,
                 start.elapsed().as_secs_f64(),
             );
             if requests > 0 {
-                m.state_requests(&self.ctx.subscription, requests);
+                m.state_requests(&self.call.subscription, requests);
             }
         }
     }
@@ -158,9 +159,9 @@ impl HostState {
     }
 }
 
-impl store::Host for HostState {
+impl store::Host for StateView<'_> {
     async fn open(&mut self, identifier: String) -> Answer<Resource<Bucket>> {
-        let Some(access) = &self.state else {
+        let Some(access) = &self.part.access else {
             return self.refuse("open", store::Error::AccessDenied);
         };
         let name = if identifier.is_empty() {
@@ -173,8 +174,8 @@ impl store::Host for HostState {
             if let Some(unlogged) = access.refusals.may_log() {
                 tracing::warn!(
                     target: "shardhost::guest",
-                    subscription = %self.ctx.subscription,
-                    shard = %self.ctx.shard_id,
+                    subscription = %self.call.subscription,
+                    shard = %self.call.shard_id,
                     unlogged,
                     "state: the handler opened the bucket `{}`, which [subscription.state] \
                      buckets does not list (it lists default{}): refused",
@@ -182,7 +183,7 @@ impl store::Host for HostState {
                     grant.buckets.iter().map(|b| format!(", {b}")).collect::<String>()
                 );
             }
-            self.ctx.contained("state-bucket-refused");
+            self.call.contained("state-bucket-refused");
             return self.refuse("open", store::Error::AccessDenied);
         }
         let bucket = Bucket {
@@ -194,7 +195,7 @@ impl store::Host for HostState {
     }
 }
 
-impl store::HostBucket for HostState {
+impl store::HostBucket for StateView<'_> {
     async fn get(&mut self, bucket: Resource<Bucket>, key: String) -> Answer<Option<Vec<u8>>> {
         let prefix = self.prefix(&bucket)?;
         let (store, meter) = match (self.store(), check_key(&key)) {

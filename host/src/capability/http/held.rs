@@ -14,14 +14,14 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 use wasmtime_wasi_http::Error;
 
-use crate::wasm::limits::{MemoryBudget, OverBudget};
+use crate::memory::{MemoryBudget, OverBudget};
 
 /// What a guest reading a dropped body gets.
 pub(super) const DROPPED: &str = "the response body was dropped: the host drops a body not read \
      by the end of the call that asked for it (read it in that call)";
 
 /// One instance's bodies, and which call it is in.
-pub(in crate::wasm) struct Bodies {
+pub(crate) struct Bodies {
     budget: Arc<MemoryBudget>,
     calls: Mutex<Calls>,
 }
@@ -35,7 +35,7 @@ struct Calls {
 }
 
 impl Bodies {
-    pub(in crate::wasm) fn new(budget: Arc<MemoryBudget>) -> Arc<Bodies> {
+    pub(crate) fn new(budget: Arc<MemoryBudget>) -> Arc<Bodies> {
         Arc::new(Bodies {
             budget,
             calls: Mutex::new(Calls::default()),
@@ -63,7 +63,7 @@ impl Bodies {
 
     /// Ends a call: every body handed out in it that the guest has not read is dropped, its
     /// bytes given back. A body still being read comes too late and is dropped at once.
-    pub(in crate::wasm) fn end_call(&self) {
+    pub(crate) fn end_call(&self) {
         let held = {
             let mut calls = self.calls();
             calls.call += 1;

@@ -1,13 +1,17 @@
-//! `[subscription.state]`: the key-value store a subscription grants its handler. Without the
-//! table, a handler gets no state (a component importing `wasi:keyvalue` is refused).
+//! `[subscription.state]`: the key-value store a subscription grants its handler, read from the
+//! config (every problem with file, line and key) and shown by `check`. Without the table, a
+//! handler gets no state (a component importing `wasi:keyvalue` is refused).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use toml::de::DeValue;
 
-use super::super::{KinesisConfig, LeaseStoreKind, StateGrant, StateStoreKind, defaults};
-use super::walk::{Field, Section, Walker, quote};
+use super::{State, StateGrant, StateStoreKind};
+use crate::config::walk::{Field, Section, Walker, quote};
+use crate::config::{
+    Grant, GrantTable, Grants, LeaseStoreKind, MAX_CALL_TIMEOUT, TableContext, defaults, same_as,
+};
 
 const STATE_KEYS: &[&str] = &[
     "store",
@@ -31,21 +35,57 @@ const MAX_IN_FLIGHT: i64 = 1024;
 /// inside DynamoDB's 2 KiB partition key.
 const MAX_NAMESPACE: usize = 900;
 
-/// What a subscription's state defaults to: the service, the lease store, the stream's region.
-pub(super) struct StateContext<'a> {
-    pub(super) service: &'a str,
-    pub(super) leases: &'a LeaseStoreKind,
-    pub(super) kinesis: &'a KinesisConfig,
+impl GrantTable for State {
+    fn keys(&self) -> &'static [&'static str] {
+        &["state"]
+    }
+
+    fn read(
+        &self,
+        w: &mut Walker<'_>,
+        sub: &Section<'_, '_>,
+        cx: &TableContext<'_>,
+        grants: &mut Grants,
+    ) {
+        if let Some(grant) = state(w, sub, cx) {
+            grants.insert(grant);
+        }
+    }
 }
 
-/// `[subscription.state]` of the subscription named `subscription`, if it has one.
-pub(super) fn state(
-    w: &mut Walker<'_>,
-    sub: &Section<'_, '_>,
-    subscription: &str,
-    cx: &StateContext<'_>,
-    call_timeout: Duration,
-) -> Option<StateGrant> {
+impl Grant for StateGrant {
+    fn describe(&self) -> Vec<String> {
+        let store = match &self.store {
+            StateStoreKind::Memory => "memory".to_owned(),
+            StateStoreKind::Dynamo { table, .. } => format!("dynamodb table {table}"),
+        };
+        let ttl = self.ttl.map_or("never".to_owned(), |t| {
+            humantime::format_duration(t).to_string()
+        });
+        let buckets: Vec<&str> = std::iter::once("default")
+            .chain(self.buckets.iter().map(String::as_str))
+            .collect();
+        vec![format!(
+            "  state: {store}, buckets {} (keys under {}, expire {ttl}, timeout {}, {} in flight)",
+            buckets.join(", "),
+            self.namespace,
+            humantime::format_duration(self.timeout),
+            self.max_in_flight
+        )]
+    }
+
+    fn same(&self, other: &dyn Grant) -> bool {
+        same_as(self, other)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// `[subscription.state]` of the subscription, if it has one.
+fn state(w: &mut Walker<'_>, sub: &Section<'_, '_>, cx: &TableContext<'_>) -> Option<StateGrant> {
+    let call_timeout = cx.limits.timeout;
     let sec = w.table(sub, "state", STATE_KEYS)?;
     let store = store(w, &sec, cx);
     let ttl = sec.get("ttl").and_then(|f| ttl(w, &f)).flatten();
@@ -58,7 +98,7 @@ pub(super) fn state(
         .and_then(|f| w.integer(&f, 1, MAX_IN_FLIGHT))
         .map_or(defaults::STATE_MAX_IN_FLIGHT, |n| n as u32);
     let timeout = match sec.get("timeout") {
-        Some(f) => w.duration(&f, super::MAX_CALL_TIMEOUT).inspect(|t| {
+        Some(f) => w.duration(&f, MAX_CALL_TIMEOUT).inspect(|t| {
             if *t >= call_timeout {
                 let message = format!(
                     "timeout ({}) must be shorter than the call's [subscription.limits] timeout \
@@ -73,7 +113,7 @@ pub(super) fn state(
         None => Some(defaults::STATE_TIMEOUT.min(call_timeout / 2)),
     }
     .unwrap_or(defaults::STATE_TIMEOUT);
-    let namespace = namespace(cx.service, subscription);
+    let namespace = namespace(cx.service, cx.subscription);
     let longest = buckets.iter().map(String::len).max().unwrap_or(0).max(7);
     if namespace.len() + longest + 1 > MAX_NAMESPACE
         && let Some(f) = sub.get("state")
@@ -106,7 +146,7 @@ pub fn namespace(service: &str, subscription: &str) -> String {
 fn store(
     w: &mut Walker<'_>,
     sec: &Section<'_, '_>,
-    cx: &StateContext<'_>,
+    cx: &TableContext<'_>,
 ) -> Option<StateStoreKind> {
     let lease_table = match cx.leases {
         LeaseStoreKind::Dynamo { table, .. } => Some(table.as_str()),
@@ -151,6 +191,17 @@ fn store(
         }
         return Some(StateStoreKind::Memory);
     }
+    dynamo(w, sec, cx, lease_table)
+}
+
+/// The keys of a DynamoDB state store: its table (never the lease table), and where DynamoDB
+/// is (the state table's own keys, else the lease table's, else the stream's).
+fn dynamo(
+    w: &mut Walker<'_>,
+    sec: &Section<'_, '_>,
+    cx: &TableContext<'_>,
+    lease_table: Option<&str>,
+) -> Option<StateStoreKind> {
     let table = w.required(sec, "table").and_then(|f| {
         let table = w.text(&f)?;
         if Some(table.as_str()) == lease_table {
@@ -163,7 +214,6 @@ fn store(
         }
         Some(table)
     });
-    // Where DynamoDB is: the state table's own keys, else the lease table's, else the stream's.
     let (lease_endpoint, lease_region, lease_creds) = match cx.leases {
         LeaseStoreKind::Dynamo {
             endpoint,

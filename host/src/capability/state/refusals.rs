@@ -5,7 +5,7 @@ use std::time::Instant;
 /// Refused buckets are logged at most once per [`Refusals::EVERY`] per component, with a count
 /// of those not logged: a guest opening refused buckets in a loop cannot flood the log.
 #[derive(Default)]
-pub(in crate::wasm) struct Refusals {
+pub(crate) struct Refusals {
     last: std::sync::Mutex<Option<Instant>>,
     unlogged: std::sync::atomic::AtomicU64,
 }

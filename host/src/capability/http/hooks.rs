@@ -8,20 +8,21 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use http_body_util::{BodyExt, Full};
 
+use super::gate::{HttpGate, origin_of};
 use super::held::Bodies;
 use super::send::{Outbound, Sent};
-use super::{HttpGate, http, origin_of};
 use crate::effects::{Effect, Effects};
 use crate::handler::CallContext;
+use crate::memory::MemoryBudget;
 use crate::metrics::Metrics;
-use crate::wasm::limits::MemoryBudget;
+use hyper as http;
 
 /// One instance's side of outbound HTTP: its component's gate (none: no grant), the current
 /// call's deadline, the permits of its requests in flight and the response bodies it holds.
-pub(in crate::wasm) struct HttpHooks {
+pub(crate) struct HttpHooks {
     gate: Option<Arc<HttpGate>>,
     /// When the current call (or instantiation) runs out of time: no request outlives it.
-    pub(in crate::wasm) deadline: Instant,
+    pub(crate) deadline: Instant,
     in_flight: Arc<Semaphore>,
     subscription: Arc<str>,
     metrics: Option<Arc<Metrics>>,
@@ -33,7 +34,7 @@ pub(in crate::wasm) struct HttpHooks {
 }
 
 impl HttpHooks {
-    pub(in crate::wasm) fn new(
+    pub(crate) fn new(
         gate: Option<Arc<HttpGate>>,
         ctx: &CallContext,
         deadline: Instant,
@@ -53,7 +54,7 @@ impl HttpHooks {
 
     /// Ends a call (or the instantiation): the response bodies the guest has not read are
     /// dropped, giving their memory back.
-    pub(in crate::wasm) fn end_call(&mut self) {
+    pub(crate) fn end_call(&mut self) {
         self.bodies.end_call();
     }
 

@@ -1,11 +1,11 @@
 //! What a handler's state is made of, apart from the calls on it: an open [`Bucket`] and a
 //! subscription's [`StateAccess`]. The generated bindings and the host's state name these
-//! types; the calls (`state/mod.rs`) implement the bindings' traits on the host's state.
+//! types; the calls (`calls.rs`, `many.rs`) implement the bindings' traits on a store's view of its part.
 
 use std::sync::Arc;
 
 use super::refusals::Refusals;
-use crate::config::StateGrant;
+use crate::state::StateGrant;
 use crate::state::StateStore;
 
 /// An open bucket: the prefix its keys are stored under.
@@ -17,11 +17,11 @@ pub struct Bucket {
 /// A subscription's state: its grant, the store the grant names, and the log of refused
 /// buckets.
 #[derive(Clone)]
-pub(in crate::wasm) struct StateAccess {
-    pub(in crate::wasm) grant: Arc<StateGrant>,
-    pub(in crate::wasm) store: Arc<dyn StateStore>,
+pub(crate) struct StateAccess {
+    pub(crate) grant: Arc<StateGrant>,
+    pub(crate) store: Arc<dyn StateStore>,
     /// What an instance on trial reads through (under its run's overlay): the same state, with
     /// permits of its own (`Stores::trial_of`).
-    pub(in crate::wasm) trial_store: Arc<dyn StateStore>,
-    pub(in crate::wasm) refusals: Arc<Refusals>,
+    pub(crate) trial_store: Arc<dyn StateStore>,
+    pub(crate) refusals: Arc<Refusals>,
 }

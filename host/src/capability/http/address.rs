@@ -7,7 +7,7 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use crate::config::{HttpGrant, Origin};
+use super::{HttpGrant, Origin};
 
 /// Why an address is not public.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

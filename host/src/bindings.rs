@@ -22,11 +22,14 @@ pub mod types {
     const INTERFACE: &str = "shardhost:handler/types@0.1.2";
 
     /// What the host implements for the interface: nothing (it has types only). The generated
-    /// `Handler::add_to_linker` asks for it like for every imported interface.
+    /// world's `Handler::add_to_linker` asks for it like for every imported interface (the
+    /// runtime adds the interfaces one by one, each capability its own, so nothing calls it).
+    #[allow(dead_code)]
     pub trait Host: Send {}
     impl<T: ?Sized + Send> Host for T {}
 
     /// As [`Host`], for imports that take the store (none here).
+    #[allow(dead_code)]
     pub trait HostWithStore<T>: HasData + Send {}
     impl<H: ?Sized + HasData + Send, T> HostWithStore<T> for H {}
 
@@ -41,7 +44,8 @@ pub mod types {
 }
 
 // The world `state-handler` is `handler` plus state: the host's linker defines everything a
-// handler may import, and `Runtime::granted` refuses what a subscription does not grant.
+// handler may import (each capability its own interfaces: `capability/`), and the runtime
+// refuses what a subscription does not grant.
 wasmtime::component::bindgen!({
     world: "state-handler",
     path: "../wit",
@@ -55,8 +59,8 @@ wasmtime::component::bindgen!({
     },
     exports: { default: async },
     with: {
-        "shardhost:handler/types@0.1.2": crate::wasm::bindings::types,
-        "wasi:keyvalue/store.bucket": crate::wasm::state::access::Bucket,
+        "shardhost:handler/types@0.1.2": crate::bindings::types,
+        "wasi:keyvalue/store.bucket": crate::capability::state::access::Bucket,
     },
 });
 

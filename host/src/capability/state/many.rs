@@ -3,19 +3,20 @@
 
 use wasmtime::component::Resource;
 
-use super::{Answer, Bucket, check_key, check_many, check_value, shown};
+use super::StateView;
+use super::access::Bucket;
+use super::calls::{Answer, check_key, check_many, check_value, shown};
 
 /// The keys of one batch call: not too many, none too long.
 fn check_keys(keys: &[String]) -> Result<(), store::Error> {
     check_many(keys.len())?;
     keys.iter().try_for_each(|k| check_key(k))
 }
+use crate::bindings::shardhost::handler::conditional;
+use crate::bindings::wasi::keyvalue::{atomics, batch, store};
 use crate::state::{MAX_VALUE, Meter};
-use crate::wasm::bindings::shardhost::handler::conditional;
-use crate::wasm::bindings::wasi::keyvalue::{atomics, batch, store};
-use crate::wasm::imports::HostState;
 
-impl atomics::Host for HostState {
+impl atomics::Host for StateView<'_> {
     async fn increment(
         &mut self,
         bucket: Resource<Bucket>,
@@ -42,7 +43,7 @@ impl atomics::Host for HostState {
     }
 }
 
-impl batch::Host for HostState {
+impl batch::Host for StateView<'_> {
     async fn get_many(
         &mut self,
         bucket: Resource<Bucket>,
@@ -114,7 +115,7 @@ impl batch::Host for HostState {
     }
 }
 
-impl conditional::Host for HostState {
+impl conditional::Host for StateView<'_> {
     async fn set_if_absent(
         &mut self,
         bucket: Resource<Bucket>,

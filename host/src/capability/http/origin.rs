@@ -251,7 +251,7 @@ mod tests {
             allow: ["https://api.carrier.example", "http://[::1]:8090"]
                 .map(|s| Origin::parse(s).unwrap())
                 .into(),
-            timeout: super::super::defaults::HTTP_TIMEOUT,
+            timeout: crate::config::defaults::HTTP_TIMEOUT,
             max_body: 1,
             max_in_flight: 1,
             ca_file: None,

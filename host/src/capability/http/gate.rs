@@ -1,40 +1,19 @@
-//! Outbound HTTP for handlers granted it (`[subscription.http]`), through `wasi:http`.
-//!
-//! wasmtime-wasi-http gives the guest the `wasi:http` resources; every request it makes comes
-//! to [`HttpHooks::send_request`](hooks), which sends it only to an allowed origin, and there
-//! only to an address the grant lets it reach (`address.rs`: a name resolving inside the
-//! host's networks is refused unless the grant names the address or allows private ones),
-//! within the request's timeout (never past the call's deadline), with at most
-//! `max_in_flight` requests of a call waiting for their responses at once, and a response body
-//! of at most `max_body` bytes (`send.rs`) that counts against the instance's memory until the
-//! guest reads it and is dropped at the end of the call if it does not (`held.rs`). The host
-//! never follows a redirect: a guest (its SDK) that follows one makes a new request, checked
-//! like the first. TLS is rustls on `ring`, trusting the platform's roots and the grant's
-//! `ca_file` (`tls.rs`).
-//!
-//! A component that imports `wasi:http` is refused at load for a subscription that grants no
-//! HTTP; an instance of one that does not is denied every request anyway.
-
-mod address;
-mod held;
-mod hooks;
-mod send;
-mod tls;
+//! The gate of one HTTP grant: its TLS client, made once per grant per runtime ([`Gates`]),
+//! and the log of the requests it denied.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hyper as http;
 
-use crate::config::{HttpGrant, Origin};
-pub(super) use hooks::HttpHooks;
+use super::{HttpGrant, Origin, address, tls};
 pub use tls::TlsError;
 
 /// What every instance of one component may do over HTTP: the grant, and the TLS client
 /// made from it once.
-pub(super) struct HttpGate {
-    grant: HttpGrant,
-    tls: tokio_rustls::TlsConnector,
+pub struct HttpGate {
+    pub(super) grant: HttpGrant,
+    pub(super) tls: tokio_rustls::TlsConnector,
     denials: Mutex<DenialLog>,
 }
 
@@ -59,7 +38,7 @@ impl HttpGate {
     /// Logs a denied request, at most once per [`DENIAL_LOG_EVERY`] per component (with how
     /// many were not logged in between), so a guest that loops on a denied origin cannot flood
     /// the log.
-    fn log_denied(&self, subscription: &str, origin: &str) {
+    pub(super) fn log_denied(&self, subscription: &str, origin: &str) {
         let Some(quiet) = self.may_log_denial() else {
             return;
         };
@@ -73,7 +52,12 @@ impl HttpGate {
 
     /// Logs a request denied because its allowed name resolved only to addresses inside the
     /// host's networks, naming them; rate-limited as [`HttpGate::log_denied`].
-    fn log_refused(&self, subscription: &str, origin: &Origin, refused: &[address::Refused]) {
+    pub(super) fn log_refused(
+        &self,
+        subscription: &str,
+        origin: &Origin,
+        refused: &[address::Refused],
+    ) {
         let Some(quiet) = self.may_log_denial() else {
             return;
         };
@@ -121,7 +105,7 @@ struct DenialLog {
 
 /// The origin of a request's URI, normalized as the grant's origins are (`None`: no scheme or
 /// host, or a scheme not http/https).
-fn origin_of(uri: &http::Uri) -> Option<Origin> {
+pub(super) fn origin_of(uri: &http::Uri) -> Option<Origin> {
     let scheme = uri.scheme_str()?;
     if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
         return None;
@@ -131,10 +115,10 @@ fn origin_of(uri: &http::Uri) -> Option<Origin> {
 
 /// The gates of a host's components, by grant: one TLS client per grant, not per load.
 #[derive(Default)]
-pub(super) struct Gates(Mutex<Vec<Arc<HttpGate>>>);
+pub struct Gates(Mutex<Vec<Arc<HttpGate>>>);
 
 impl Gates {
-    pub(super) fn of(&self, grant: &HttpGrant) -> Result<Arc<HttpGate>, TlsError> {
+    pub fn of(&self, grant: &HttpGrant) -> Result<Arc<HttpGate>, TlsError> {
         let mut gates = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(gate) = gates.iter().find(|g| g.grant == *grant) {
             return Ok(gate.clone());
