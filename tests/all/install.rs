@@ -56,7 +56,11 @@ fn install_puts_a_working_shardhost_in_a_prefix_in_seconds_and_says_how_to_reach
         .output()
         .unwrap();
     assert!(version.status.success(), "{}", said(&version));
-    assert!(text(&version.stdout).starts_with("shardhost "), "{}", said(&version));
+    assert!(
+        text(&version.stdout).starts_with("shardhost "),
+        "{}",
+        said(&version)
+    );
 
     // Again, with PREFIX/bin on PATH: it says so, and `shardhost` is the installed one.
     let on_path = format!("{}:{system}", bin.display());
@@ -184,9 +188,14 @@ fn build_no_aot_builds_a_javascript_handler_without_the_ahead_of_time_step() {
         said.join("\n")
     );
     assert!(
-        said.last().is_some_and(|l| l.starts_with("built orders.wasm (")),
+        said.last()
+            .is_some_and(|l| l.starts_with("built orders.wasm (")),
         "{}",
         said.join("\n")
     );
-    assert!(!said.iter().any(|l| l.contains("weval")), "{}", said.join("\n"));
+    assert!(
+        !said.iter().any(|l| l.contains("weval")),
+        "{}",
+        said.join("\n")
+    );
 }

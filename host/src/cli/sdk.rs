@@ -61,3 +61,19 @@ pub enum SdkError {
     )]
     NotFound(PathBuf),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_moved_checkout_is_named_with_what_to_set() {
+        let said = SdkError::NotFound(PathBuf::from("/old/shardhost")).to_string();
+        assert!(
+            said.contains("built in the checkout /old/shardhost"),
+            "{said}"
+        );
+        assert!(said.contains("SHARDHOST_SDK"), "{said}");
+        assert!(!said.contains("~/src/shardhost"), "{said}");
+    }
+}

@@ -80,14 +80,18 @@ struct Progress {
 }
 
 impl Progress {
-    const FIRST: Duration = Duration::from_secs(3);
+    const FIRST: Duration = Duration::from_secs(5);
     const EVERY: Duration = Duration::from_secs(30);
 
     fn start(manifest: &Path) -> Progress {
         let compiled = Arc::new(AtomicUsize::new(0));
         let (done, finished) = mpsc::channel::<()>();
         let count = Arc::clone(&compiled);
-        let shown = manifest.display().to_string();
+        let shown = manifest
+            .canonicalize()
+            .ok()
+            .and_then(|m| Some(m.parent()?.file_name()?.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "the crate".into());
         std::thread::spawn(move || {
             let started = Instant::now();
             if finished.recv_timeout(Progress::FIRST).is_ok() {
@@ -95,7 +99,7 @@ impl Progress {
             }
             eprintln!(
                 "compiling {shown} and its dependencies (cargo build --release --target {TARGET}: \
-                 about 1 min the first time, seconds after)"
+                 about 1 min 30 s the first time, seconds after)"
             );
             while let Err(mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(Progress::EVERY)
             {
