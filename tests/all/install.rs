@@ -181,8 +181,8 @@ fn build_no_aot_builds_a_javascript_handler_without_the_ahead_of_time_step() {
     assert!(status.success(), "{}", said.join("\n"));
     assert!(
         said.iter().any(|l| l.starts_with(
-            "componentize: compiling orders.js into a component (componentize-js, without \
-             ahead-of-time compilation"
+            "componentize: compiling orders.js into a component (without ahead-of-time \
+             compilation"
         )),
         "{}",
         said.join("\n")

@@ -89,7 +89,7 @@ test("a bundling failure names the file and line, without esbuild's own report; 
 
 const BUILT = /^built (?<out>\S+) \((?<size>\d+\.\d) MB, version (?<version>[0-9a-f]{12}), world (?<world>[a-z+]+)\) in \d+\.\d s$/;
 
-const STAGE = /^componentize: compiling app\.js into a component \(componentize-js, without ahead-of-time compilation: about \d+ s\)$/;
+const STAGE = /^componentize: compiling app\.js into a component \(without ahead-of-time compilation: about \d+ s\)$/;
 
 test("a build: what it compiles, then the built line; up to date when only a test changed; a build-time exception names the app's line", (t) => {
   if (!INSTALLED) return t.skip("the build tools are not installed (npm ci)");

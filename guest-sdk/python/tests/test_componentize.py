@@ -162,7 +162,7 @@ BUILT = re.compile(r"^built (?P<out>\S+) \((?P<size>\d+\.\d) MB, version (?P<ver
                    r"world (?P<world>[a-z+]+)\) in \d+\.\d s$")
 
 
-STAGE = r"^componentize: compiling orders\.py into a component \(componentize-py: about \d+ s\)$"
+STAGE = r"^componentize: compiling orders\.py into a component \(about \d+ s\)$"
 
 
 class Build(unittest.TestCase):
