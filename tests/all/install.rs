@@ -162,7 +162,7 @@ fn a_first_javascript_build_says_what_it_compiles_within_its_first_minute() {
     let stages = [
         "componentize: installing the pinned build tools",
         "componentize: getting weval",
-        "componentize: compiling orders.js into a component ahead of time (",
+        "componentize: compiling orders.js into a component ahead of time with weval (",
     ];
     assert!(
         stages.iter().any(|s| line.starts_with(s)),

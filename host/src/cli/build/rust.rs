@@ -94,7 +94,8 @@ impl Progress {
             .unwrap_or_else(|| "the crate".into());
         std::thread::spawn(move || {
             let started = Instant::now();
-            if finished.recv_timeout(Progress::FIRST).is_ok() {
+            // Dropped (the build ended) before: nothing to say.
+            if finished.recv_timeout(Progress::FIRST) != Err(mpsc::RecvTimeoutError::Timeout) {
                 return;
             }
             eprintln!(
