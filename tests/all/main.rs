@@ -25,6 +25,7 @@ mod hotswap;
 mod http;
 mod iam;
 mod imports;
+mod install;
 mod instances;
 mod kinesis;
 mod lanes;

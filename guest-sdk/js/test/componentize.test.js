@@ -89,16 +89,19 @@ test("a bundling failure names the file and line, without esbuild's own report; 
 
 const BUILT = /^built (?<out>\S+) \((?<size>\d+\.\d) MB, version (?<version>[0-9a-f]{12}), world (?<world>[a-z+]+)\) in \d+\.\d s$/;
 
-test("a build: one line; up to date when only a test changed; a build-time exception names the app's line", (t) => {
+const STAGE = /^componentize: compiling app\.js into a component \(without ahead-of-time compilation: about \d+ s\)$/;
+
+test("a build: what it compiles, then the built line; up to date when only a test changed; a build-time exception names the app's line", (t) => {
   if (!INSTALLED) return t.skip("the build tools are not installed (npm ci)");
   withDir(t, APP, (dir) => {
     const out = join(dir, "app.wasm");
     const first = run(["--no-aot", "app.js", "app.wasm"], dir);
     assert.equal(first.status, 0, first.stderr);
     const lines = first.stderr.split("\n").filter(Boolean);
-    assert.equal(lines.length, 1, first.stderr);
-    const built = BUILT.exec(lines[0]);
-    assert.ok(built, lines[0]);
+    assert.equal(lines.length, 2, first.stderr);
+    assert.match(lines[0], STAGE);
+    const built = BUILT.exec(lines[1]);
+    assert.ok(built, lines[1]);
     assert.equal(built.groups.out, "app.wasm");
     assert.equal(built.groups.version, sha12(out));
     assert.equal(built.groups.world, "handler");
@@ -126,7 +129,8 @@ test("a build: one line; up to date when only a test changed; a build-time excep
     write(dir, { "lib/pick.js": 'const CARRIERS = JSON.parse("{");\nexport function pick(record) {\n  return CARRIERS[record.partitionKey];\n}\n' });
     const failed = run(["--no-aot", "app.js", "app.wasm"], dir);
     assert.equal(failed.status, 1, failed.stderr);
-    const why = failed.stderr.split("\n");
+    const [stage, ...why] = failed.stderr.split("\n");
+    assert.match(stage, STAGE);
     assert.match(why[0], /^componentize: lib\/pick\.js:1:\d+: SyntaxError: JSON\.parse: .* \(at the module's top level, which runs when the component is built\)$/);
     assert.equal(why[1], '    const CARRIERS = JSON.parse("{");');
     assert.equal(why.at(-2), "(the full output: out/app/build.log; -v prints it)");

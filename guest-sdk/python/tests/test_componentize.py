@@ -162,9 +162,12 @@ BUILT = re.compile(r"^built (?P<out>\S+) \((?P<size>\d+\.\d) MB, version (?P<ver
                    r"world (?P<world>[a-z+]+)\) in \d+\.\d s$")
 
 
+STAGE = r"^componentize: compiling orders\.py into a component \(about \d+ s\)$"
+
+
 class Build(unittest.TestCase):
-    """A real build: its one line, "up to date" when only a test changed, a failure's message
-    and -v."""
+    """A real build: what it compiles and the built line, "up to date" when only a test
+    changed, a failure's message and -v."""
 
     def test_build_up_to_date_failure_and_verbose(self):
         with tempfile.TemporaryDirectory() as app:
@@ -178,9 +181,10 @@ class Build(unittest.TestCase):
             first = run(["orders.py", "orders.wasm"], cwd=app)
             self.assertEqual(first.returncode, 0, first.stderr)
             lines = first.stderr.splitlines()
-            self.assertEqual(len(lines), 1, first.stderr)
-            built = BUILT.match(lines[0])
-            self.assertTrue(built, lines[0])
+            self.assertEqual(len(lines), 2, first.stderr)
+            self.assertRegex(lines[0], STAGE)
+            built = BUILT.match(lines[1])
+            self.assertTrue(built, lines[1])
             self.assertEqual(built["out"], "orders.wasm")
             self.assertEqual(built["version"], sha12(out))
             self.assertEqual(built["world"], "handler")
@@ -209,7 +213,8 @@ class Build(unittest.TestCase):
             write(app, {"helper.py": "import shardhost\n\ndef answer(:\n    return shardhost.ack\n"})
             failed = run(["orders.py", "orders.wasm"], cwd=app)
             self.assertEqual(failed.returncode, 1, failed.stderr)
-            self.assertEqual(failed.stderr.splitlines()[0], "componentize: helper.py:3: SyntaxError: invalid syntax")
+            self.assertRegex(failed.stderr.splitlines()[0], STAGE)
+            self.assertEqual(failed.stderr.splitlines()[1], "componentize: helper.py:3: SyntaxError: invalid syntax")
             self.assertIn("    def answer(:\n", failed.stderr)
             self.assertTrue(failed.stderr.endswith("(the full output: out/orders/build.log; -v prints it)\n"),
                             failed.stderr)
@@ -224,6 +229,7 @@ class Build(unittest.TestCase):
             self.assertEqual(verbose.returncode, 1, verbose.stderr)
             self.assertIn("Caused by:", verbose.stderr)
             self.assertIn("Traceback (most recent call last):", verbose.stderr)
+            self.assertRegex(verbose.stderr.splitlines()[0], STAGE)
             mine = verbose.stderr[verbose.stderr.index("\ncomponentize: ") + 1:].splitlines()
             self.assertRegex(mine[0], r"^componentize: helper\.py:3: json\.decoder\.JSONDecodeError: Expecting property name")
             self.assertEqual(mine[1], "    CARRIERS = json.loads('{')")

@@ -20,11 +20,13 @@ pub fn locate() -> Result<PathBuf, SdkError> {
         .flat_map(|e| e.ancestors())
         .map(|a| a.join("guest-sdk"))
         .find(|d| is_sdk(d));
-    let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk");
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let checkout = manifest_dir.parent().unwrap_or(manifest_dir);
+    let built_from = checkout.join("guest-sdk");
     from_exe
         .or_else(|| is_sdk(&built_from).then_some(built_from))
         .map(|d| absolute(&d))
-        .ok_or(SdkError::NotFound)
+        .ok_or_else(|| SdkError::NotFound(checkout.to_owned()))
 }
 
 /// The SDKs' directory of a checkout: their build tools, and beside it the `wit/` they build
@@ -49,9 +51,29 @@ pub enum SdkError {
         .0.display()
     )]
     NotAnSdk(PathBuf),
+    /// Neither beside the executable nor where it was built (the checkout moved, or is gone).
     #[error(
-        "cannot find the guest SDKs: set SHARDHOST_SDK to the guest-sdk directory of a \
-         shardhost checkout (e.g. export SHARDHOST_SDK=~/src/shardhost/guest-sdk)"
+        "cannot find the guest SDKs: this shardhost was built in the checkout {}, which \
+         has no guest-sdk/ any more (moved or deleted?): set SHARDHOST_SDK to the guest-sdk \
+         directory of a shardhost checkout (export SHARDHOST_SDK=/path/to/shardhost/guest-sdk), \
+         or run that checkout's scripts/install again",
+        .0.display()
     )]
-    NotFound,
+    NotFound(PathBuf),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_moved_checkout_is_named_with_what_to_set() {
+        let said = SdkError::NotFound(PathBuf::from("/old/shardhost")).to_string();
+        assert!(
+            said.contains("built in the checkout /old/shardhost"),
+            "{said}"
+        );
+        assert!(said.contains("SHARDHOST_SDK"), "{said}");
+        assert!(!said.contains("~/src/shardhost"), "{said}");
+    }
 }

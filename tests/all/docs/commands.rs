@@ -50,6 +50,16 @@ const COMMANDS: &[(&str, How)] = &[
         Other("the command that runs this test (and every other): .ci/run runs it"),
     ),
     ("tests/stack", Here(run_stack)),
+    (
+        "scripts/install",
+        Test {
+            // Into a scratch prefix, with this test run's own binary (a release build here
+            // would wait on this run's cargo lock).
+            file: "install.rs",
+            name: "install_puts_a_working_shardhost_in_a_prefix_in_seconds_and_says_how_to_reach_it",
+            mentions: &["scripts/install", "--prefix", "export PATH="],
+        },
+    ),
     ("shardhost new orders --lang python", Here(run_new)),
     ("cd orders", Other("the shell")),
     ("$EDITOR orders.py", Other("an editor")),

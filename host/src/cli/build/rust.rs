@@ -6,7 +6,9 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
 
 use super::BuildError;
 
@@ -34,7 +36,9 @@ pub fn build(manifest: &Path, out: Option<&Path>, verbose: bool) -> Result<(), B
         .unwrap_or_else(|_| manifest.to_owned());
     let mut artifact = None;
     let stdout = child.stdout.take().expect("stdout is piped");
+    let progress = Progress::start(manifest);
     for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        progress.saw(&line);
         if let Some((path, from)) = wasm_artifact(&line)
             && (artifact.is_none() || from == wanted)
         {
@@ -45,6 +49,7 @@ pub fn build(manifest: &Path, out: Option<&Path>, verbose: bool) -> Result<(), B
         tool: "cargo".into(),
         source,
     })?;
+    drop(progress);
     if !status.success() {
         return Err(BuildError::Failed { usage: false });
     }
@@ -64,6 +69,60 @@ pub fn build(manifest: &Path, out: Option<&Path>, verbose: bool) -> Result<(), B
         ),
     };
     place(&artifact, &out, started)
+}
+
+/// What a cargo build that takes more than a few seconds says while it runs: what it compiles
+/// after [`Progress::FIRST`], then every [`Progress::EVERY`] how many crates are done. Dropped,
+/// it stops.
+struct Progress {
+    compiled: Arc<AtomicUsize>,
+    _done: mpsc::Sender<()>,
+}
+
+impl Progress {
+    const FIRST: Duration = Duration::from_secs(5);
+    const EVERY: Duration = Duration::from_secs(30);
+
+    fn start(manifest: &Path) -> Progress {
+        let compiled = Arc::new(AtomicUsize::new(0));
+        let (done, finished) = mpsc::channel::<()>();
+        let count = Arc::clone(&compiled);
+        let shown = manifest
+            .canonicalize()
+            .ok()
+            .and_then(|m| Some(m.parent()?.file_name()?.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "the crate".into());
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            // Dropped (the build ended) before: nothing to say.
+            if finished.recv_timeout(Progress::FIRST) != Err(mpsc::RecvTimeoutError::Timeout) {
+                return;
+            }
+            eprintln!(
+                "compiling {shown} and its dependencies (cargo build --release --target {TARGET}: \
+                 about 1 min 30 s the first time, seconds after)"
+            );
+            while let Err(mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(Progress::EVERY)
+            {
+                eprintln!(
+                    "still compiling ({} crates so far, {} s)",
+                    count.load(Ordering::Relaxed),
+                    started.elapsed().as_secs()
+                );
+            }
+        });
+        Progress {
+            compiled,
+            _done: done,
+        }
+    }
+
+    /// One line of cargo's JSON messages: a crate compiled counts.
+    fn saw(&self, line: &str) {
+        if line.contains(r#""reason":"compiler-artifact""#) && line.contains(r#""fresh":false"#) {
+            self.compiled.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Copies the component to `out` unless it holds those bytes already; says which.
