@@ -9,7 +9,13 @@
 
 use wasmtime::component::{HasData, Linker};
 
-pub use self::shardhost::handler::host::{Host, Level};
+pub use self::shardhost::handler::host::Level;
+
+/// The `host` interface's full name. Its functions are added one capability at a time
+/// (`capability/log/`: `log`, `max-log-level`; `capability/publish/`: `publish`, `seek`),
+/// each with the generated types; a component built against 0.1.0 or 0.1.1 links to it as a
+/// semver-compatible version.
+pub const HOST_INTERFACE: &str = "shardhost:handler/host@0.1.2";
 
 /// The `types` interface, as the host's own values.
 pub mod types {

@@ -13,6 +13,8 @@
 pub mod config;
 pub mod env;
 pub mod http;
+pub mod log;
+pub mod publish;
 mod registry;
 mod shared;
 pub mod state;
@@ -70,6 +72,8 @@ pub struct InstanceContext<'a> {
     pub deadline: Instant,
     /// Its `limits.memory`, which what the host holds for it counts against too.
     pub memory: &'a std::sync::Arc<MemoryBudget>,
+    /// Where its `host.log` lines, stdout and stderr go.
+    pub log: &'a log::GuestLog,
 }
 
 /// What one instance keeps for one capability.

@@ -67,8 +67,7 @@ pub(super) fn provided(import: &str) -> bool {
     let base = match namespace.split_once(':') {
         Some(("wasi", p)) => WASI.contains(&p) && version.starts_with("0.2."),
         Some(("shardhost", "handler")) => {
-            ["shardhost:handler/host", "shardhost:handler/types"].contains(&package)
-                && matches!(version, "0.1.0" | "0.1.1" | "0.1.2")
+            package == "shardhost:handler/types" && matches!(version, "0.1.0" | "0.1.1" | "0.1.2")
         }
         _ => false,
     };

@@ -23,7 +23,6 @@ use crate::record::{BatchInfo, BatchOutcome, Record};
 pub(super) fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-    bindings::shardhost::handler::host::add_to_linker::<_, HasSelf<HostState>>(&mut linker, |s| s)?;
     bindings::types::add_to_linker::<_, HasSelf<HostState>>(&mut linker, |s| s)?;
     for capability in crate::capability::all::<HostState>() {
         capability.add_to_linker(&mut linker)?;
@@ -230,7 +229,7 @@ impl Handler for WasmInstance {
         let state = self.store.data_mut();
         state.log.start_call();
         state.drop_unread_responses();
-        state.seek = None;
+        crate::capability::publish::take_seek(state);
         state.deadline = Instant::now() + self.timeout;
         self.store.set_epoch_deadline(1);
         if let Some(fuel) = self.fuel
@@ -269,7 +268,7 @@ impl Handler for WasmInstance {
     }
 
     fn take_seek(&mut self) -> Option<String> {
-        self.store.data_mut().seek.take()
+        crate::capability::publish::take_seek(self.store.data_mut())
     }
 
     fn replaying(&mut self) {

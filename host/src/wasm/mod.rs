@@ -12,11 +12,9 @@
 mod cache;
 mod compile;
 mod gate;
-mod guest_log;
 mod imports;
 mod instance;
 mod limits;
-mod runtime_noise;
 mod ticker;
 
 use std::path::{Path, PathBuf};
