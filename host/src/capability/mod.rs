@@ -18,12 +18,13 @@ pub mod publish;
 mod registry;
 mod shared;
 pub mod state;
+pub mod wasi;
 
 use std::any::Any;
 use std::time::Instant;
 
 use wasmtime::component::{Linker, ResourceTable};
-use wasmtime_wasi::WasiCtxBuilder;
+use wasmtime_wasi::{WasiCtxBuilder, WasiView};
 
 use crate::config::{GrantTable, Grants};
 use crate::handler::CallContext;
@@ -56,9 +57,10 @@ pub type GrantError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A capability's grant, resolved for the instances of one component.
 pub trait Prepared: Send + Sync {
-    /// Sets what it gives through WASI itself (environment variables).
-    fn wasi(&self, wasi: &mut WasiCtxBuilder) {
-        let _ = wasi;
+    /// Sets what it gives through the instance's WASI context (environment variables,
+    /// stdout and stderr).
+    fn wasi(&self, cx: &InstanceContext<'_>, wasi: &mut WasiCtxBuilder) {
+        let _ = (cx, wasi);
     }
     /// The part of one new instance; on trial (`cx.call.effects`), wrapped so that what it
     /// does to the world is recorded, not done. `None`: it keeps nothing per instance.
@@ -105,8 +107,9 @@ impl Parts {
     }
 }
 
-/// The store's data as a capability's host calls reach it.
-pub trait Host: Send + 'static {
+/// The store's data as a capability's host calls reach it; WASI's interfaces reach its WASI
+/// context (`wasi/`).
+pub trait Host: WasiView + Send + 'static {
     fn view<P: Part>(&mut self) -> View<'_, P>;
 }
 

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::{Capability, Host, config, env, http, log, publish, state};
+use super::{Capability, Host, config, env, http, log, publish, state, wasi};
 use crate::config::{Config, ConfigError, GrantTable};
 
 /// Lists the capabilities once, for both lists below, in the order their tables are read and
@@ -22,6 +22,7 @@ macro_rules! registered {
 }
 
 registered![
+    wasi::Wasi,
     env::Env,
     log::Log,
     publish::Publish,

@@ -8,7 +8,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::limits::{InstanceLimiter, MAX_HOST_RESOURCES, MemoryBudget};
-use crate::capability::log::{GuestLog, Stdio};
+use crate::capability::log::GuestLog;
 use crate::capability::{self, InstanceContext, Part, Parts, Prepared, View};
 use crate::handler::CallContext;
 
@@ -31,8 +31,9 @@ pub struct HostState {
 pub(super) type Granted = Vec<Box<dyn Prepared>>;
 
 impl HostState {
-    /// The state of a new instance: WASI granting the environment `env` and nothing else, a
-    /// memory budget of `memory` bytes, and start-up bounded by `deadline`.
+    /// The state of a new instance: WASI granting what the capabilities put in its context
+    /// (the environment, stdout and stderr) and nothing else, a memory budget of `memory`
+    /// bytes, and start-up bounded by `deadline`.
     pub(super) fn new(
         ctx: &CallContext,
         version: &str,
@@ -41,10 +42,6 @@ impl HostState {
         deadline: Instant,
     ) -> HostState {
         let log = GuestLog::new(ctx, version);
-        let mut wasi = WasiCtx::builder();
-        granted.iter().for_each(|g| g.wasi(&mut wasi));
-        wasi.stdout(log.stream(Stdio::Stdout));
-        wasi.stderr(log.stream(Stdio::Stderr));
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_HOST_RESOURCES);
         let memory = MemoryBudget::new(memory);
@@ -54,6 +51,8 @@ impl HostState {
             memory: &memory,
             log: &log,
         };
+        let mut wasi = WasiCtx::builder();
+        granted.iter().for_each(|g| g.wasi(&cx, &mut wasi));
         let mut parts = Parts::default();
         granted
             .iter()

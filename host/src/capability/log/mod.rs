@@ -1,8 +1,9 @@
 //! The capability `log`: what a guest writes to the host's log. The `host` interface's `log`
-//! and `max-log-level` are here; so is the instance's [`GuestLog`] (`guest_log.rs`), where
-//! those lines and the guest's stdout and stderr go (the runtime gives WASI the streams,
-//! `runtime_noise.rs` tells a dying runtime's words from the guest's own), cut, escaped and
-//! held to the shard's budget of lines. Every handler has it; it has no table.
+//! and `max-log-level` are here, and the instance's [`GuestLog`] (`guest_log.rs`) where those
+//! lines and the guest's stdout and stderr (set in its WASI context here) go: cut, escaped
+//! and held to the shard's budget of lines; the runtime reads it for a trap's report.
+//! `runtime_noise.rs` tells a dying language runtime's words on stderr from the guest's own.
+//! Every handler has it; it has no table.
 
 mod guest_log;
 mod runtime_noise;
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use wasmtime::StoreContextMut;
 use wasmtime::component::Linker;
+use wasmtime_wasi::WasiCtxBuilder;
 
 use super::{Capability, GrantError, Host, InstanceContext, Part, Prepared, Shared};
 use crate::bindings::{HOST_INTERFACE, Level};
@@ -65,6 +67,12 @@ impl<T: Host> Capability<T> for Log {
 struct Ready;
 
 impl Prepared for Ready {
+    /// The guest's stdout and stderr go to its log, line by line.
+    fn wasi(&self, cx: &InstanceContext<'_>, wasi: &mut WasiCtxBuilder) {
+        wasi.stdout(cx.log.stream(Stdio::Stdout));
+        wasi.stderr(cx.log.stream(Stdio::Stderr));
+    }
+
     fn instance(&self, cx: &InstanceContext<'_>) -> Option<Box<dyn Part>> {
         Some(Box::new(LogPart {
             log: cx.log.clone(),

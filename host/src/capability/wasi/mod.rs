@@ -22,8 +22,7 @@ impl GrantTable for Wasi {
         &[]
     }
 
-    fn read(&self, _: &mut Walker<'_>, _: &Section<'_, '_>, _: &TableContext<'_>, _: &mut Grants) {
-    }
+    fn read(&self, _: &mut Walker<'_>, _: &Section<'_, '_>, _: &TableContext<'_>, _: &mut Grants) {}
 }
 
 impl<T: Host> Capability<T> for Wasi {
