@@ -1,9 +1,12 @@
-//! What a handler may reach beyond computing, one room per capability: `env.rs` (environment
-//! variables, `[subscription.wasi]`), `http/` (outbound HTTP), `config.rs` (values read by
-//! name), `state/` (`wasi:keyvalue`). Each owns its grant type, the reading of its table of a
-//! `[[subscription]]` (config's [`GrantTable`]), its host implementation, what it reports to
-//! the metrics and what it does on trial (a version under `replay`, a shadow or a check:
-//! `effects`).
+//! What a handler may reach beyond computing, one room per capability: `wasi/` (WASI 0.2:
+//! clocks, random and the rest, granting nothing), `env.rs` (environment variables,
+//! `[subscription.wasi]`), `log/` (`host.log`, stdout and stderr), `publish/` (`publish` and
+//! `seek`), `http/` (outbound HTTP), `config.rs` (values read by name), `state/`
+//! (`wasi:keyvalue`). Each owns its grant type, the reading of its table of a
+//! `[[subscription]]` (config's [`GrantTable`]; none for those every handler has), its host
+//! implementation, what it reports to the metrics and what it does on trial (a version under
+//! `replay`, a shadow or a check: `effects`). `log/` and `publish/` each add their functions
+//! to the one `shardhost:handler/host` interface.
 //!
 //! A capability is a [`Capability`]: the runtime adds every registered one to its linker,
 //! refuses a component that imports what a capability gives without its grant, resolves each
