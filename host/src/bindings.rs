@@ -6,10 +6,20 @@
 //! guest straight from the records the shard source produced, with no generated copy to convert
 //! each record into. `bindgen!` checks their size and alignment against the WIT at compile
 //! time; `HandlerPre::new` checks a component's `handle` export against them.
+//!
+//! The `host` interface is generated but not linked as one trait: two capabilities each add
+//! their functions to it by hand, with the generated types ([`HOST_INTERFACE`]). Their
+//! signatures are checked when a component links (every handler imports them; `wasm/gate`'s
+//! tests link one of each version), not at compile time.
 
 use wasmtime::component::{HasData, Linker};
 
-pub use self::shardhost::handler::host::{Host, Level};
+pub use self::shardhost::handler::host::Level;
+
+/// The `host` interface's full name. Its functions are added one capability at a time
+/// (`capability/log/`: `log`, `max-log-level`; `capability/publish/`: `publish`, `seek`);
+/// a component built against 0.1.0 or 0.1.1 links to it as a semver-compatible version.
+pub const HOST_INTERFACE: &str = "shardhost:handler/host@0.1.2";
 
 /// The `types` interface, as the host's own values.
 pub mod types {

@@ -13,7 +13,7 @@ use super::{Capability, GrantError, Host, InstanceContext, Part, Prepared, Share
 use crate::config::walk::{Section, Walker, is_env_name, quote};
 use crate::config::{Grant, GrantTable, Grants, TableContext, same_as};
 
-/// The capability: `[subscription.wasi]` (WASI itself is every handler's: `wasm/`).
+/// The capability: `[subscription.wasi]` (WASI itself is every handler's: `wasi/`).
 pub struct Env;
 
 /// `[subscription.wasi] env`, as given. Its `Debug` shows names only.
@@ -114,7 +114,7 @@ fn resolve(entries: &[String]) -> Vec<(String, String)> {
 struct Resolved(Vec<(String, String)>);
 
 impl Prepared for Resolved {
-    fn wasi(&self, wasi: &mut WasiCtxBuilder) {
+    fn wasi(&self, _: &InstanceContext<'_>, wasi: &mut WasiCtxBuilder) {
         wasi.envs(&self.0);
     }
 

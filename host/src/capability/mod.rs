@@ -1,9 +1,12 @@
-//! What a handler may reach beyond computing, one room per capability: `env.rs` (environment
-//! variables, `[subscription.wasi]`), `http/` (outbound HTTP), `config.rs` (values read by
-//! name), `state/` (`wasi:keyvalue`). Each owns its grant type, the reading of its table of a
-//! `[[subscription]]` (config's [`GrantTable`]), its host implementation, what it reports to
-//! the metrics and what it does on trial (a version under `replay`, a shadow or a check:
-//! `effects`).
+//! What a handler may reach beyond computing, one room per capability: `wasi/` (WASI 0.2:
+//! clocks, random and the rest, granting nothing), `env.rs` (environment variables,
+//! `[subscription.wasi]`), `log/` (`host.log`, stdout and stderr), `publish/` (`publish` and
+//! `seek`), `http/` (outbound HTTP), `config.rs` (values read by name), `state/`
+//! (`wasi:keyvalue`). Each owns its grant type, the reading of its table of a
+//! `[[subscription]]` (config's [`GrantTable`]; none for those every handler has), its host
+//! implementation, what it reports to the metrics and what it does on trial (a version under
+//! `replay`, a shadow or a check: `effects`). `log/` and `publish/` each add their functions
+//! to the one `shardhost:handler/host` interface.
 //!
 //! A capability is a [`Capability`]: the runtime adds every registered one to its linker,
 //! refuses a component that imports what a capability gives without its grant, resolves each
@@ -13,15 +16,18 @@
 pub mod config;
 pub mod env;
 pub mod http;
+pub mod log;
+pub mod publish;
 mod registry;
 mod shared;
 pub mod state;
+pub mod wasi;
 
 use std::any::Any;
 use std::time::Instant;
 
 use wasmtime::component::{Linker, ResourceTable};
-use wasmtime_wasi::WasiCtxBuilder;
+use wasmtime_wasi::{WasiCtxBuilder, WasiView};
 
 use crate::config::{GrantTable, Grants};
 use crate::handler::CallContext;
@@ -54,9 +60,10 @@ pub type GrantError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A capability's grant, resolved for the instances of one component.
 pub trait Prepared: Send + Sync {
-    /// Sets what it gives through WASI itself (environment variables).
-    fn wasi(&self, wasi: &mut WasiCtxBuilder) {
-        let _ = wasi;
+    /// Sets what it gives through the instance's WASI context (environment variables,
+    /// stdout and stderr).
+    fn wasi(&self, cx: &InstanceContext<'_>, wasi: &mut WasiCtxBuilder) {
+        let _ = (cx, wasi);
     }
     /// The part of one new instance; on trial (`cx.call.effects`), wrapped so that what it
     /// does to the world is recorded, not done. `None`: it keeps nothing per instance.
@@ -70,6 +77,8 @@ pub struct InstanceContext<'a> {
     pub deadline: Instant,
     /// Its `limits.memory`, which what the host holds for it counts against too.
     pub memory: &'a std::sync::Arc<MemoryBudget>,
+    /// Where its `host.log` lines, stdout and stderr go.
+    pub log: &'a log::GuestLog,
 }
 
 /// What one instance keeps for one capability.
@@ -101,8 +110,9 @@ impl Parts {
     }
 }
 
-/// The store's data as a capability's host calls reach it.
-pub trait Host: Send + 'static {
+/// The store's data as a capability's host calls reach it; WASI's interfaces reach its WASI
+/// context (`wasi/`).
+pub trait Host: WasiView + Send + 'static {
     fn view<P: Part>(&mut self) -> View<'_, P>;
 }
 

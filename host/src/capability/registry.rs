@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::{Capability, Host, config, env, http, state};
+use super::{Capability, Host, config, env, http, log, publish, state, wasi};
 use crate::config::{Config, ConfigError, GrantTable};
 
 /// Lists the capabilities once, for both lists below, in the order their tables are read and
@@ -21,7 +21,15 @@ macro_rules! registered {
     };
 }
 
-registered![env::Env, http::Http, config::Values, state::State];
+registered![
+    wasi::Wasi,
+    env::Env,
+    log::Log,
+    publish::Publish,
+    http::Http,
+    config::Values,
+    state::State,
+];
 
 /// A config read with every registered capability's table (config itself knows none).
 impl Config {

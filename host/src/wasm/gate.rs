@@ -55,26 +55,17 @@ impl Runtime {
     }
 }
 
-/// The interfaces the host's linker gives handlers: WASI 0.2, the `host` and `types`
-/// interfaces, and what the capabilities give (used only where granted:
+/// The interfaces the host's linker gives handlers: the `types` interface, and what the
+/// capabilities give (WASI 0.2, the `host` interface, and what is used only where granted:
 /// [`Runtime::granted`]).
 pub(super) fn provided(import: &str) -> bool {
-    const WASI: [&str; 6] = ["cli", "clocks", "filesystem", "io", "random", "sockets"];
     let (package, version) = import.split_once('@').unwrap_or((import, ""));
-    let Some((namespace, _interface)) = package.split_once('/') else {
-        return false;
-    };
-    let base = match namespace.split_once(':') {
-        Some(("wasi", p)) => WASI.contains(&p) && version.starts_with("0.2."),
-        Some(("shardhost", "handler")) => {
-            ["shardhost:handler/host", "shardhost:handler/types"].contains(&package)
-                && matches!(version, "0.1.0" | "0.1.1" | "0.1.2")
-        }
-        _ => false,
-    };
-    base || capability::all::<HostState>()
-        .iter()
-        .any(|c| c.provides(package, version))
+    let types =
+        package == "shardhost:handler/types" && matches!(version, "0.1.0" | "0.1.1" | "0.1.2");
+    types
+        || capability::all::<HostState>()
+            .iter()
+            .any(|c| c.provides(package, version))
 }
 
 /// The component's imports the host does not give.

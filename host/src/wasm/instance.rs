@@ -16,14 +16,11 @@ use crate::config::Limits;
 use crate::handler::{CallContext, CallError, Handler};
 use crate::record::{BatchInfo, BatchOutcome, Record};
 
-/// The linker every handler is instantiated with: WASI (granting only what the store's
-/// `WasiCtx` grants), the `shardhost:handler` interfaces every handler has (`host`, `types`), as
-/// generated from the WIT, and every capability's interfaces (each giving only what the
-/// instance's grant allows).
+/// The linker every handler is instantiated with: the `types` interface (types only) and every
+/// registered capability's interfaces (`capability/`: WASI, `host`'s functions, and what is
+/// granted, each giving only what the instance's grant allows).
 pub(super) fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
     let mut linker = Linker::new(engine);
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-    bindings::shardhost::handler::host::add_to_linker::<_, HasSelf<HostState>>(&mut linker, |s| s)?;
     bindings::types::add_to_linker::<_, HasSelf<HostState>>(&mut linker, |s| s)?;
     for capability in crate::capability::all::<HostState>() {
         capability.add_to_linker(&mut linker)?;
@@ -230,7 +227,7 @@ impl Handler for WasmInstance {
         let state = self.store.data_mut();
         state.log.start_call();
         state.drop_unread_responses();
-        state.seek = None;
+        crate::capability::publish::take_seek(state);
         state.deadline = Instant::now() + self.timeout;
         self.store.set_epoch_deadline(1);
         if let Some(fuel) = self.fuel
@@ -269,7 +266,7 @@ impl Handler for WasmInstance {
     }
 
     fn take_seek(&mut self) -> Option<String> {
-        self.store.data_mut().seek.take()
+        crate::capability::publish::take_seek(self.store.data_mut())
     }
 
     fn replaying(&mut self) {

@@ -2,21 +2,19 @@
 //! hash), checked against the `shardhost:handler` world, pre-instantiated, and instantiated per
 //! shard with the subscription's limits.
 //!
-//! - [`Runtime`] owns the engine, the linker (WASI with nothing granted, the `host` imports,
-//!   and every registered capability's interfaces: `capability/`) and the epoch ticker that
-//!   enforces call timeouts. `gate.rs` refuses a component that imports what no one gives, or
-//!   what a capability gives only with a grant its subscription lacks.
+//! - [`Runtime`] owns the engine, the linker (the `types` interface and every registered
+//!   capability's interfaces: `capability/`, WASI with nothing granted among them) and the
+//!   epoch ticker that enforces call timeouts. `gate.rs` refuses a component that imports what
+//!   no one gives, or what a capability gives only with a grant its subscription lacks.
 //! - [`HandlerComponent`] is one validated component: a [`HandlerFactory`] whose instances are
 //!   reused across calls and thrown away after a trap.
 
 mod cache;
 mod compile;
 mod gate;
-mod guest_log;
 mod imports;
 mod instance;
 mod limits;
-mod runtime_noise;
 mod ticker;
 
 use std::path::{Path, PathBuf};

@@ -15,8 +15,8 @@ use bytes::Bytes;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
-use super::bindings::Level;
 use super::runtime_noise::{Noise, Said};
+use crate::bindings::Level;
 use crate::handler::CallContext;
 use crate::log_budget::{LogBudget, Take, report_dropped};
 use crate::version::short_version;
