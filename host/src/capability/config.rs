@@ -12,7 +12,7 @@ use wasmtime::component::{HasData, Linker};
 use super::{Capability, GrantError, Host, InstanceContext, Part, Prepared, Shared, View};
 use crate::bindings::wasi::config::store;
 use crate::config::walk::{Field, Section, Walker, quote};
-use crate::config::{Grant, GrantTable, Grants, TableContext, same_as};
+use crate::config::{Grant, GrantTable, Grants, TableContext};
 
 /// The capability: `[subscription.config]` and `wasi:config/store`.
 pub struct Values;
@@ -74,14 +74,6 @@ impl Grant for ConfigGrant {
             })
             .collect();
         vec![format!("  config: {}", names.join(", "))]
-    }
-
-    fn same(&self, other: &dyn Grant) -> bool {
-        same_as(self, other)
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }
 

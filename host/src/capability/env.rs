@@ -11,7 +11,7 @@ use wasmtime_wasi::WasiCtxBuilder;
 
 use super::{Capability, GrantError, Host, InstanceContext, Part, Prepared, Shared};
 use crate::config::walk::{Section, Walker, is_env_name, quote};
-use crate::config::{Grant, GrantTable, Grants, TableContext, same_as};
+use crate::config::{Grant, GrantTable, Grants, TableContext};
 
 /// The capability: `[subscription.wasi]` (WASI itself is every handler's: `wasi/`).
 pub struct Env;
@@ -72,14 +72,6 @@ impl Grant for EnvGrant {
             .map(|e| e.split_once('=').map_or(e.as_str(), |(name, _)| name))
             .collect();
         vec![format!("  env: {}", names.join(", "))]
-    }
-
-    fn same(&self, other: &dyn Grant) -> bool {
-        same_as(self, other)
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }
 

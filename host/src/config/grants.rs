@@ -15,18 +15,28 @@ use super::{KinesisConfig, LeaseStoreKind, Limits};
 
 /// What one capability's table grants a subscription's handler. Its `Debug` never shows a
 /// secret (a value that came from the environment).
-pub trait Grant: Any + fmt::Debug + Send + Sync {
+pub trait Grant: GrantValue + fmt::Debug + Send + Sync {
     /// The lines `shardhost check` shows under the handler: names, origins and bounds, never
     /// a value.
     fn describe(&self) -> Vec<String>;
-    /// `self == other`, for grants of the same type.
+}
+
+/// What a grant is by being a plain value: compared with another grant, and seen as `Any`.
+/// Every `PartialEq` type has it; a grant type only implements [`Grant::describe`].
+pub trait GrantValue: Any {
+    /// `self == other`, for grants of the same type; `false` for any other type.
     fn same(&self, other: &dyn Grant) -> bool;
     fn as_any(&self) -> &dyn Any;
 }
 
-/// `Grant::same` for a type with `PartialEq`.
-pub fn same_as<G: Grant + PartialEq>(grant: &G, other: &dyn Grant) -> bool {
-    other.as_any().downcast_ref::<G>() == Some(grant)
+impl<G: Any + PartialEq> GrantValue for G {
+    fn same(&self, other: &dyn Grant) -> bool {
+        other.as_any().downcast_ref::<G>() == Some(self)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
 }
 
 /// Everything a subscription grants its handler beyond computing: one [`Grant`] per
@@ -111,8 +121,11 @@ pub struct TableContext<'a> {
 
 /// A capability's part of a `[[subscription]]`: the keys it reads and how.
 pub(crate) trait GrantTable: Sync {
-    /// The keys of a `[[subscription]]` it reads (its table's name, e.g. `http`).
-    fn keys(&self) -> &'static [&'static str];
+    /// The keys of a `[[subscription]]` it reads (its table's name, e.g. `http`); none for a
+    /// capability every handler has.
+    fn keys(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// Reads its keys of one subscription, reporting every problem on `w`, and puts what they
     /// grant into `grants` (nothing when its table is absent).
     fn read(
@@ -121,5 +134,7 @@ pub(crate) trait GrantTable: Sync {
         sub: &Section<'_, '_>,
         cx: &TableContext<'_>,
         grants: &mut Grants,
-    );
+    ) {
+        let _ = (w, sub, cx, grants);
+    }
 }

@@ -23,7 +23,7 @@ use std::time::Duration;
 use crate::lease::LeaseRows;
 
 pub(crate) use grants::GrantTable;
-pub use grants::{Grant, Grants, TableContext, WasiGrants, same_as};
+pub use grants::{Grant, GrantValue, Grants, TableContext, WasiGrants};
 pub use parse::{MAX_CALL_TIMEOUT, MAX_MEMORY, MIN_MEMORY, timestamp_millis};
 pub(crate) use parse::{ca, walk};
 pub use units::{parse_duration, parse_size, show_size};

@@ -6,9 +6,7 @@ use std::collections::hash_map::Entry;
 
 use super::{HttpGrant, Origin};
 use crate::config::walk::{Field, Section, Walker, quote};
-use crate::config::{
-    Grant, GrantTable, Grants, MAX_CALL_TIMEOUT, TableContext, ca, defaults, same_as,
-};
+use crate::config::{Grant, GrantTable, Grants, MAX_CALL_TIMEOUT, TableContext, ca, defaults};
 
 const HTTP_KEYS: &[&str] = &[
     "allow",
@@ -59,14 +57,6 @@ impl Grant for HttpGrant {
             bounds.push_str(", private addresses allowed");
         }
         vec![format!("  http: {} ({bounds})", origins.join(", "))]
-    }
-
-    fn same(&self, other: &dyn Grant) -> bool {
-        same_as(self, other)
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }
 

@@ -16,20 +16,13 @@ use wasmtime_wasi::WasiCtxBuilder;
 
 use super::{Capability, GrantError, Host, InstanceContext, Part, Prepared, Shared};
 use crate::bindings::{HOST_INTERFACE, Level};
-use crate::config::walk::{Section, Walker};
-use crate::config::{GrantTable, Grants, TableContext};
+use crate::config::{GrantTable, Grants};
 pub use guest_log::{GuestLog, Stdio};
 
 /// The capability: `log` and `max-log-level` of `shardhost:handler/host`.
 pub struct Log;
 
-impl GrantTable for Log {
-    fn keys(&self) -> &'static [&'static str] {
-        &[]
-    }
-
-    fn read(&self, _: &mut Walker<'_>, _: &Section<'_, '_>, _: &TableContext<'_>, _: &mut Grants) {}
-}
+impl GrantTable for Log {}
 
 impl<T: Host> Capability<T> for Log {
     fn add_to_linker(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {

@@ -14,8 +14,7 @@ use wasmtime::component::Linker;
 
 use super::{Capability, GrantError, Host, InstanceContext, Part, Prepared, Shared};
 use crate::bindings::HOST_INTERFACE;
-use crate::config::walk::{Section, Walker};
-use crate::config::{GrantTable, Grants, TableContext};
+use crate::config::{GrantTable, Grants};
 use crate::handler::CallContext;
 pub use seek::take_seek;
 use seek::{SeekPart, seek};
@@ -23,14 +22,8 @@ use seek::{SeekPart, seek};
 /// The capability: `publish` and `seek` of `shardhost:handler/host`.
 pub struct Publish;
 
-impl GrantTable for Publish {
-    /// None: `publish_to` is the subscription's own key (see the module's documentation).
-    fn keys(&self) -> &'static [&'static str] {
-        &[]
-    }
-
-    fn read(&self, _: &mut Walker<'_>, _: &Section<'_, '_>, _: &TableContext<'_>, _: &mut Grants) {}
-}
+/// None: `publish_to` is the subscription's own key (see the module's documentation).
+impl GrantTable for Publish {}
 
 impl<T: Host> Capability<T> for Publish {
     fn add_to_linker(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {

@@ -10,7 +10,7 @@ use toml::de::DeValue;
 use super::{State, StateGrant, StateStoreKind};
 use crate::config::walk::{Field, Section, Walker, quote};
 use crate::config::{
-    Grant, GrantTable, Grants, LeaseStoreKind, MAX_CALL_TIMEOUT, TableContext, defaults, same_as,
+    Grant, GrantTable, Grants, LeaseStoreKind, MAX_CALL_TIMEOUT, TableContext, defaults,
 };
 
 const STATE_KEYS: &[&str] = &[
@@ -72,14 +72,6 @@ impl Grant for StateGrant {
             humantime::format_duration(self.timeout),
             self.max_in_flight
         )]
-    }
-
-    fn same(&self, other: &dyn Grant) -> bool {
-        same_as(self, other)
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }
 

@@ -7,8 +7,7 @@
 use wasmtime::component::Linker;
 
 use super::{Capability, GrantError, Host, InstanceContext, Part, Prepared, Shared};
-use crate::config::walk::{Section, Walker};
-use crate::config::{GrantTable, Grants, TableContext};
+use crate::config::{GrantTable, Grants};
 
 /// The capability: WASI 0.2 as wasmtime-wasi gives it.
 pub struct Wasi;
@@ -16,14 +15,8 @@ pub struct Wasi;
 /// The WASI packages it gives, at any `0.2.x`.
 const PACKAGES: [&str; 6] = ["cli", "clocks", "filesystem", "io", "random", "sockets"];
 
-impl GrantTable for Wasi {
-    /// None: `[subscription.wasi]` is `env.rs`'s.
-    fn keys(&self) -> &'static [&'static str] {
-        &[]
-    }
-
-    fn read(&self, _: &mut Walker<'_>, _: &Section<'_, '_>, _: &TableContext<'_>, _: &mut Grants) {}
-}
+/// None: `[subscription.wasi]` is `env.rs`'s.
+impl GrantTable for Wasi {}
 
 impl<T: Host> Capability<T> for Wasi {
     fn add_to_linker(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
