@@ -63,3 +63,51 @@ fn replay_file_reports_the_records_of_a_file_two_versions_answer_differently() {
     let out = replay(&config, &["orders", same.to_str().unwrap(), "--file", file]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
+
+#[test]
+fn replay_file_records_a_handlers_publishes_and_sends_none_to_the_stream() {
+    // The file path is on trial like a stream's history: what the handler publishes is
+    // recorded in the report, never put into the subscription's real `publish_to` stream.
+    let Some(st) = crate::support::fleet::stack(1) else {
+        return;
+    };
+    let out_stream = format!("{}-out", st.stream);
+    st.k.create(&out_stream, 1);
+    let dir = Scratch::new("replay-file-effects");
+    let records = dir.write(
+        "records.ndjson",
+        &format!(
+            "{{\"partition_key\":\"a\",\"data\":\"publish:{out_stream}:one\"}}\n\
+             {{\"partition_key\":\"b\",\"data\":\"publish:{out_stream}:two\"}}\n"
+        ),
+    );
+    let sub = st
+        .subscription("scripted")
+        .trim_horizon()
+        .set("publish_to", vec![out_stream.clone()]);
+    let config = dir.write(
+        "shardhost.toml",
+        st.host("replayer").subscription(sub).render(),
+    );
+    let same = guest("scripted");
+    let file = records.to_str().unwrap();
+    let out = replay(
+        &config,
+        &["test", same.to_str().unwrap(), "--file", file, "--json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "nothing differs: {out:?}");
+    let report = json(&out);
+    for who in ["current", "candidate"] {
+        let effects = &report["effects"][who];
+        assert_eq!(effects["counts"]["publish"], 2, "{report}");
+        let first = effects["first"][0].as_str().unwrap();
+        assert!(
+            first.starts_with(&format!("publish to {out_stream}, key a")),
+            "{first}"
+        );
+    }
+    assert!(
+        st.k.read_all(&out_stream).is_empty(),
+        "replay --file published"
+    );
+}
