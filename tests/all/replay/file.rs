@@ -76,7 +76,7 @@ fn replay_file_records_a_handlers_publishes_and_sends_none_to_the_stream() {
     let dir = Scratch::new("replay-file-effects");
     let records = dir.write(
         "records.ndjson",
-        &format!(
+        format!(
             "{{\"partition_key\":\"a\",\"data\":\"publish:{out_stream}:one\"}}\n\
              {{\"partition_key\":\"b\",\"data\":\"publish:{out_stream}:two\"}}\n"
         ),
