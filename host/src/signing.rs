@@ -170,11 +170,13 @@ pub enum Statement<'a> {
         window_ms: u64,
         abort_on: &'a str,
     },
-    /// Shadow `shadow_id` runs `version` beside the current version (on trial).
+    /// Shadow `shadow_id` runs `version` beside the current version (on trial), its unsent
+    /// HTTP requests answered `http_answer` (none: 503).
     Shadow {
         scope: Scope<'a>,
         shadow_id: &'a str,
         version: &'a str,
+        http_answer: Option<&'a crate::effects::HttpAnswer>,
     },
 }
 
@@ -220,7 +222,24 @@ impl Statement<'_> {
                 scope,
                 shadow_id,
                 version,
+                http_answer: None,
             } => serde_json::json!(["shardhost-shadow-v1", at(scope), shadow_id, version]),
+            // The answer is part of what is vouched for: it decides what the shadow's report
+            // shows, on which a promotion is decided.
+            Statement::Shadow {
+                scope,
+                shadow_id,
+                version,
+                http_answer: Some(a),
+            } => serde_json::json!([
+                "shardhost-shadow-v2",
+                at(scope),
+                shadow_id,
+                version,
+                a.status,
+                a.content_type,
+                crate::version::version_of(&a.body)
+            ]),
         };
         serde_json::to_vec(&value).expect("strings and numbers serialize")
     }

@@ -9,7 +9,7 @@
 //! | `GET /metrics`                         | OpenMetrics text when `Accept` names it (Prometheus does), else the classic text format 0.0.4 (`promtool check metrics`, curl) |
 //! | `PUT /subscriptions/{name}/handler`    | validates the body as a component and swaps it in; 200 with the old and new versions, 422 with the reason, 413 past `max_upload` |
 //! | `POST /subscriptions/{name}/rollback`  | restores the version before the last swap; 409 when there is none |
-//! | `PUT /subscriptions/{name}/shadow`     | validates the body and runs it in shadow (`crate::shadow`); 422, 413 as a deploy |
+//! | `PUT /subscriptions/{name}/shadow`     | validates the body and runs it in shadow (`crate::shadow`); 422, 413 as a deploy; its unsent HTTP requests answered as the `x-shardhost-http-answer` headers say ([`http_answer`]), 400 when they are malformed |
 //! | `DELETE /subscriptions/{name}/shadow`  | drops the shadow; 409 when there is none |
 //! | `POST /subscriptions/{name}/promote`   | deploys the shadow's bytes and drops it; 409 when there is none |
 //! | `POST /subscriptions/{name}/records`   | puts the records of the body (NDJSON, as `feed`) into the embedded stream the subscription reads ([`put`]); 409 on a host that reads Kinesis, 413 past 5 MiB, 422 with the bad line |
@@ -66,6 +66,7 @@ mod guard;
 mod history;
 mod page;
 mod put;
+pub mod http_answer;
 pub mod reply;
 mod serve;
 pub mod signed;

@@ -70,14 +70,19 @@ pub(super) async fn deploy(
 pub(super) async fn shadow(
     State(shared): State<Arc<Shared>>,
     Path(name): Path<String>,
+    headers: axum::http::HeaderMap,
     body: Body,
 ) -> Result<Response, UploadRefused> {
     check_head(&shared, &name, &body)?;
+    let answer = match super::http_answer::answer_of(&headers) {
+        Ok(answer) => answer,
+        Err((status, message)) => return Ok(super::error(status, message)),
+    };
     let _upload = Upload::begin(&shared, &name).ok_or_else(|| UploadRefused::Busy(name.clone()))?;
     let body = read_body(body, shared.max_upload).await?;
     let origin = format!("shadow upload for `{name}` ({} bytes)", body.len());
     Ok(
-        match shared.state.deployer.shadow(&name, &body, &origin).await {
+        match shared.state.deployer.shadow(&name, &body, answer, &origin).await {
             Ok(set) => axum::Json(super::reply::ShadowReply {
                 shadow: set.shadow,
                 current: Some(set.current),

@@ -189,14 +189,21 @@ impl AdminClient {
         answer.into_reply("deploy", SWAP)
     }
 
-    /// `PUT /subscriptions/{subscription}/shadow` with the candidate component.
+    /// `PUT /subscriptions/{subscription}/shadow` with the candidate component, its unsent
+    /// HTTP requests answered `http_answer` (none: 503).
     pub async fn shadow(
         &self,
         subscription: &str,
         component: Vec<u8>,
+        http_answer: Option<&crate::effects::HttpAnswer>,
     ) -> Result<ShadowReply, AdminError> {
         let path = format!("/subscriptions/{subscription}/shadow");
-        let answer = self.send(Method::PUT, &path, component).await?;
+        let headers = http_answer
+            .map(crate::admin::http_answer::answer_headers)
+            .unwrap_or_default();
+        let answer = self
+            .send_with(Method::PUT, &path, &headers, component)
+            .await?;
         answer.into_reply("deploy --shadow", SHADOW)
     }
 

@@ -54,6 +54,12 @@ pub struct DeployArgs {
     #[arg(long, requires = "file")]
     shadow: bool,
 
+    /// With --shadow: answer the shadow's unsent HTTP requests with STATUS (200 to 599) and,
+    /// with `:FILE`, FILE's bytes as the body (at most 64 KiB; `.json`: `content-type:
+    /// application/json`), so that its success path is compared; `status` says so. Default: 503.
+    #[arg(long, value_name = "STATUS[:FILE]", requires = "shadow")]
+    http_answer: Option<crate::effects::AnswerSpec>,
+
     /// Drop the shadow (the fleet's, with a DynamoDB lease table).
     #[arg(long, conflicts_with_all = ["shadow", "promote"])]
     shadow_off: bool,
@@ -103,6 +109,10 @@ fn duration(text: &str) -> Result<Duration, String> {
 }
 
 pub fn deploy(args: &DeployArgs) -> Result<(), CliError> {
+    let http_answer = match &args.http_answer {
+        Some(spec) => Some(spec.load(crate::effects::answer::MAX_SHADOW_BODY)?),
+        None => None,
+    };
     // Without a file it is a rollback (the arguments allow nothing else).
     let component = match &args.file {
         Some(file) => Some(std::fs::read(file).map_err(|source| CliError::ReadHandler {
@@ -124,11 +134,12 @@ pub fn deploy(args: &DeployArgs) -> Result<(), CliError> {
             off: args.shadow_off,
             promote: args.promote,
             key: key.as_ref(),
+            http_answer,
         };
         return super::block_on(super::shadow::through_table(&config, fleet_shadow));
     }
     if args.shadow || args.shadow_off {
-        return super::block_on(shadow(args, component));
+        return super::block_on(shadow(args, component, http_answer));
     }
     if let (Some(share), Some(path), Some(bytes)) = (args.canary, &args.config, &component) {
         let config = load(path)?;
@@ -157,12 +168,16 @@ pub fn deploy(args: &DeployArgs) -> Result<(), CliError> {
 }
 
 /// `--shadow FILE` and `--shadow-off`, through the instance's admin API.
-async fn shadow(args: &DeployArgs, component: Option<Vec<u8>>) -> Result<(), CliError> {
+async fn shadow(
+    args: &DeployArgs,
+    component: Option<Vec<u8>>,
+    http_answer: Option<crate::effects::HttpAnswer>,
+) -> Result<(), CliError> {
     let client = args.admin.client()?;
     let name = &args.subscription;
     match component {
         Some(bytes) => {
-            let reply = client.shadow(name, bytes).await?;
+            let reply = client.shadow(name, bytes, http_answer.as_ref()).await?;
             println!(
                 "subscription `{name}`: shadow set; it runs after the current version on every batch, compared, never settled"
             );
@@ -172,6 +187,9 @@ async fn shadow(args: &DeployArgs, component: Option<Vec<u8>>) -> Result<(), Cli
             }
             if let Some(replaced) = &reply.replaced {
                 println!("  replaced the shadow {replaced}");
+            }
+            if let Some(answer) = &http_answer {
+                println!("  unsent requests answered {}", answer.describe());
             }
         }
         None => {

@@ -66,6 +66,9 @@ pub enum CliError {
         .0.display()
     )]
     EmbeddedReplay(PathBuf),
+    /// `--http-answer`: the status or the body file.
+    #[error(transparent)]
+    HttpAnswer(#[from] crate::effects::answer::AnswerError),
     /// `deploy --canary-off` with no rollout running.
     #[error("subscription `{0}` has no rollout running")]
     NoRollout(String),
@@ -222,6 +225,7 @@ impl CliError {
             | CliError::Handler(_)
             | CliError::EmbeddedDeadLetters(_)
             | CliError::EmbeddedReplay(_)
+            | CliError::HttpAnswer(_)
             | CliError::NoShadow(_)
             | CliError::NoRollout(_)
             | CliError::NoFleet(_)

@@ -1,5 +1,5 @@
 //! `shardhost replay SUB FILE.wasm [--config CFG] [--from T] [--to T | --records N] [--json]
-//! [--http live] [--current FILE] [--file RECORDS]`: run a version over a subscription's history
+//! [--http live] [--http-answer STATUS[:FILE]] [--current FILE] [--file RECORDS]`: run a version over a subscription's history
 //! (or a records file's records) next to the version it runs now, and report the records they
 //! answer differently (exit 1 when any do).
 
@@ -12,7 +12,8 @@ use tracing::Instrument;
 
 use super::CliError;
 use crate::config::{Config, KinesisEndpoint, LeaseStoreKind, SubscriptionConfig};
-use crate::effects::Effects;
+use crate::effects::answer::MAX_REPLAY_BODY;
+use crate::effects::{AnswerSpec, Effects, HttpAnswer};
 use crate::handler::CallContext;
 use crate::publish::Publisher;
 use crate::record::Record;
@@ -64,6 +65,14 @@ pub struct ReplayArgs {
     /// read (GET, HEAD, OPTIONS) reach their granted origin; others still answer 503.
     #[arg(long, value_enum, default_value_t = HttpReplay::Off)]
     http: HttpReplay,
+
+    /// Answer every request that is not sent (all of them with `--http off`, all but the reads
+    /// with `--http live`) with STATUS (200 to 599) and, with `:FILE`, FILE's bytes as the body
+    /// (at most 1 MiB; a `.json` file answers `content-type: application/json`), so that the
+    /// success path is compared too. The report marks those answers stubbed. Default: 503, no
+    /// body.
+    #[arg(long, value_name = "STATUS[:FILE]")]
+    http_answer: Option<AnswerSpec>,
 
     /// The version to compare with. Default: the version the fleet's last deploy set (with
     /// a DynamoDB lease table), else the subscription's `handler`.
@@ -135,12 +144,17 @@ async fn current_of(
 }
 
 pub fn replay(args: &ReplayArgs) -> Result<(), CliError> {
+    // Read before anything else: a bad body file is told before a byte of config loads.
+    let answer = match &args.http_answer {
+        Some(spec) => Some(spec.load(MAX_REPLAY_BODY)?),
+        None => None,
+    };
     let config = Config::load(&args.config)?;
     let sub = super::fleet::subscription(&config, &args.subscription)?;
     if config.kinesis.endpoint == KinesisEndpoint::Memory && args.file.is_none() {
         return Err(CliError::EmbeddedReplay(args.config.clone()));
     }
-    let report = super::block_on(run(args, &config, sub))?;
+    let report = super::block_on(run(args, &config, sub, answer))?;
     if args.json {
         println!("{}", report.json());
     } else {
@@ -156,6 +170,7 @@ async fn run(
     args: &ReplayArgs,
     config: &Config,
     sub: &SubscriptionConfig,
+    answer: Option<HttpAnswer>,
 ) -> Result<Report, CliError> {
     let file = match &args.file {
         Some(path) => Some((path.display().to_string(), file_records(path)?)),
@@ -166,7 +181,7 @@ async fn run(
         Some(_) => Arc::new(MemoryStreams::new()),
         None => Arc::new(KinesisStreams::connect(&config.kinesis).await),
     };
-    let (mut now, mut then) = trials(args, config, sub, source.clone()).await?;
+    let (mut now, mut then) = trials(args, config, sub, source.clone(), answer).await?;
     let plan = Plan {
         stream: sub.stream.clone(),
         range: Range {
@@ -214,6 +229,7 @@ async fn trials(
     config: &Config,
     sub: &SubscriptionConfig,
     source: Arc<dyn StreamSource>,
+    answer: Option<HttpAnswer>,
 ) -> Result<(Trial, Trial), CliError> {
     let fuel = sub.limits.fuel.is_some();
     let runtime =
@@ -250,8 +266,16 @@ async fn trials(
     let (call_batch, lanes) = (sub.batch, sub.lanes as usize);
     let trial = |factory, ctx, effects| Trial::new(factory, ctx, effects, call_batch, lanes);
     Ok((
-        trial(current, ctx.clone(), Effects::new(live, OVERLAY_LIMIT)),
-        trial(candidate, ctx, Effects::new(live, OVERLAY_LIMIT)),
+        trial(
+            current,
+            ctx.clone(),
+            Effects::answering(live, OVERLAY_LIMIT, answer.clone()),
+        ),
+        trial(
+            candidate,
+            ctx,
+            Effects::answering(live, OVERLAY_LIMIT, answer),
+        ),
     ))
 }
 

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use super::CliError;
 use super::fleet::{FleetSource, subscription, who};
 use crate::config::Config;
+use crate::effects::HttpAnswer;
 use crate::fleet::Sign;
 use crate::signing::SignKey;
 use crate::version::{short_version, version_of};
@@ -19,6 +20,8 @@ pub struct FleetShadowArgs<'a> {
     pub off: bool,
     pub promote: bool,
     pub key: Option<&'a SignKey>,
+    /// What the shadow's unsent HTTP requests are answered (none: 503).
+    pub http_answer: Option<HttpAnswer>,
 }
 
 pub async fn through_table(config: &Config, args: FleetShadowArgs<'_>) -> Result<(), CliError> {
@@ -34,11 +37,15 @@ pub async fn through_table(config: &Config, args: FleetShadowArgs<'_>) -> Result
         // A fleet that would refuse it is told so before anything of the bytes runs here.
         fleet.signs_trial(&s.name, "a shadow", &version_of(bytes), &sign)?;
         super::fleet::validate_here(config, s, &file, bytes).await?;
-        let shadow = fleet.set_shadow(&s.name, bytes, &by, &sign).await?;
+        let answer = args.http_answer.as_ref();
+        let shadow = fleet.set_shadow(&s.name, bytes, answer, &by, &sign).await?;
         println!(
             "subscription `{}`: every instance runs {} in shadow from its next poll: compared, never settled",
             s.name, shadow.version
         );
+        if let Some(answer) = answer {
+            println!("  unsent requests answered {}", answer.describe());
+        }
         return Ok(());
     }
     let running = fleet.shadow(&s.name).await?.filter(|(_, sh)| sh.on);

@@ -155,6 +155,9 @@ fn render_shadow(s: &crate::shadow::ShadowReport) -> String {
         s.batches_dropped,
         s.records_dropped
     );
+    if let Some(answer) = &s.http_answer {
+        out += &format!("    unsent requests answered {answer}\n");
+    }
     for d in &s.differences {
         out += &format!(
             "    {} -> {}: {} record(s)\n",

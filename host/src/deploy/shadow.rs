@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::{DeployError, Deployed, Deployer, Trial};
+use crate::effects::HttpAnswer;
 use crate::fleet::Sign;
 use crate::handler::HandlerFactory;
 use crate::shadow::Shadow;
@@ -21,11 +22,13 @@ pub struct ShadowSet {
 
 impl Deployer {
     /// Validates `bytes` under `subscription`'s limits and grants and, only if they pass, runs
-    /// them in shadow of its current version from each shard's next batch on.
+    /// them in shadow of its current version from each shard's next batch on, their unsent
+    /// HTTP requests answered `http_answer` (none: 503).
     pub async fn shadow(
         &self,
         subscription: &str,
         bytes: &[u8],
+        http_answer: Option<HttpAnswer>,
         origin: &str,
     ) -> Result<ShadowSet, DeployError> {
         let target = self.target(subscription)?;
@@ -39,12 +42,12 @@ impl Deployer {
         let _one_at_a_time = target.swapping.lock().await;
         let component = self.validate(subscription, target, bytes, origin).await?;
         let factory = component as Arc<dyn HandlerFactory>;
-        let mut shadow = Shadow::new(factory, bytes.to_vec());
+        let mut shadow = Shadow::new(factory, bytes.to_vec()).answering(http_answer.clone());
         if let Some(link) = &self.fleet {
             let by = format!("{} ({origin})", link.owner);
             let row = link
                 .fleet
-                .set_shadow(subscription, bytes, &by, &Sign::No)
+                .set_shadow(subscription, bytes, http_answer.as_ref(), &by, &Sign::No)
                 .await?;
             shadow = shadow.of_fleet(&row.shadow_id);
         }
@@ -58,6 +61,7 @@ impl Deployer {
             subscription,
             shadow = short_version(&set.shadow),
             current = short_version(&set.current),
+            http_answer = http_answer.as_ref().map(HttpAnswer::describe),
             "a shadow runs after the current version on every batch: compared, never settled"
         );
         Ok(set)
@@ -171,7 +175,9 @@ impl Deployer {
         match self.validate(subscription, target, &bytes, &origin).await {
             Ok(component) => {
                 let factory = component as Arc<dyn HandlerFactory>;
-                let shadow = Shadow::new(factory, bytes).of_fleet(&row.shadow_id);
+                let shadow = Shadow::new(factory, bytes)
+                    .answering(row.http_answer.clone())
+                    .of_fleet(&row.shadow_id);
                 target.slot.set_shadow(Some(Arc::new(shadow)));
                 self.trial_refused(target, Trial::Shadow, None);
                 tracing::info!(subscription, "{origin} runs here too");

@@ -3,8 +3,9 @@
 //! instantiated once to validate it (`wasm::Runtime::load`); what each would have done to the
 //! world, from its start-up code on, is recorded here, never performed. A `publish` is
 //! recorded and answered with a sequence number no stream has; a `seek` is recorded; an HTTP
-//! request to a granted origin is recorded and answered 503 without a connection (or, with
-//! `--http live`, sent when it only reads: GET, HEAD, OPTIONS); state reads see the real store
+//! request to a granted origin is recorded and answered 503 without a connection, or with the
+//! [`answer`] it was told to give (`--http-answer`), marked stubbed (with `--http live`, a
+//! request that only reads is sent: GET, HEAD, OPTIONS); state reads see the real store
 //! (through a store with permits of its own, `state::Stores::trial_of`), and state writes go to
 //! an [`overlay`] that later reads of the same run see, never to the store.
 //!
@@ -16,8 +17,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::state::StateStore;
 
+pub mod answer;
 pub mod overlay;
 
+pub use answer::{AnswerSpec, HttpAnswer};
 pub use overlay::Overlay;
 
 /// How many effects are kept in full; the rest are counted.
@@ -26,6 +29,8 @@ pub const KEPT: usize = 1000;
 /// The effects of one version over one run.
 pub struct Effects {
     http_live: bool,
+    /// What an unsent request is answered: `None`, 503 with no body.
+    answer: Option<HttpAnswer>,
     log: Mutex<Log>,
     overlay: OnceLock<Arc<Overlay>>,
     overlay_limit: u64,
@@ -52,9 +57,11 @@ pub enum Effect {
     Http {
         method: String,
         uri: String,
-        /// The status the guest saw: 503 when the request was not sent.
+        /// The status the guest saw: when the request was not sent, 503 or the told answer's.
         status: u16,
         sent: bool,
+        /// Not sent, and answered as told (`--http-answer`).
+        stubbed: bool,
     },
     StateWrite {
         op: &'static str,
@@ -89,8 +96,21 @@ impl std::fmt::Display for Effect {
                 uri,
                 status,
                 sent: true,
+                ..
             } => write!(f, "{method} {uri}: {status}"),
-            Effect::Http { method, uri, .. } => write!(f, "{method} {uri}: not sent (503)"),
+            Effect::Http {
+                method,
+                uri,
+                status,
+                stubbed: true,
+                ..
+            } => write!(f, "{method} {uri}: not sent, answered {status} (stubbed)"),
+            Effect::Http {
+                method,
+                uri,
+                status,
+                ..
+            } => write!(f, "{method} {uri}: not sent ({status})"),
             Effect::StateWrite { op, key } => write!(f, "state {op} {key}"),
         }
     }
@@ -103,14 +123,26 @@ pub struct Recorded {
     pub kept: Vec<Effect>,
     /// How many of each kind happened.
     pub counts: BTreeMap<&'static str, u64>,
+    /// What the unsent requests were answered when it was told (`None`: 503, no body).
+    pub answer: Option<HttpAnswer>,
 }
 
 impl Effects {
     /// A recorder; `http_live`: requests that only read are sent. A run's state overlay holds
     /// at most `overlay_limit` bytes of keys and values.
     pub fn new(http_live: bool, overlay_limit: u64) -> Arc<Effects> {
+        Effects::answering(http_live, overlay_limit, None)
+    }
+
+    /// A recorder whose unsent requests get `answer` (`None`: 503 with no body).
+    pub fn answering(
+        http_live: bool,
+        overlay_limit: u64,
+        answer: Option<HttpAnswer>,
+    ) -> Arc<Effects> {
         Arc::new(Effects {
             http_live,
+            answer,
             log: Mutex::new(Log::default()),
             overlay: OnceLock::new(),
             overlay_limit,
@@ -120,6 +152,11 @@ impl Effects {
     /// Whether a request with `method` is sent (a read, with `--http live`).
     pub fn sends(&self, method: &str) -> bool {
         self.http_live && matches!(method, "GET" | "HEAD" | "OPTIONS")
+    }
+
+    /// What an unsent request is answered, when it was told.
+    pub fn answer(&self) -> Option<&HttpAnswer> {
+        self.answer.as_ref()
     }
 
     pub fn record(&self, effect: Effect) {
@@ -157,6 +194,7 @@ impl Effects {
         Recorded {
             kept: log.kept.clone(),
             counts: log.counts.clone(),
+            answer: self.answer.clone(),
         }
     }
 }
@@ -165,6 +203,7 @@ impl std::fmt::Debug for Effects {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Effects")
             .field("http_live", &self.http_live)
+            .field("answer", &self.answer.as_ref().map(|a| a.status))
             .finish_non_exhaustive()
     }
 }

@@ -1,6 +1,7 @@
 //! A fleet's shadow (see `fleet_table/shadow.rs`): set for every instance, dropped, read.
 
 use super::{Fleet, FleetError, Sign, shadow_statement};
+use crate::effects::HttpAnswer;
 use crate::fleet_table::{FleetShadow, new_id};
 use crate::lease::now_ms;
 use crate::signing::SignKey;
@@ -23,12 +24,14 @@ impl Fleet {
         }
     }
 
-    /// Makes `bytes` (validated by the caller) the shadow every instance runs, replacing any;
-    /// signed with `sign`'s key (a fleet with trusted keys runs only a signed shadow).
+    /// Makes `bytes` (validated by the caller) the shadow every instance runs, replacing any,
+    /// its unsent HTTP requests answered `http_answer` (none: 503); signed with `sign`'s key
+    /// (a fleet with trusted keys runs only a signed shadow), the answer included.
     pub async fn set_shadow(
         &self,
         subscription: &str,
         bytes: &[u8],
+        http_answer: Option<&HttpAnswer>,
         by: &str,
         sign: &Sign<'_>,
     ) -> Result<FleetShadow, FleetError> {
@@ -46,6 +49,7 @@ impl Fleet {
             set_at_ms: now_ms(),
             on: true,
             signed: None,
+            http_answer: http_answer.cloned(),
         };
         if let Sign::Key(key) = sign {
             shadow.signed = Some(key.sign(&shadow_statement(self.scope(subscription), &shadow)));

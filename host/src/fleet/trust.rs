@@ -120,6 +120,7 @@ pub fn shadow_statement<'a>(scope: Scope<'a>, shadow: &'a FleetShadow) -> Statem
         scope,
         shadow_id: &shadow.shadow_id,
         version: &shadow.version,
+        http_answer: shadow.http_answer.as_ref(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! A fleet's shadow of a subscription (`deploy --shadow` with a DynamoDB lease table), in a
 //! row of its own: `#shardhost#shadow#SERVICE#SUBSCRIPTION`, attributes `shadow` (S, a JSON
-//! [`FleetShadow`]) and `revision` (N). Every instance runs the shadow the row names while it
+//! [`FleetShadow`]) and `revision` (N). A row without `http_answer` (written before it
+//! existed, or without `--http-answer`) answers the shadow's unsent requests 503. Every instance runs the shadow the row names while it
 //! is `on`; its bytes are stored as a deploy's are.
 
 use serde::{Deserialize, Serialize};
@@ -9,6 +10,8 @@ use super::FleetTable;
 use super::desired::StoredComponent;
 use super::desired::{is_id, is_version};
 use super::doc::{DocRead, doc_key};
+use crate::effects::HttpAnswer;
+use crate::effects::answer::MAX_SHADOW_BODY;
 use crate::lease::LeaseError;
 use crate::signing::Signed;
 
@@ -28,9 +31,12 @@ pub struct FleetShadow {
     /// Off: dropped (`--shadow-off`) or promoted.
     pub on: bool,
     /// Its signature (`deploy --shadow --sign-key`): over the table, service, subscription, id
-    /// and version.
+    /// and version, and the HTTP answer when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signed: Option<Signed>,
+    /// What its unsent HTTP requests are answered (`deploy --shadow --http-answer`); none: 503.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_answer: Option<HttpAnswer>,
 }
 
 impl FleetShadow {
@@ -61,6 +67,10 @@ impl FleetShadow {
             && (s.key.len() > 256 || s.signature.len() > 256)
         {
             return Err("`signed` is longer than 256 bytes".into());
+        }
+        if let Some(a) = &self.http_answer {
+            a.check(MAX_SHADOW_BODY)
+                .map_err(|e| format!("`http_answer`: {e}"))?;
         }
         Ok(())
     }

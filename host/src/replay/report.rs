@@ -173,6 +173,9 @@ impl Report {
         }
         for (who, recorded) in [("current", &self.effects.0), ("candidate", &self.effects.1)] {
             let _ = writeln!(out, "\nrecorded, not performed ({who}):");
+            if let Some(answer) = &recorded.answer {
+                let _ = writeln!(out, "  unsent requests answered {}", answer.describe());
+            }
             if recorded.counts.is_empty() {
                 let _ = writeln!(out, "  nothing");
             }
@@ -223,6 +226,16 @@ impl Report {
             serde_json::json!({
                 "counts": r.counts,
                 "first": r.kept.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                // What the guest got for a request that was not sent.
+                "http_answer": match &r.answer {
+                    Some(a) => serde_json::json!({
+                        "status": a.status,
+                        "stubbed": true,
+                        "body_bytes": a.body.len(),
+                        "content_type": a.content_type,
+                    }),
+                    None => serde_json::json!({ "status": 503, "stubbed": false }),
+                },
             })
         };
         serde_json::json!({

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use crate::effects::Effects;
+use crate::effects::{Effects, HttpAnswer};
 use crate::handler::HandlerFactory;
 
 pub mod pool;
@@ -49,6 +49,12 @@ impl Shadow {
             since_ms: crate::lease::now_ms(),
             fleet_id: None,
         }
+    }
+
+    /// Its unsent HTTP requests answered `answer` (`deploy --shadow --http-answer`), not 503.
+    pub fn answering(mut self, answer: Option<HttpAnswer>) -> Shadow {
+        self.effects = Effects::answering(false, OVERLAY_LIMIT, answer);
+        self
     }
 
     /// The fleet's shadow `id`.
@@ -88,6 +94,7 @@ impl Shadow {
                 })
                 .collect(),
             first_differences: s.first.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            http_answer: self.effects.answer().map(HttpAnswer::describe),
             effects: self
                 .effects
                 .recorded()
@@ -242,4 +249,8 @@ pub struct ShadowReport {
     pub first_differences: Vec<FirstDifference>,
     /// What it would have done, by kind (`publish`, `seek`, `http-not-sent`, `state-write`).
     pub effects: BTreeMap<String, u64>,
+    /// What its unsent HTTP requests are answered when it was told (`--http-answer`), e.g.
+    /// `201 (stubbed)`; none: 503 with no body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_answer: Option<String>,
 }

@@ -103,6 +103,7 @@ fn a_rollout_signature_covers_its_shards_share_and_window_and_is_no_shadow_or_de
             scope: SCOPE,
             shadow_id: "c1",
             version: "ab",
+            http_answer: None,
         },
     ] {
         assert_eq!(

@@ -11,7 +11,7 @@ use http_body_util::{BodyExt, Full};
 use super::gate::{HttpGate, origin_of};
 use super::held::Bodies;
 use super::send::{Outbound, Sent};
-use crate::effects::{Effect, Effects};
+use crate::effects::{Effect, Effects, HttpAnswer};
 use crate::handler::CallContext;
 use crate::memory::MemoryBudget;
 use crate::metrics::Metrics;
@@ -27,7 +27,7 @@ pub(crate) struct HttpHooks {
     subscription: Arc<str>,
     metrics: Option<Arc<Metrics>>,
     /// A version on trial: its requests are recorded and, unless they only read under
-    /// `--http live`, answered 503 without being sent.
+    /// `--http live`, answered without being sent (503, or as `--http-answer` told).
     effects: Option<Arc<Effects>>,
     /// The response bodies read for the guest, counted against its memory budget.
     bodies: Arc<Bodies>,
@@ -116,13 +116,16 @@ fn on_trial(effects: &Arc<Effects>, outbound: Outbound, request: http::Request<W
     let method = request.method().to_string();
     let uri = request.uri().to_string();
     if !effects.sends(&method) {
+        let answer = effects.answer();
         effects.record(Effect::Http {
             method,
             uri,
-            status: 503,
+            status: answer.map_or(503, |a| a.status),
             sent: false,
+            stubbed: answer.is_some(),
         });
-        return Box::new(async { Ok((unavailable(), done())) });
+        let response = answer.map_or_else(unavailable, stubbed);
+        return Box::new(async { Ok((response, done())) });
     }
     let effects = effects.clone();
     Box::new(async move {
@@ -133,6 +136,7 @@ fn on_trial(effects: &Arc<Effects>, outbound: Outbound, request: http::Request<W
             uri,
             status,
             sent: true,
+            stubbed: false,
         });
         answer
     })
@@ -140,11 +144,32 @@ fn on_trial(effects: &Arc<Effects>, outbound: Outbound, request: http::Request<W
 
 /// 503 with no body: what a version on trial gets for a request that was not sent.
 fn unavailable() -> http::Response<WasiBody> {
-    let body = Full::new(hyper::body::Bytes::new())
+    response(http::StatusCode::SERVICE_UNAVAILABLE, Vec::new())
+}
+
+/// The answer `--http-answer` told: its status, body, `content-type` and `content-length`.
+fn stubbed(answer: &HttpAnswer) -> http::Response<WasiBody> {
+    let status = http::StatusCode::from_u16(answer.status)
+        .unwrap_or(http::StatusCode::SERVICE_UNAVAILABLE);
+    let mut response = response(status, answer.body.clone());
+    let headers = response.headers_mut();
+    headers.insert(http::header::CONTENT_LENGTH, answer.body.len().into());
+    if let Some(value) = answer
+        .content_type
+        .as_deref()
+        .and_then(|t| http::header::HeaderValue::from_str(t).ok())
+    {
+        headers.insert(http::header::CONTENT_TYPE, value);
+    }
+    response
+}
+
+fn response(status: http::StatusCode, body: Vec<u8>) -> http::Response<WasiBody> {
+    let body = Full::new(hyper::body::Bytes::from(body))
         .map_err(|never| match never {})
         .boxed_unsync();
     let mut response = http::Response::new(body);
-    *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+    *response.status_mut() = status;
     response
 }
 
