@@ -18,14 +18,17 @@ use crate::support::{
 
 const TOKEN: &str = "put-token";
 
+mod answer;
+
 /// A host on the embedded stream `orders` running `handler`, with the admin API.
 fn start(dir: &Scratch, handler: &str) -> (Running, Outcomes) {
-    let config = HostToml::memory().admin_with_token(TOKEN).subscription(
-        Subscription::new("orders", "orders", guest(handler))
-            .trim_horizon()
-            .batch(10)
-            .poll_interval("20ms"),
-    );
+    start_sub(dir, Subscription::new("orders", "orders", guest(handler)))
+}
+
+/// A host on the embedded stream running `sub` (on stream `orders`), with the admin API.
+fn start_sub(dir: &Scratch, sub: Subscription) -> (Running, Outcomes) {
+    let sub = sub.trim_horizon().batch(10).poll_interval("20ms");
+    let config = HostToml::memory().admin_with_token(TOKEN).subscription(sub);
     let seen = Outcomes::default();
     let host = Running::start_with(dir, config, |h| h.on_outcome(seen.tap()));
     host.wait_for("the shard read", |b| {

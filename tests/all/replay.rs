@@ -11,6 +11,7 @@ use crate::state::{shipment, state_table};
 use crate::support::fleet::stack;
 use crate::support::{HostToml, HttpServer, Scratch, Subscription, guest};
 
+mod answer;
 mod file;
 
 /// `shardhost replay ARGS… --config CONFIG`.
