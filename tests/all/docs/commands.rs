@@ -194,6 +194,22 @@ const COMMANDS: &[(&str, How)] = &[
         },
     ),
     (
+        "shardhost replay ship ship-v2.wasm --file shipments.ndjson --http-answer 201",
+        Test {
+            file: "replay/answer.rs",
+            name: "http_answer_201_makes_the_shipping_handlers_replay_compare_acks",
+            mentions: &["\"--file\"", "\"--http-answer\"", "\"201\"", "shipments.ndjson"],
+        },
+    ),
+    (
+        "shardhost deploy ship ship-v2.wasm --shadow --http-answer 201",
+        Test {
+            file: "put/answer.rs",
+            name: "a_shadow_told_http_answer_201_compares_the_success_path_of_the_records_put",
+            mentions: &["\"--shadow\"", "\"--http-answer\"", "\"201\""],
+        },
+    ),
+    (
         "shardhost deploy orders orders-v2.wasm --shadow",
         Test {
             file: "put.rs",

@@ -47,6 +47,9 @@ fn http_answer_201_makes_the_shipping_handlers_replay_compare_acks() {
     assert_eq!(report["outcomes"]["retry-after"]["candidate"], 3, "{report}");
     let answered = &report["effects"]["current"]["http_answer"];
     assert_eq!(answered, &serde_json::json!({"status": 503, "stubbed": false}));
+    // The guest saw the 503 itself (its request body taken), not a body it could not write.
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("the carrier answered 503"), "{log}");
 
     // Answered 201 the example acks every shipment and the strict release retires it.
     let out = replay(&config, &args(&strict, &records, &["--json", "--http-answer", "201"]));

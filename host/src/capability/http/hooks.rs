@@ -125,7 +125,13 @@ fn on_trial(effects: &Arc<Effects>, outbound: Outbound, request: http::Request<W
             stubbed: answer.is_some(),
         });
         let response = answer.map_or_else(unavailable, stubbed);
-        return Box::new(async { Ok((response, done())) });
+        let deadline = tokio::time::Instant::from_std(outbound.deadline);
+        return Box::new(async move {
+            // The guest writes its body after it sends the request: taken in full (never kept)
+            // so that it sees the answer, not a body it could not write.
+            let _ = tokio::time::timeout_at(deadline, drain(request.into_body())).await;
+            Ok((response, done()))
+        });
     }
     let effects = effects.clone();
     Box::new(async move {
@@ -140,6 +146,11 @@ fn on_trial(effects: &Arc<Effects>, outbound: Outbound, request: http::Request<W
         });
         answer
     })
+}
+
+/// Reads a request body to its end (or its first error), keeping nothing.
+async fn drain(mut body: WasiBody) {
+    while let Some(Ok(_)) = body.frame().await {}
 }
 
 /// 503 with no body: what a version on trial gets for a request that was not sent.
