@@ -17,6 +17,7 @@ use crate::support::{
     wait_until_else,
 };
 
+mod answer;
 mod costs;
 
 const TOKEN: &str = "shadow-token";

@@ -151,6 +151,7 @@ impl Deployer {
                     timed_out: r.timed_out,
                     skipped: r.skipped,
                     batches_dropped: r.batches_dropped,
+                    http_answer: r.http_answer,
                 };
                 Some((name.clone(), counts))
             })

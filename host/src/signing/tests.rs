@@ -145,3 +145,40 @@ fn a_written_key_is_private_to_its_owner_reads_back_and_is_never_overwritten() {
     ));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_shadows_signature_covers_what_its_unsent_requests_are_answered() {
+    use crate::effects::HttpAnswer;
+    let key = SignKey::generate().unwrap();
+    let trusted = TrustedKeys::new(vec![key.public()]);
+    let shadow = |http_answer| Statement::Shadow {
+        scope: SCOPE,
+        shadow_id: "s1",
+        version: "ab",
+        http_answer,
+    };
+    let told = HttpAnswer::status(201);
+    let signed = key.sign(&shadow(Some(&told)));
+    assert_eq!(trusted.verify(&shadow(Some(&told)), Some(&signed)), Ok(()));
+    let other_status = HttpAnswer::status(200);
+    let other_body = HttpAnswer {
+        body: b"{}".to_vec(),
+        ..told.clone()
+    };
+    let other_type = HttpAnswer {
+        content_type: Some("application/json".into()),
+        ..told.clone()
+    };
+    for other in [None, Some(&other_status), Some(&other_body), Some(&other_type)] {
+        assert_eq!(
+            trusted.verify(&shadow(other), Some(&signed)),
+            Err(Untrusted::BadSignature),
+            "{other:?}"
+        );
+    }
+    // A shadow told nothing signs what it signed before the answer existed.
+    let unstubbed = key.sign(&shadow(None));
+    let v1 = serde_json::json!(["shardhost-shadow-v1", ["leases", "svc", "ship"], "s1", "ab"]);
+    assert_eq!(shadow(None).bytes(), serde_json::to_vec(&v1).unwrap());
+    assert_eq!(trusted.verify(&shadow(None), Some(&unstubbed)), Ok(()));
+}

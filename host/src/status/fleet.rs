@@ -65,6 +65,9 @@ pub struct ShadowCounts {
     pub timed_out: u64,
     pub skipped: u64,
     pub batches_dropped: u64,
+    /// What its unsent HTTP requests are answered when told (`201 (stubbed)`); none: 503.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_answer: Option<String>,
 }
 
 /// What the shards of a rollout (`canary`) and the others (`base`) did on one instance.

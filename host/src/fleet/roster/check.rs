@@ -114,6 +114,9 @@ fn check_running(r: &Running) -> Result<(), String> {
         if counts.iter().any(|n| *n > MAX_COUNT) {
             return Err(format!("a `shadow` count is more than {MAX_COUNT}"));
         }
+        if s.http_answer.as_ref().is_some_and(|a| a.len() > 256) {
+            return Err("`shadow.http_answer` is longer than 256 bytes".into());
+        }
     }
     Ok(())
 }
