@@ -64,9 +64,9 @@
 mod conns;
 mod guard;
 mod history;
+pub mod http_answer;
 mod page;
 mod put;
-pub mod http_answer;
 pub mod reply;
 mod serve;
 pub mod signed;

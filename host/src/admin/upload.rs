@@ -82,7 +82,12 @@ pub(super) async fn shadow(
     let body = read_body(body, shared.max_upload).await?;
     let origin = format!("shadow upload for `{name}` ({} bytes)", body.len());
     Ok(
-        match shared.state.deployer.shadow(&name, &body, answer, &origin).await {
+        match shared
+            .state
+            .deployer
+            .shadow(&name, &body, answer, &origin)
+            .await
+        {
             Ok(set) => axum::Json(super::reply::ShadowReply {
                 shadow: set.shadow,
                 current: Some(set.current),

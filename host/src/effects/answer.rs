@@ -36,7 +36,9 @@ pub enum AnswerError {
          or 201:answer.json)"
     )]
     Syntax(String),
-    #[error("--http-answer {0}: the status must be from 200 to 599 (a 1xx is never a final answer)")]
+    #[error(
+        "--http-answer {0}: the status must be from 200 to 599 (a 1xx is never a final answer)"
+    )]
     Status(u16),
     #[error("--http-answer: cannot read the answer body {}: {source}", .file.display())]
     Read {
@@ -145,9 +147,7 @@ impl HttpAnswer {
             });
         }
         if let Some(t) = &self.content_type
-            && (t.is_empty()
-                || t.len() > 128
-                || hyper::header::HeaderValue::from_str(t).is_err())
+            && (t.is_empty() || t.len() > 128 || hyper::header::HeaderValue::from_str(t).is_err())
         {
             return Err(AnswerError::ContentType);
         }
@@ -221,7 +221,10 @@ mod tests {
         let answer = spec.load(1024).unwrap();
         assert_eq!(answer.content_type.as_deref(), Some("application/json"));
         assert_eq!(answer.body, br#"{"booking":"b-1"}"#);
-        assert_eq!(answer.describe(), "201 (stubbed), 17 bytes of application/json");
+        assert_eq!(
+            answer.describe(),
+            "201 (stubbed), 17 bytes of application/json"
+        );
         let e = spec.load(10).unwrap_err().to_string();
         assert!(e.contains("booked.json") && e.contains("17 bytes"), "{e}");
         let missing = AnswerSpec {

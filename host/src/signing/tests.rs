@@ -169,7 +169,12 @@ fn a_shadows_signature_covers_what_its_unsent_requests_are_answered() {
         content_type: Some("application/json".into()),
         ..told.clone()
     };
-    for other in [None, Some(&other_status), Some(&other_body), Some(&other_type)] {
+    for other in [
+        None,
+        Some(&other_status),
+        Some(&other_body),
+        Some(&other_type),
+    ] {
         assert_eq!(
             trusted.verify(&shadow(other), Some(&signed)),
             Err(Untrusted::BadSignature),

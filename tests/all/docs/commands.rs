@@ -198,7 +198,12 @@ const COMMANDS: &[(&str, How)] = &[
         Test {
             file: "replay/answer.rs",
             name: "http_answer_201_makes_the_shipping_handlers_replay_compare_acks",
-            mentions: &["\"--file\"", "\"--http-answer\"", "\"201\"", "shipments.ndjson"],
+            mentions: &[
+                "\"--file\"",
+                "\"--http-answer\"",
+                "\"201\"",
+                "shipments.ndjson",
+            ],
         },
     ),
     (

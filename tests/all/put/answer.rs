@@ -15,13 +15,24 @@ fn a_shadow_told_http_answer_201_compares_the_success_path_of_the_records_put() 
     let carrier = HttpServer::start();
     let sub = Subscription::new("orders", "orders", guest("ship"))
         .nested("http", "allow", vec![carrier.origin()])
-        .nested("config", "carrier_url", format!("{}/carrier", carrier.origin()))
+        .nested(
+            "config",
+            "carrier_url",
+            format!("{}/carrier", carrier.origin()),
+        )
         .nested("state", "store", "memory");
     let (host, seen) = start_sub(&dir, sub);
     // A release that counts only the carrier's 200 as booked; the carrier answers 201.
     let strict = guest("ship_strict");
     let strict = strict.to_str().unwrap();
-    let shadow_args = ["deploy", "orders", "--shadow", strict, "--http-answer", "201"];
+    let shadow_args = [
+        "deploy",
+        "orders",
+        "--shadow",
+        strict,
+        "--http-answer",
+        "201",
+    ];
     let out = cli(&host, Some(TOKEN), &shadow_args);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
@@ -32,12 +43,17 @@ fn a_shadow_told_http_answer_201_compares_the_success_path_of_the_records_put() 
     let lines: String = (1..=3)
         .map(|id| {
             let shipment = format!(r#"{{"id":{id},"address":"Main St {id}","carrier":"ups"}}"#);
-            let line = serde_json::json!({ "partition_key": format!("order-{id}"), "data": shipment });
+            let line =
+                serde_json::json!({ "partition_key": format!("order-{id}"), "data": shipment });
             format!("{line}\n")
         })
         .collect();
     let records = dir.write("shipments.ndjson", lines);
-    let out = cli(&host, Some(TOKEN), &["put", "orders", records.to_str().unwrap()]);
+    let out = cli(
+        &host,
+        Some(TOKEN),
+        &["put", "orders", records.to_str().unwrap()],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     host.wait_for("3 shipments settled", |_| seen.len() >= 3);
 
@@ -67,6 +83,9 @@ fn a_shadow_told_http_answer_201_compares_the_success_path_of_the_records_put() 
     assert_eq!(carrier.requests(), 3, "{:?}", carrier.bookings());
     let out = cli(&host, Some(TOKEN), &["status"]);
     let status = text(&out.stdout);
-    assert!(status.contains("unsent requests answered 201 (stubbed)"), "{status}");
+    assert!(
+        status.contains("unsent requests answered 201 (stubbed)"),
+        "{status}"
+    );
     host.stop();
 }

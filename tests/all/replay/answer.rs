@@ -16,11 +16,15 @@ fn shipping(dir: &Scratch) -> (PathBuf, PathBuf) {
         .nested("http", "allow", vec![CARRIER.to_owned()])
         .nested("config", "carrier_url", format!("{CARRIER}/book"))
         .nested("state", "store", "memory");
-    let config = dir.write("shardhost.toml", HostToml::memory().subscription(sub).render());
+    let config = dir.write(
+        "shardhost.toml",
+        HostToml::memory().subscription(sub).render(),
+    );
     let lines: String = (1..=3)
         .map(|id| {
             let shipment = format!(r#"{{"id":{id},"address":"Main St {id}","carrier":"dhl"}}"#);
-            let line = serde_json::json!({ "partition_key": format!("order-{id}"), "data": shipment });
+            let line =
+                serde_json::json!({ "partition_key": format!("order-{id}"), "data": shipment });
             format!("{line}\n")
         })
         .collect();
@@ -28,7 +32,12 @@ fn shipping(dir: &Scratch) -> (PathBuf, PathBuf) {
 }
 
 fn args<'a>(candidate: &'a Path, records: &'a Path, more: &[&'a str]) -> Vec<&'a str> {
-    let base = ["ship", candidate.to_str().unwrap(), "--file", records.to_str().unwrap()];
+    let base = [
+        "ship",
+        candidate.to_str().unwrap(),
+        "--file",
+        records.to_str().unwrap(),
+    ];
     [&base[..], more].concat()
 }
 
@@ -44,15 +53,24 @@ fn http_answer_201_makes_the_shipping_handlers_replay_compare_acks() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let report = json(&out);
     assert_eq!(report["outcomes"]["retry-after"]["current"], 3, "{report}");
-    assert_eq!(report["outcomes"]["retry-after"]["candidate"], 3, "{report}");
+    assert_eq!(
+        report["outcomes"]["retry-after"]["candidate"], 3,
+        "{report}"
+    );
     let answered = &report["effects"]["current"]["http_answer"];
-    assert_eq!(answered, &serde_json::json!({"status": 503, "stubbed": false}));
+    assert_eq!(
+        answered,
+        &serde_json::json!({"status": 503, "stubbed": false})
+    );
     // The guest saw the 503 itself (its request body taken), not a body it could not write.
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(log.contains("the carrier answered 503"), "{log}");
 
     // Answered 201 the example acks every shipment and the strict release retires it.
-    let out = replay(&config, &args(&strict, &records, &["--json", "--http-answer", "201"]));
+    let out = replay(
+        &config,
+        &args(&strict, &records, &["--json", "--http-answer", "201"]),
+    );
     assert_eq!(out.status.code(), Some(1), "the acks differ: {out:?}");
     let report = json(&out);
     assert_eq!(report["differences_total"], 3, "{report}");
@@ -61,7 +79,10 @@ fn http_answer_201_makes_the_shipping_handlers_replay_compare_acks() {
         .unwrap()
         .iter()
         .map(|d| {
-            assert_eq!((&d["current"], &d["candidate"]), (&"ack".into(), &"drop".into()));
+            assert_eq!(
+                (&d["current"], &d["candidate"]),
+                (&"ack".into(), &"drop".into())
+            );
             d["partition_key"].as_str().unwrap()
         })
         .collect();

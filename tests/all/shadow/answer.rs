@@ -24,7 +24,13 @@ fn a_fleet_shadow_set_through_the_table_answers_as_told_on_every_instance() {
     let drop = guest("always_drop");
     let out = f.cli(
         "deploy",
-        &[SUBSCRIPTION, drop.to_str().unwrap(), "--shadow", "--http-answer", &told],
+        &[
+            SUBSCRIPTION,
+            drop.to_str().unwrap(),
+            "--shadow",
+            "--http-answer",
+            &told,
+        ],
     );
     assert!(out.status.success(), "{}", text(&out));
     assert!(
@@ -49,7 +55,10 @@ fn a_fleet_shadow_set_through_the_table_answers_as_told_on_every_instance() {
         || format!("{:#?}", f.report()),
     );
     // A shadow set without it answers 503 again (the row keeps no answer).
-    let out = f.cli("deploy", &[SUBSCRIPTION, drop.to_str().unwrap(), "--shadow"]);
+    let out = f.cli(
+        "deploy",
+        &[SUBSCRIPTION, drop.to_str().unwrap(), "--shadow"],
+    );
     assert!(out.status.success(), "{}", text(&out));
     wait_until_else(
         "every instance's shadow answering 503",

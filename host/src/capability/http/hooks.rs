@@ -160,8 +160,8 @@ fn unavailable() -> http::Response<WasiBody> {
 
 /// The answer `--http-answer` told: its status, body, `content-type` and `content-length`.
 fn stubbed(answer: &HttpAnswer) -> http::Response<WasiBody> {
-    let status = http::StatusCode::from_u16(answer.status)
-        .unwrap_or(http::StatusCode::SERVICE_UNAVAILABLE);
+    let status =
+        http::StatusCode::from_u16(answer.status).unwrap_or(http::StatusCode::SERVICE_UNAVAILABLE);
     let mut response = response(status, answer.body.clone());
     let headers = response.headers_mut();
     headers.insert(http::header::CONTENT_LENGTH, answer.body.len().into());
