@@ -21,16 +21,6 @@ fn version(handler: &str) -> String {
 }
 
 impl Fleet {
-    /// Instance `owner` on the fleet, running `handler`, polling the table every 300 ms.
-    pub fn start_fast(&self, owner: &str, handler: &str) -> Instance {
-        let config = self
-            .st
-            .fleet_config(Some(owner), handler)
-            .set("fleet", "poll", "300ms")
-            .set("fleet", "heartbeat", "500ms");
-        self.start_with(owner, config)
-    }
-
     /// The subscription's rollout, as `status --config --json` shows it.
     pub fn rollout_now(&self) -> Option<Rollout> {
         self.report()

@@ -50,6 +50,16 @@ impl Fleet {
         Instance::start(&self.dir, owner, config)
     }
 
+    /// Instance `owner` on the fleet, running `handler`, polling the table every 300 ms.
+    pub fn start_fast(&self, owner: &str, handler: &str) -> Instance {
+        let config = self
+            .st
+            .fleet_config(Some(owner), handler)
+            .set("fleet", "poll", "300ms")
+            .set("fleet", "heartbeat", "500ms");
+        self.start_with(owner, config)
+    }
+
     /// `shardhost ARGS... --config cli.toml REST...`
     pub fn cli(&self, verb: &str, rest: &[&str]) -> std::process::Output {
         let config = self.cli_config.to_str().unwrap();

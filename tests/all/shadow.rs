@@ -300,13 +300,8 @@ fn a_fleet_shadow_runs_on_every_instance_and_promotes_fleet_wide() {
     let Some(f) = Table::new(2, "shadow-fleet") else {
         return;
     };
-    let config = |owner: &str| {
-        f.st.fleet_config(Some(owner), "always_ack")
-            .set("fleet", "poll", "300ms")
-            .set("fleet", "heartbeat", "500ms")
-    };
-    let _a = f.start_with("a", config("a"));
-    let _b = f.start_with("b", config("b"));
+    let _a = f.start_fast("a", "always_ack");
+    let _b = f.start_fast("b", "always_ack");
     let drop = guest("always_drop");
     let out = f.cli(
         "deploy",

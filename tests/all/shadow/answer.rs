@@ -12,13 +12,8 @@ fn a_fleet_shadow_set_through_the_table_answers_as_told_on_every_instance() {
     let Some(f) = Table::new(1, "shadow-answer") else {
         return;
     };
-    let config = |owner: &str| {
-        f.st.fleet_config(Some(owner), "always_ack")
-            .set("fleet", "poll", "300ms")
-            .set("fleet", "heartbeat", "500ms")
-    };
-    let _a = f.start_with("a", config("a"));
-    let _b = f.start_with("b", config("b"));
+    let _a = f.start_fast("a", "always_ack");
+    let _b = f.start_fast("b", "always_ack");
     let body = f.dir.write("booked.json", r#"{"booking":"b-1"}"#);
     let told = format!("201:{}", body.display());
     let drop = guest("always_drop");
