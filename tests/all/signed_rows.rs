@@ -4,6 +4,8 @@
 //! never signs what only the table vouches for, and a row signed for another table does not
 //! run. Real `shardhost` processes on kinesis-mock and dynalite.
 
+mod answer;
+
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
