@@ -158,6 +158,7 @@ fn drain_shadowed(
             ),
             subscriptions: Arc::new([Arc::from("bench")]),
             role: Default::default(),
+            commit_state: false,
             tap: None,
         }),
         source: Arc::new(streams),
@@ -295,5 +296,6 @@ fn may_book() -> WasiGrants {
             namespace: "bench/ship/".to_owned(),
             max_in_flight: 64,
             timeout: std::time::Duration::from_secs(2),
+            commit: Default::default(),
         })
 }

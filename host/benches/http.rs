@@ -124,6 +124,7 @@ fn main() {
             namespace: "bench/http/".to_owned(),
             max_in_flight: 16,
             timeout: Duration::from_secs(2),
+            commit: Default::default(),
         });
     let handler: Arc<dyn HandlerFactory> = rt
         .block_on(runtime.load_file(&guest("conformance"), Limits::default(), &grants))
@@ -137,6 +138,7 @@ fn main() {
         metrics: None,
         log_budget: Default::default(),
         effects: None,
+        pending: None,
     };
     let get = |i| record(i, "http", format!("{{\"url\":\"{origin}/status/200\"}}"));
     let one = vec![get(0)];

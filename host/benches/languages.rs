@@ -117,5 +117,6 @@ fn may_book() -> WasiGrants {
             namespace: "bench/ship/".to_owned(),
             max_in_flight: 64,
             timeout: std::time::Duration::from_secs(2),
+            commit: Default::default(),
         })
 }

@@ -114,6 +114,7 @@ async fn run(runtime: &Runtime, endpoint: &str, table: &str, mode: &str) -> (f64
             namespace: format!("bench/{mode}/"),
             max_in_flight: 64,
             timeout: std::time::Duration::from_secs(2),
+            commit: Default::default(),
         });
     let limits = Limits {
         timeout: Duration::from_secs(60),
@@ -133,6 +134,7 @@ async fn run(runtime: &Runtime, endpoint: &str, table: &str, mode: &str) -> (f64
         metrics: Some(metrics.clone()),
         log_budget: Default::default(),
         effects: None,
+        pending: None,
     };
     let info = BatchInfo {
         stream: "bench".into(),

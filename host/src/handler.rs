@@ -28,6 +28,10 @@ pub struct CallContext {
     /// Where a version on trial records what it would have done (`replay`): its publishes,
     /// seeks, HTTP requests and state writes are recorded there, never performed. None: live.
     pub effects: Option<Arc<crate::effects::Effects>>,
+    /// The shard's state writes not yet committed, when its subscription commits state with
+    /// the checkpoint (`[subscription.state] commit = "with-checkpoint"`). None: writes reach
+    /// the store at once.
+    pub pending: Option<Arc<crate::state::commit::Pending>>,
 }
 
 impl CallContext {

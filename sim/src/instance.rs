@@ -109,6 +109,7 @@ impl Slot {
             subscriptions: Arc::new([Arc::from("sim")]),
             metrics: Arc::new(shardhost::Metrics::new()),
             role: Default::default(),
+            commit_state: false,
             tap: None,
         };
         // The supervisor's way: a subscription whose copies go to a retry stream of their own

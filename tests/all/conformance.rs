@@ -208,6 +208,7 @@ impl Places {
                 namespace: format!("conformance/{namespace}/"),
                 max_in_flight: 16,
                 timeout: std::time::Duration::from_secs(2),
+                commit: Default::default(),
             })
             .with(HttpGrant {
                 allow: vec![origin(&self.base), origin(&self.closed)],
@@ -346,6 +347,7 @@ async fn call(
         metrics: None,
         log_budget: Default::default(),
         effects: None,
+        pending: None,
     };
     let info = BatchInfo {
         stream: "conformance".into(),

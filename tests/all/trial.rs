@@ -206,6 +206,7 @@ fn only_a_live_instance_runs_start_up_code_with_effects() {
             namespace: "trial/test/".to_owned(),
             max_in_flight: 4,
             timeout: Duration::from_secs(2),
+            commit: Default::default(),
         })
         .with(ConfigGrant(
             [(
@@ -235,6 +236,7 @@ fn only_a_live_instance_runs_start_up_code_with_effects() {
         metrics: None,
         log_budget: Default::default(),
         effects,
+        pending: None,
     };
     let effects = Effects::new(false, 1 << 20);
     rt.block_on(component.instantiate(&ctx(Some(effects.clone()))))

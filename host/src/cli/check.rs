@@ -230,6 +230,7 @@ mod tests {
                 namespace: "shipping/ship/".into(),
                 max_in_flight: 64,
                 timeout: std::time::Duration::from_secs(2),
+                commit: Default::default(),
             });
         assert_eq!(
             wasi.describe(),

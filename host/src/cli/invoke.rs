@@ -109,6 +109,7 @@ impl InvokeArgs {
             namespace: crate::capability::state::namespace("invoke", "invoke"),
             max_in_flight: defaults::STATE_MAX_IN_FLIGHT,
             timeout: defaults::STATE_TIMEOUT,
+            commit: Default::default(),
         });
         let mut grants = WasiGrants::default();
         if let Some(http) = http {
@@ -205,6 +206,7 @@ async fn call_in_batches(
         metrics: None,
         log_budget: Default::default(),
         effects: None,
+        pending: None,
     };
     let info = BatchInfo {
         stream: STREAM.into(),

@@ -261,6 +261,7 @@ async fn trials(
         metrics: None,
         log_budget: Default::default(),
         effects: None,
+        pending: None,
     };
     let live = args.http == HttpReplay::Live;
     let (call_batch, lanes) = (sub.batch, sub.lanes as usize);

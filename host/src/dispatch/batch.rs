@@ -58,6 +58,8 @@ impl Run<'_> {
             .log_budget
             .report(short_version(&self.version));
         let (lanes, seek) = self.collect_seek(lanes);
+        // Committed state: a batch not wholly settled is read again, from its first record.
+        let seek = self.settle_state(&lanes, seek.as_ref()).or(seek);
         self.offer_shadow(&lanes);
         self.count_arm(&lanes);
         let mut error = None;

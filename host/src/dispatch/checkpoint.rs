@@ -81,7 +81,11 @@ impl Run<'_> {
         let Some(cp) = self.pending.take() else {
             return Ok(());
         };
-        if let Err(e) = w.lease.checkpoint(&cp).await {
+        let written = match w.ctx.pending.clone() {
+            Some(state) => self.checkpoint_with_state(&cp, &state).await,
+            None => w.lease.checkpoint(&cp).await,
+        };
+        if let Err(e) = written {
             self.pending = Some(cp);
             return Err(e);
         }

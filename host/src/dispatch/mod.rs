@@ -22,6 +22,7 @@ mod plan;
 pub use plan::{InFlight, Role, SubscriptionPlan};
 mod batch;
 mod checkpoint;
+mod commit;
 mod copies;
 mod in_flight;
 mod interrupt;
@@ -118,6 +119,9 @@ struct Run<'w> {
     waiting: Vec<again::Waiting>,
     /// A handler sought here: the reader reopens at it after the batch.
     seek_to: Option<Position>,
+    /// Records per call when a batch's state writes did not fit in one commit (fewer than the
+    /// plan's from then on).
+    call_step: Option<usize>,
     /// The record that stops the checkpoint, and since when this worker holds it.
     held: Option<(Position, std::time::SystemTime)>,
     /// What every call of this shard is told (the reader's lag updated per read).
@@ -150,6 +154,7 @@ impl ShardWorker {
             metrics: Some(plan.metrics.clone()),
             log_budget: crate::log_budget::LogBudget::default(),
             effects: None,
+            pending: plan.commit_state.then(Arc::default),
         };
         ShardWorker {
             status: status.shard(&plan.name, &plan.shard_label(shard_id)),
@@ -207,6 +212,7 @@ impl ShardWorker {
             delayed: Vec::new(),
             waiting: Vec::new(),
             seek_to: None,
+            call_step: None,
             held: None,
             info: Arc::new(BatchInfo {
                 stream: self.plan.stream.to_string(),

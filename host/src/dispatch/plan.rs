@@ -54,6 +54,9 @@ pub struct SubscriptionPlan {
     /// What this plan's reader is for: the subscription's stream, or its retry copies on a
     /// `retry_stream` of their own.
     pub role: Role,
+    /// `[subscription.state] commit = "with-checkpoint"`: each shard keeps its state writes and
+    /// commits them with its checkpoint (`state::commit`).
+    pub commit_state: bool,
 }
 
 /// What a subscription's reader reads for it.
@@ -110,6 +113,7 @@ impl SubscriptionPlan {
             subscriptions: self.subscriptions.clone(),
             metrics: self.metrics.clone(),
             tap: self.tap.clone(),
+            commit_state: self.commit_state,
         })
     }
 }

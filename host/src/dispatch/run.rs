@@ -238,6 +238,7 @@ impl Run<'_> {
             Arc::make_mut(&mut self.info).millis_behind_latest = millis_behind_latest;
         }
         let step = w.plan.call_batch.max(1) * self.handlers.len().max(1);
+        let step = self.call_step.map_or(step, |s| s.min(step));
         let mut rest = records.len();
         let mut records = records.into_iter();
         while rest > 0 {
@@ -245,6 +246,14 @@ impl Run<'_> {
             let part: Vec<Record> = records.by_ref().take(take).collect();
             rest -= take;
             self.dispatch(part).await;
+            // State committed with the checkpoint: checkpoint now, rather than hold more writes
+            // than a commit takes.
+            if self.seek_to.is_none()
+                && w.ctx.pending.as_ref().is_some_and(|p| p.half_full())
+                && let Err(e) = self.write_checkpoint(Flush::Now).await
+            {
+                return Some(self.lease_error(e));
+            }
             // Interrupted while the handler ran: some records may be unanswered, so the read
             // ends here (never as a shard's end); a lost lease settles nothing more.
             if let Some(interrupt) = self.interrupts.now() {

@@ -247,6 +247,7 @@ mod tests {
             namespace: namespace("overlay", "test"),
             max_in_flight: defaults::STATE_MAX_IN_FLIGHT,
             timeout: defaults::STATE_TIMEOUT,
+            commit: Default::default(),
         };
         crate::state::Stores::default().of(&grant)
     }

@@ -11,6 +11,11 @@ use super::{Checkpoint, Lease, LeaseError, LeaseStore};
 
 enum Write<'a> {
     Checkpoint(&'a Checkpoint),
+    /// A checkpoint with state items, in one transaction.
+    CheckpointWith(
+        &'a Checkpoint,
+        &'a [aws_sdk_dynamodb::types::TransactWriteItem],
+    ),
     Renew(Duration),
     Opened(u64),
 }
@@ -143,7 +148,7 @@ impl LeaseHandle {
         let expiries =
             sent_ms.saturating_add(ttl_ms)..=crate::lease::now_ms().saturating_add(ttl_ms);
         *self.uncertain.lock().unwrap_or_else(|e| e.into_inner()) = match (&result, &op) {
-            (Err(LeaseError::Store(_)), Write::Checkpoint(cp)) => {
+            (Err(LeaseError::Store(_)), Write::Checkpoint(cp) | Write::CheckpointWith(cp, _)) => {
                 Some(Unanswered::Checkpoint((*cp).clone()))
             }
             (Err(LeaseError::Store(_)), Write::Renew(_)) => Some(Unanswered::Renew(expiries)),
@@ -176,6 +181,7 @@ impl LeaseHandle {
     async fn send(&self, lease: &Lease, op: &Write<'_>) -> Result<Lease, LeaseError> {
         match op {
             Write::Checkpoint(cp) => self.store.checkpoint(lease, cp).await,
+            Write::CheckpointWith(cp, items) => self.store.checkpoint_with(lease, cp, items).await,
             Write::Renew(ttl) => self.store.renew(lease, *ttl).await,
             Write::Opened(at) => self.store.mark_opened(lease, *at).await,
         }
@@ -217,6 +223,16 @@ impl LeaseHandle {
     /// Writes a checkpoint; refused once the lease is lost.
     pub async fn checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), LeaseError> {
         self.write(Write::Checkpoint(checkpoint)).await
+    }
+
+    /// Writes a checkpoint and state items in one transaction ([`LeaseStore::checkpoint_with`]);
+    /// refused once the lease is lost.
+    pub async fn checkpoint_with(
+        &self,
+        checkpoint: &Checkpoint,
+        items: &[aws_sdk_dynamodb::types::TransactWriteItem],
+    ) -> Result<(), LeaseError> {
+        self.write(Write::CheckpointWith(checkpoint, items)).await
     }
 
     /// Records that the shard was opened at `at_ms` with no checkpoint (see

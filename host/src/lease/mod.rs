@@ -165,6 +165,11 @@ pub enum LeaseError {
     /// earlier-version row without `legacy_stream`, or a row another subscription took).
     #[error("{0}")]
     Refused(String),
+    /// A checkpoint written with state ([`LeaseStore::checkpoint_with`]) was refused because
+    /// the state item at `index` no longer holds the version its shard read: another shard
+    /// wrote it. Nothing was written; the lease is still held.
+    #[error("state written with the checkpoint conflicts with another shard's (item {index})")]
+    StateConflict { index: usize },
 }
 
 /// Where leases and checkpoints live. Implement it to keep them in another database.
@@ -192,6 +197,23 @@ pub trait LeaseStore: Send + Sync + 'static {
     /// Writes the checkpoint of a held lease.
     async fn checkpoint(&self, lease: &Lease, checkpoint: &Checkpoint)
     -> Result<Lease, LeaseError>;
+
+    /// Writes the checkpoint of a held lease and `items` (a DynamoDB state table's, as
+    /// `state::commit` makes them) in one transaction: all of it or none. An item whose
+    /// condition fails answers [`LeaseError::StateConflict`]. A store that cannot (the default)
+    /// refuses.
+    async fn checkpoint_with(
+        &self,
+        _lease: &Lease,
+        _checkpoint: &Checkpoint,
+        _items: &[aws_sdk_dynamodb::types::TransactWriteItem],
+    ) -> Result<Lease, LeaseError> {
+        Err(LeaseError::Refused(
+            "this lease store cannot write state with its checkpoints: use the DynamoDB lease \
+             store"
+                .to_owned(),
+        ))
+    }
 
     /// Records that a reader opened the held shard at `at_ms` (ms since the Unix epoch) while
     /// it had no checkpoint; keeps an earlier mark if there is one ([`Lease::opened_ms`]).

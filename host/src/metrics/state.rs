@@ -27,6 +27,14 @@ struct OpLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CommitLabels {
+    subscription: String,
+    /// `ok`, `conflict` (a key another shard wrote since it was read: the shard reads again
+    /// from its checkpoint) or `failed` (the lease lost, the store unreachable).
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SubscriptionLabels {
     subscription: String,
 }
@@ -42,6 +50,9 @@ pub(super) struct StateFamilies {
     calls: Family<CallLabels, Counter>,
     seconds: Family<OpLabels, Histogram, fn() -> Histogram>,
     requests: Family<SubscriptionLabels, Counter>,
+    commits: Family<CommitLabels, Counter>,
+    committed_keys: Family<SubscriptionLabels, Counter>,
+    discarded: Family<SubscriptionLabels, Counter>,
 }
 
 impl Default for StateFamilies {
@@ -50,6 +61,9 @@ impl Default for StateFamilies {
             calls: Family::default(),
             seconds: Family::new_with_constructor(duration_histogram),
             requests: Family::default(),
+            commits: Family::default(),
+            committed_keys: Family::default(),
+            discarded: Family::default(),
         }
     }
 }
@@ -70,6 +84,21 @@ impl StateFamilies {
             "state_store_requests",
             "Requests handlers' state calls sent to the store (DynamoDB calls; 0 for the memory store), by subscription",
             self.requests.clone(),
+        );
+        registry.register(
+            "state_commits",
+            "Checkpoints written with state (commit = \"with-checkpoint\"), by subscription and result (ok, conflict, failed)",
+            self.commits.clone(),
+        );
+        registry.register(
+            "state_committed_keys",
+            "State keys written by checkpoints written with state, by subscription",
+            self.committed_keys.clone(),
+        );
+        registry.register(
+            "state_batches_discarded",
+            "Batches whose state writes were discarded because not all of their records settled (commit = \"with-checkpoint\"); each is read again, by subscription",
+            self.discarded.clone(),
         );
     }
 }
@@ -108,5 +137,34 @@ impl Metrics {
                 subscription: subscription.to_owned(),
             })
             .inc_by(requests);
+    }
+
+    /// Counts a checkpoint written with state, and the keys it wrote.
+    pub fn state_commit(&self, subscription: &str, result: &'static str, keys: usize) {
+        self.state
+            .commits
+            .get_or_create(&CommitLabels {
+                subscription: subscription.to_owned(),
+                result,
+            })
+            .inc();
+        if result == "ok" {
+            self.state
+                .committed_keys
+                .get_or_create(&SubscriptionLabels {
+                    subscription: subscription.to_owned(),
+                })
+                .inc_by(keys as u64);
+        }
+    }
+
+    /// Counts a batch whose state writes were discarded (it is read again).
+    pub fn state_batch_discarded(&self, subscription: &str) {
+        self.state
+            .discarded
+            .get_or_create(&SubscriptionLabels {
+                subscription: subscription.to_owned(),
+            })
+            .inc();
     }
 }

@@ -21,6 +21,19 @@ pub struct StateGrant {
     /// Per state call; never longer than what is left of the call's timeout. Default
     /// [`defaults::STATE_TIMEOUT`](crate::config::defaults::STATE_TIMEOUT).
     pub timeout: Duration,
+    /// `commit`: when writes become durable.
+    pub commit: Commit,
+}
+
+/// `[subscription.state] commit`
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Commit {
+    /// `"immediate"` (the default): each write reaches the store at once.
+    #[default]
+    Immediate,
+    /// `"with-checkpoint"`: a shard's writes are kept and made durable with the checkpoint
+    /// that covers the records that made them, in one atomic write (`state::commit`).
+    WithCheckpoint,
 }
 
 /// `[subscription.state] store`

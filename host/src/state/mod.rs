@@ -9,8 +9,9 @@
 //! which `get` reads back as its decimal text; `set` over a counter replaces it, `increment`
 //! over a value `set` wrote is refused ([`StoreError::NotACounter`]).
 
+pub mod commit;
 mod grant;
-pub use grant::{StateGrant, StateStoreKind};
+pub use grant::{Commit, StateGrant, StateStoreKind};
 pub mod dynamo;
 pub mod memory;
 
@@ -74,6 +75,14 @@ pub enum StoreError {
          replay fewer records"
     )]
     OverlayFull { limit: u64 },
+    #[error(
+        "the shard's state writes since its checkpoint would come to {items} keys and {bytes} \
+         bytes, more than one commit with the checkpoint holds ({} keys, {} bytes): a record \
+         must write fewer keys",
+        commit::MAX_ITEMS,
+        commit::MAX_BYTES
+    )]
+    CommitFull { items: usize, bytes: u64 },
 }
 
 impl StoreError {
@@ -85,7 +94,8 @@ impl StoreError {
             | StoreError::Overflow
             | StoreError::Unsupported(_)
             | StoreError::AnswerTooLarge
-            | StoreError::OverlayFull { .. } => "refused",
+            | StoreError::OverlayFull { .. }
+            | StoreError::CommitFull { .. } => "refused",
             _ => "error",
         }
     }
@@ -144,6 +154,31 @@ pub trait StateStore: Send + Sync {
         prefix: &str,
         cursor: Option<u64>,
     ) -> Result<(Vec<String>, Option<u64>), StoreError>;
+
+    /// What `key` holds and its version, for a write committed with the checkpoint
+    /// ([`commit`]).
+    async fn read_versioned(&self, _: &Meter, _: &str) -> Result<commit::Versioned, StoreError> {
+        Err(StoreError::Unsupported(
+            "this store cannot commit state with the checkpoint",
+        ))
+    }
+
+    /// A DynamoDB store: the items of `set` for the checkpoint's transaction.
+    fn commit_items(
+        &self,
+        _: &commit::CommitSet,
+    ) -> Option<Vec<aws_sdk_dynamodb::types::TransactWriteItem>> {
+        None
+    }
+
+    /// A memory store: applies `set` in one step if every key still holds the version it
+    /// expects; answers the set that undoes it.
+    fn apply_commit(
+        &self,
+        _: &commit::CommitSet,
+    ) -> Option<Result<commit::CommitSet, commit::Conflict>> {
+        None
+    }
 }
 
 /// The stores of one runtime: one memory map for every memory grant (their namespaces keep

@@ -117,6 +117,10 @@ impl Parts {
             metrics: self.metrics.clone(),
             tap: None,
             role: crate::dispatch::Role::Records,
+            commit_state: s
+                .wasi
+                .get::<crate::state::StateGrant>()
+                .is_some_and(|g| g.commit == crate::state::Commit::WithCheckpoint),
         };
         // Where retry copies, dead letters and publishes go: created alongside the
         // subscription's stream when that one may be created, else required.

@@ -298,6 +298,7 @@ async fn probe(
         metrics: None,
         log_budget: LogBudget::default(),
         effects: Some(Effects::new(false, VALIDATION_OVERLAY)),
+        pending: None,
     };
     spec.probe(pre, &probe)
         .await

@@ -47,6 +47,7 @@ fn grant(origins: &[&str], timeout: Duration) -> WasiGrants {
             namespace: "http/test/".to_owned(),
             max_in_flight: 16,
             timeout: Duration::from_secs(2),
+            commit: Default::default(),
         })
 }
 
@@ -70,6 +71,7 @@ fn ctx(metrics: Option<Arc<Metrics>>) -> CallContext {
         metrics,
         log_budget: Default::default(),
         effects: None,
+        pending: None,
     }
 }
 

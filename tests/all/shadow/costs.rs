@@ -41,6 +41,7 @@ fn one_permit(table: &str, endpoint: &str) -> WasiGrants {
             namespace: "permits/test/".to_owned(),
             max_in_flight: 1,
             timeout: Duration::from_secs(8),
+            commit: Default::default(),
         })
         .with(HttpGrant {
             allow: vec![Origin::parse("http://127.0.0.1:9").unwrap()],
@@ -105,6 +106,7 @@ fn a_shadow_stuck_on_a_state_read_holds_none_of_the_live_versions_permits() {
         metrics: None,
         log_budget: Default::default(),
         effects: shadowing.then(|| shadow.effects.clone()),
+        pending: None,
     };
 
     let stuck = rt.spawn(state_call(

@@ -61,6 +61,7 @@ fn conformance_grants(store: StateStoreKind, ttl: Option<Duration>, namespace: &
             namespace: namespace.to_owned(),
             max_in_flight: 16,
             timeout: std::time::Duration::from_secs(2),
+            commit: Default::default(),
         })
         .with(HttpGrant {
             allow: vec![Origin::parse("http://127.0.0.1:9").unwrap()],
@@ -115,6 +116,7 @@ async fn call_counted(
         metrics,
         log_budget: Default::default(),
         effects: None,
+        pending: None,
     };
     let info = BatchInfo {
         stream: "state".into(),

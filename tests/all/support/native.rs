@@ -177,6 +177,7 @@ impl NativeRun {
                 ),
                 subscriptions: Arc::new([Arc::from("sub")]),
                 role: Default::default(),
+                commit_state: false,
                 tap: Some(Arc::new(move |s| {
                     tap_into.lock().unwrap().push((
                         s.shard_id.to_owned(),

@@ -12,6 +12,7 @@ use crate::config::walk::{Field, Section, Walker, quote};
 use crate::config::{
     Grant, GrantTable, Grants, LeaseStoreKind, MAX_CALL_TIMEOUT, TableContext, defaults,
 };
+use crate::state::Commit;
 
 const STATE_KEYS: &[&str] = &[
     "store",
@@ -23,6 +24,7 @@ const STATE_KEYS: &[&str] = &[
     "endpoint",
     "region",
     "test_credentials",
+    "commit",
 ];
 
 /// The longest `ttl`: ten years (DynamoDB keeps an expiry as seconds since the epoch).
@@ -65,8 +67,13 @@ impl Grant for StateGrant {
         let buckets: Vec<&str> = std::iter::once("default")
             .chain(self.buckets.iter().map(String::as_str))
             .collect();
+        let commit = match self.commit {
+            Commit::Immediate => "",
+            Commit::WithCheckpoint => ", committed with the checkpoint",
+        };
         vec![format!(
-            "  state: {store}, buckets {} (keys under {}, expire {ttl}, timeout {}, {} in flight)",
+            "  state: {store}, buckets {} (keys under {}, expire {ttl}, timeout {}, {} in \
+             flight{commit})",
             buckets.join(", "),
             self.namespace,
             humantime::format_duration(self.timeout),
@@ -105,6 +112,7 @@ fn state(w: &mut Walker<'_>, sub: &Section<'_, '_>, cx: &TableContext<'_>) -> Op
         None => Some(defaults::STATE_TIMEOUT.min(call_timeout / 2)),
     }
     .unwrap_or(defaults::STATE_TIMEOUT);
+    let commit = commit(w, &sec, cx, store.as_ref());
     let namespace = namespace(cx.service, cx.subscription);
     let longest = buckets.iter().map(String::len).max().unwrap_or(0).max(7);
     if namespace.len() + longest + 1 > MAX_NAMESPACE
@@ -124,7 +132,62 @@ fn state(w: &mut Walker<'_>, sub: &Section<'_, '_>, cx: &TableContext<'_>) -> Op
         namespace,
         max_in_flight,
         timeout,
+        commit,
     })
+}
+
+/// `commit`: `"immediate"` (the default) or `"with-checkpoint"`, which needs the state where
+/// the checkpoints are: a DynamoDB state table beside a DynamoDB lease table (the same endpoint
+/// and region: one transaction writes both), or memory state beside memory leases.
+fn commit(
+    w: &mut Walker<'_>,
+    sec: &Section<'_, '_>,
+    cx: &TableContext<'_>,
+    store: Option<&StateStoreKind>,
+) -> Commit {
+    let Some(f) = sec.get("commit") else {
+        return Commit::Immediate;
+    };
+    let commit = match w.string(&f) {
+        Some("immediate") => return Commit::Immediate,
+        Some("with-checkpoint") => Commit::WithCheckpoint,
+        Some(other) => {
+            let message = format!(
+                "unknown commit {}; expected \"immediate\" or \"with-checkpoint\"",
+                quote(other)
+            );
+            w.report_at(&f, message);
+            return Commit::Immediate;
+        }
+        None => return Commit::Immediate,
+    };
+    let apart = match (store, cx.leases) {
+        (Some(StateStoreKind::Memory), LeaseStoreKind::Memory) | (None, _) => None,
+        (
+            Some(StateStoreKind::Dynamo {
+                endpoint, region, ..
+            }),
+            LeaseStoreKind::Dynamo {
+                endpoint: lease_endpoint,
+                region: lease_region,
+                ..
+            },
+        ) => (endpoint != lease_endpoint || region != lease_region).then_some(
+            "the state table and the lease table must be on the same DynamoDB endpoint and \
+             region (one transaction writes both): drop [subscription.state] endpoint and \
+             region, or make them the lease table's",
+        ),
+        (Some(StateStoreKind::Dynamo { .. }), LeaseStoreKind::Memory) => Some(
+            "the checkpoints are kept in memory ([lease] store = \"memory\"), so state \
+             committed with them to DynamoDB would outlive them: use a DynamoDB lease table, or \
+             store = \"memory\" for state",
+        ),
+        (Some(StateStoreKind::Memory), LeaseStoreKind::Dynamo { .. }) => None,
+    };
+    if let Some(why) = apart {
+        w.report_at(&f, format!("commit = \"with-checkpoint\": {why}"));
+    }
+    commit
 }
 
 /// `SERVICE/SUBSCRIPTION/`, the service name's `%` and `/` escaped (a subscription name has

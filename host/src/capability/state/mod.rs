@@ -104,6 +104,16 @@ impl Prepared for Ready {
                 store: effects.overlaid(access.trial_store.clone()),
                 ..access
             },
+            // Committed with the checkpoint: the shard's writes stay with the shard until then.
+            None if access.grant.commit == crate::state::Commit::WithCheckpoint => {
+                match &cx.call.pending {
+                    Some(pending) => StateAccess {
+                        store: pending.view(access.store.clone()),
+                        ..access
+                    },
+                    None => access,
+                }
+            }
             None => access,
         });
         Some(Box::new(StatePart {

@@ -141,6 +141,9 @@ fn subscription(
         .get("poll_interval")
         .and_then(|f| w.duration(&f, MAX_INTERVAL))
         .unwrap_or(defaults::POLL_INTERVAL);
+    let retry = retry_policy(w, sec, stream.as_deref());
+    let wasi = grants(w, sec, around, name.as_deref().unwrap_or_default(), &limits);
+    committed_state_without_copies(w, sec, &wasi, retry.is_some());
     SubscriptionConfig {
         handler: handler.unwrap_or_default(),
         handler_at,
@@ -161,13 +164,38 @@ fn subscription(
         lanes: int(w, "lanes", 1, 64).map_or(defaults::LANES, |n| n as u32),
         lease_key: None,
         lease_rows: LeaseRows::Stream,
-        retry: retry_policy(w, sec, stream.as_deref()),
+        retry,
         in_place_max_delay: in_place_max_delay(w, sec),
         publish_to: publish_to(w, sec),
         limits,
-        wasi: grants(w, sec, around, name.as_deref().unwrap_or_default(), &limits),
+        wasi,
         name: name.unwrap_or_default(),
         stream: stream.unwrap_or_default(),
+    }
+}
+
+/// State committed with the checkpoint keeps a record's writes only when it settles in its
+/// batch; a retry copy would settle it while its writes are dropped, so the two do not mix (yet).
+fn committed_state_without_copies(
+    w: &mut Walker<'_>,
+    sec: &Section<'_, '_>,
+    grants: &crate::config::Grants,
+    copies: bool,
+) {
+    let committed = grants
+        .get::<crate::state::StateGrant>()
+        .is_some_and(|g| g.commit == crate::state::Commit::WithCheckpoint);
+    if committed
+        && copies
+        && let Some(f) = sec.get("retry")
+    {
+        w.report_at(
+            &f,
+            "[subscription.retry] (retry copies and dead letters) does not work with \
+             [subscription.state] commit = \"with-checkpoint\" yet: a batch whose records do not \
+             all settle is read again, so drop [subscription.retry] (a record answered retry is \
+             then called again with its batch)",
+        );
     }
 }
 

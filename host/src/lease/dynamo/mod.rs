@@ -32,6 +32,7 @@
 //! shadows) are kept beside the leases by the fleet table, on this store's client
 //! (`DynamoLeaseStore::client`), never through this store.
 
+mod commit;
 mod legacy;
 pub(crate) mod row;
 mod table;
@@ -316,6 +317,15 @@ impl LeaseStore for DynamoLeaseStore {
         let shows = |r: &Lease| r.owner == lease.owner && r.checkpoint.as_ref() == Some(checkpoint);
         self.guarded(lease, "checkpoint", &set, values, &shows)
             .await
+    }
+
+    async fn checkpoint_with(
+        &self,
+        lease: &Lease,
+        checkpoint: &Checkpoint,
+        items: &[aws_sdk_dynamodb::types::TransactWriteItem],
+    ) -> Result<Lease, LeaseError> {
+        self.checkpoint_with_items(lease, checkpoint, items).await
     }
 
     async fn read(&self, key: &LeaseKey) -> Result<Option<Lease>, LeaseError> {

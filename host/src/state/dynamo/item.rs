@@ -47,3 +47,7 @@ pub(super) fn s(v: &str) -> AttributeValue {
 pub(super) fn n(v: u64) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
+
+/// The version a write committed with the checkpoint gives its item (`state::commit`): one
+/// more than the last, through `ADD`.
+pub(super) const VERSION: &str = "ver";

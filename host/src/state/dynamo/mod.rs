@@ -21,6 +21,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use tokio::sync::{OnceCell, Semaphore};
 
 mod batch;
+mod commit;
 mod counter;
 mod item;
 mod table;
@@ -266,6 +267,21 @@ impl DynamoStore {
 
 #[async_trait]
 impl StateStore for DynamoStore {
+    async fn read_versioned(
+        &self,
+        m: &Meter,
+        key: &str,
+    ) -> Result<crate::state::commit::Versioned, StoreError> {
+        self.versioned(m, key).await
+    }
+
+    fn commit_items(
+        &self,
+        set: &crate::state::commit::CommitSet,
+    ) -> Option<Vec<aws_sdk_dynamodb::types::TransactWriteItem>> {
+        Some(set.writes.iter().map(|w| self.commit_item(w)).collect())
+    }
+
     async fn get(&self, m: &Meter, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let item = self.get_item(m, key).await?;
         Ok(item.and_then(|i| Self::read(&i, now_secs())))

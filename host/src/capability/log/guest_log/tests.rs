@@ -10,6 +10,7 @@ fn log() -> GuestLog {
         metrics: None,
         log_budget: LogBudget::default(),
         effects: None,
+        pending: None,
     };
     GuestLog::new(&ctx, "abc")
 }

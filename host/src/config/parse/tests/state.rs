@@ -61,6 +61,7 @@ fn state_defaults_to_memory_with_the_memory_lease_store_keyed_by_service_and_sub
             namespace: "ship%2Fping%25/ship/".into(),
             max_in_flight: 64,
             timeout: std::time::Duration::from_secs(2),
+            commit: Default::default(),
         })
     );
 }
