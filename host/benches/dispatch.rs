@@ -159,6 +159,7 @@ fn drain_shadowed(
             subscriptions: Arc::new([Arc::from("bench")]),
             role: Default::default(),
             commit_state: false,
+            state_conflicts: Default::default(),
             tap: None,
         }),
         source: Arc::new(streams),

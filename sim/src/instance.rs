@@ -110,6 +110,7 @@ impl Slot {
             metrics: Arc::new(shardhost::Metrics::new()),
             role: Default::default(),
             commit_state: false,
+            state_conflicts: Default::default(),
             tap: None,
         };
         // The supervisor's way: a subscription whose copies go to a retry stream of their own

@@ -9,6 +9,7 @@ mod support;
 mod admin;
 mod canary;
 mod cli;
+mod committed_state;
 mod conformance;
 mod containment;
 mod delivery;

@@ -118,6 +118,7 @@ impl Run<'_> {
         w.plan.metrics.state_commit(&w.plan.name, label, keys);
         if label == "conflict" {
             pending.discard();
+            w.plan.state_conflicts.conflicted();
         }
         result
     }

@@ -57,6 +57,9 @@ pub struct SubscriptionPlan {
     /// `[subscription.state] commit = "with-checkpoint"`: each shard keeps its state writes and
     /// commits them with its checkpoint (`state::commit`).
     pub commit_state: bool,
+    /// When one of its shards' commits last conflicted: its shards then commit after every
+    /// batch for a while, so two shards writing one key stop failing each other's commits.
+    pub state_conflicts: crate::state::commit::Conflicts,
 }
 
 /// What a subscription's reader reads for it.
@@ -114,6 +117,7 @@ impl SubscriptionPlan {
             metrics: self.metrics.clone(),
             tap: self.tap.clone(),
             commit_state: self.commit_state,
+            state_conflicts: self.state_conflicts.clone(),
         })
     }
 }

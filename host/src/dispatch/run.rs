@@ -249,7 +249,10 @@ impl Run<'_> {
             // State committed with the checkpoint: checkpoint now, rather than hold more writes
             // than a commit takes.
             if self.seek_to.is_none()
-                && w.ctx.pending.as_ref().is_some_and(|p| p.half_full())
+                && w.ctx.pending.as_ref().is_some_and(|p| {
+                    p.half_full()
+                        || (p.held_keys() > 0 && w.plan.state_conflicts.commit_each_batch())
+                })
                 && let Err(e) = self.write_checkpoint(Flush::Now).await
             {
                 return Some(self.lease_error(e));

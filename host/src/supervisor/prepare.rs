@@ -121,6 +121,7 @@ impl Parts {
                 .wasi
                 .get::<crate::state::StateGrant>()
                 .is_some_and(|g| g.commit == crate::state::Commit::WithCheckpoint),
+            state_conflicts: Default::default(),
         };
         // Where retry copies, dead letters and publishes go: created alongside the
         // subscription's stream when that one may be created, else required.

@@ -139,6 +139,48 @@ impl Kinesis {
         (out.shard_id().to_owned(), out.sequence_number().to_owned())
     }
 
+    /// Puts records with PutRecords, 500 a request, each sent again until every record is in;
+    /// answers (shard id, sequence number) of each, in order.
+    pub fn put_many(&self, stream: &str, records: &[(String, Vec<u8>)]) -> Vec<(String, String)> {
+        use aws_sdk_kinesis::types::PutRecordsRequestEntry;
+        let mut out = vec![(String::new(), String::new()); records.len()];
+        for (chunk_at, chunk) in records.chunks(500).enumerate() {
+            let mut todo: Vec<usize> = (0..chunk.len()).collect();
+            while !todo.is_empty() {
+                let entries = todo
+                    .iter()
+                    .map(|&i| {
+                        PutRecordsRequestEntry::builder()
+                            .partition_key(&chunk[i].0)
+                            .data(Blob::new(chunk[i].1.clone()))
+                            .build()
+                            .unwrap()
+                    })
+                    .collect();
+                let answer = self
+                    .block_on(
+                        self.client
+                            .put_records()
+                            .stream_name(stream)
+                            .set_records(Some(entries))
+                            .send(),
+                    )
+                    .unwrap();
+                let mut again = Vec::new();
+                for (&i, r) in todo.iter().zip(answer.records()) {
+                    match (r.shard_id(), r.sequence_number()) {
+                        (Some(shard), Some(seq)) => {
+                            out[chunk_at * 500 + i] = (shard.to_owned(), seq.to_owned());
+                        }
+                        _ => again.push(i),
+                    }
+                }
+                todo = again;
+            }
+        }
+        out
+    }
+
     /// Every record of the stream, shard by shard from the oldest: (partition key, sequence
     /// number, data).
     pub fn read_all(&self, stream: &str) -> Vec<(String, String, Vec<u8>)> {

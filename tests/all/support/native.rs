@@ -178,6 +178,7 @@ impl NativeRun {
                 subscriptions: Arc::new([Arc::from("sub")]),
                 role: Default::default(),
                 commit_state: false,
+                state_conflicts: Default::default(),
                 tap: Some(Arc::new(move |s| {
                     tap_into.lock().unwrap().push((
                         s.shard_id.to_owned(),

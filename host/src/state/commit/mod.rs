@@ -94,6 +94,28 @@ impl CommitSet {
     }
 }
 
+/// When a subscription's last commit conflicted; shared by its shards' workers.
+#[derive(Clone, Debug, Default)]
+pub struct Conflicts(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+/// How long after a conflict a subscription's shards commit after every batch.
+pub const COMMIT_EACH_BATCH_FOR: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Conflicts {
+    /// Notes a conflict now.
+    pub fn conflicted(&self) {
+        self.0
+            .store(crate::lease::now_ms(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether a conflict came within [`COMMIT_EACH_BATCH_FOR`]: commit after every batch.
+    pub fn commit_each_batch(&self) -> bool {
+        let at = self.0.load(std::sync::atomic::Ordering::Relaxed);
+        at > 0
+            && crate::lease::now_ms().saturating_sub(at) < COMMIT_EACH_BATCH_FOR.as_millis() as u64
+    }
+}
+
 /// A commit refused because a key no longer holds the version its shard read.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[error("the state key `{key}` was written by another shard since this shard read it")]
