@@ -187,14 +187,14 @@ fn committed_state_without_copies(
         .is_some_and(|g| g.commit == crate::state::Commit::WithCheckpoint);
     if committed
         && copies
-        && let Some(f) = sec.get("retry")
+        && let Some(f) = sec.get("max_attempts")
     {
         w.report_at(
             &f,
-            "[subscription.retry] (retry copies and dead letters) does not work with \
+            "a retry cap (max_attempts, retry copies and dead letters) does not work with \
              [subscription.state] commit = \"with-checkpoint\" yet: a batch whose records do not \
-             all settle is read again, so drop [subscription.retry] (a record answered retry is \
-             then called again with its batch)",
+             all settle is read again whole, so drop max_attempts and dead_letter (a record \
+             answered retry is then called again with its batch)",
         );
     }
 }

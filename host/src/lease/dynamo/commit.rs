@@ -34,7 +34,7 @@ impl DynamoLeaseStore {
                 "SET {CHECKPOINT} = :checkpoint, {COUNTER} = {COUNTER} + :one"
             ))
             .condition_expression(HELD)
-            .expression_attribute_values(":checkpoint", s(&checkpoint.to_stored()))
+            .expression_attribute_values(":checkpoint", s(checkpoint.to_stored()))
             .expression_attribute_values(":me", s(owner))
             .expression_attribute_values(":seen", n(lease.counter))
             .expression_attribute_values(":one", n(1))

@@ -21,6 +21,7 @@ const STATE_PROBLEMS: &[(&str, usize, &str, &str)] = &[
     ("[subscription.state]\nbuckets = [\"a\",\n  \"a\"]", 3, "sub.state.buckets[1]", "\"a\" is listed twice (first on line 6)"),
     ("[subscription.state]\nmax_in_flight = 0", 2, "sub.state.max_in_flight", "must be from 1 to 1024"),
     ("[subscription.state]\ntimeout = \"5s\"", 2, "sub.state.timeout", "timeout (5s) must be shorter than the call's [subscription.limits] timeout (5s)"),
+    ("[subscription.state]\ncommit = \"later\"", 2, "sub.state.commit", "unknown commit \"later\"; expected \"immediate\" or \"with-checkpoint\""),
     ("[subscription.state]\nbucket = \"a\"", 2, "sub.state.bucket", "unknown key `bucket`; expected one of: store, table, ttl, buckets"),
 ];
 
@@ -94,6 +95,44 @@ fn with_a_lease_table_state_defaults_to_dynamodb_where_the_lease_table_is() {
     assert_eq!(
         never.subscriptions[0].wasi.state().clone().unwrap().ttl,
         None
+    );
+}
+
+#[test]
+fn state_committed_with_the_checkpoint_lives_beside_the_checkpoints_and_takes_no_retry_copies() {
+    let beside = Scratch::new().load(&format!(
+        "{DYNAMO_LEASES}{MINIMAL}[subscription.state]\ntable = \"s\"\ncommit = \"with-checkpoint\"\n"
+    ));
+    let state = beside.subscriptions[0].wasi.state().clone().unwrap();
+    assert_eq!(state.commit, crate::state::Commit::WithCheckpoint);
+    let memory = Scratch::new().load(&format!(
+        "{MINIMAL}[subscription.state]\ncommit = \"with-checkpoint\"\n"
+    ));
+    assert_eq!(
+        memory.subscriptions[0].wasi.state().clone().unwrap().commit,
+        crate::state::Commit::WithCheckpoint
+    );
+    let elsewhere = Scratch::new().problems(&format!(
+        "{DYNAMO_LEASES}{MINIMAL}[subscription.state]\ntable = \"s\"\n\
+         endpoint = \"http://127.0.0.1:9999\"\ncommit = \"with-checkpoint\"\n"
+    ));
+    assert!(
+        elsewhere[0]
+            .message
+            .contains("same DynamoDB endpoint and region")
+            && elsewhere[0].at.key.ends_with("state.commit"),
+        "{elsewhere:#?}"
+    );
+    let copies = Scratch::new().problems(&format!(
+        "{MINIMAL}max_attempts = 3\ndead_letter = \"dead\"\n\
+         [subscription.state]\ncommit = \"with-checkpoint\"\n"
+    ));
+    assert!(
+        copies.iter().any(|p| p
+            .message
+            .contains("does not work with [subscription.state] commit")
+            && p.at.key.ends_with("max_attempts")),
+        "{copies:#?}"
     );
 }
 
