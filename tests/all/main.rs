@@ -15,6 +15,7 @@ mod delivery;
 mod deploy_files;
 mod docs;
 mod dynamo;
+mod dynamo_txn;
 mod fan_out;
 mod faults;
 mod first_handler;
