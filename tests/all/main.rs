@@ -16,6 +16,7 @@ mod delivery;
 mod deploy_files;
 mod docs;
 mod dynamo;
+mod dynamo_txn;
 mod fan_out;
 mod faults;
 mod first_handler;

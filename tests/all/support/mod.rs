@@ -253,6 +253,12 @@ pub fn dynamodb_endpoint() -> Option<String> {
     emulator("DYNAMODB_TEST_ENDPOINT")
 }
 
+/// The moto server `tests/stack` started: a DynamoDB that implements TransactWriteItems (same
+/// rules).
+pub fn dynamodb_txn_endpoint() -> Option<String> {
+    emulator("DYNAMODB_TXN_TEST_ENDPOINT")
+}
+
 fn emulator(var: &str) -> Option<String> {
     match std::env::var(var) {
         Ok(v) if !v.is_empty() => Some(v),
