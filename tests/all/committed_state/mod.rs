@@ -9,20 +9,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use crate::support::fleet::{Instance, Stack, stack_on};
-use crate::support::{HostToml, Scratch, kinesis_endpoint, unique, wait_until_else};
+use crate::support::{
+    HostToml, Scratch, dynamodb_txn_endpoint, kinesis_endpoint, unique, wait_until_else,
+};
 
 mod conflicts;
-
-/// moto's server (`DYNAMODB_TXN_TEST_ENDPOINT`), or `None` (skipped) outside `tests/stack`.
-fn moto() -> Option<String> {
-    match std::env::var("DYNAMODB_TXN_TEST_ENDPOINT") {
-        Ok(v) if !v.is_empty() => Some(v),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("DYNAMODB_TXN_TEST_ENDPOINT is not set: run the tests through `tests/stack`")
-        }
-        _ => None,
-    }
-}
 
 /// A stream on kinesis-mock, the lease table and a state table on moto.
 struct Counting {
@@ -37,7 +28,7 @@ struct Counting {
 
 impl Counting {
     fn new(shards: i32, tag: &str) -> Option<Counting> {
-        let st = stack_on(kinesis_endpoint()?, moto()?, shards);
+        let st = stack_on(kinesis_endpoint()?, dynamodb_txn_endpoint()?, shards);
         let state = unique("state");
         st.rt.block_on(st.d.create_table(
             &state,
