@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex, Weak};
 use async_trait::async_trait;
 
 use super::{Effect, Effects};
-use crate::state::{MAX_ANSWER, Meter, StateStore, StoreError, counter_of, counter_text};
+use crate::state::commit::{Held, merge_listing};
+use crate::state::{MAX_ANSWER, Meter, StateStore, StoreError};
 
 /// What a key bytes count besides its key and value.
 const ENTRY_OVERHEAD: u64 = 64;
@@ -27,33 +28,8 @@ pub struct Overlay {
 
 #[derive(Default)]
 struct Entries {
-    map: HashMap<String, Entry>,
+    map: HashMap<String, Held>,
     bytes: u64,
-}
-
-#[derive(Clone, Debug)]
-enum Entry {
-    Bytes(Vec<u8>),
-    Counter(u64),
-    Deleted,
-}
-
-impl Entry {
-    fn size(&self) -> u64 {
-        match self {
-            Entry::Bytes(b) => b.len() as u64,
-            Entry::Counter(_) => 8,
-            Entry::Deleted => 0,
-        }
-    }
-
-    fn value(&self) -> Option<Vec<u8>> {
-        match self {
-            Entry::Bytes(b) => Some(b.clone()),
-            Entry::Counter(n) => Some(counter_text(*n)),
-            Entry::Deleted => None,
-        }
-    }
 }
 
 impl Overlay {
@@ -71,18 +47,18 @@ impl Overlay {
     }
 
     /// The overlay's entry for `key`, else the real store's value (as bytes).
-    async fn effective(&self, m: &Meter, key: &str) -> Result<Entry, StoreError> {
+    async fn effective(&self, m: &Meter, key: &str) -> Result<Held, StoreError> {
         if let Some(entry) = self.entries().map.get(key) {
             return Ok(entry.clone());
         }
         Ok(match self.real.get(m, key).await? {
-            Some(bytes) => Entry::Bytes(bytes),
-            None => Entry::Deleted,
+            Some(bytes) => Held::Bytes(bytes),
+            None => Held::Absent,
         })
     }
 
     /// Keeps `entry` for `key` (recorded as `op`), within the limit.
-    fn put(&self, op: &'static str, key: &str, entry: Entry) -> Result<(), StoreError> {
+    fn put(&self, op: &'static str, key: &str, entry: Held) -> Result<(), StoreError> {
         let mut entries = self.entries();
         let old = entries
             .map
@@ -113,21 +89,16 @@ impl StateStore for Overlay {
     }
 
     async fn set(&self, _: &Meter, key: &str, value: Vec<u8>) -> Result<(), StoreError> {
-        self.put("set", key, Entry::Bytes(value))
+        self.put("set", key, Held::Bytes(value))
     }
 
     async fn delete(&self, _: &Meter, key: &str) -> Result<(), StoreError> {
-        self.put("delete", key, Entry::Deleted)
+        self.put("delete", key, Held::Absent)
     }
 
     async fn increment(&self, m: &Meter, key: &str, delta: u64) -> Result<u64, StoreError> {
-        let current = match self.effective(m, key).await? {
-            Entry::Deleted => 0,
-            Entry::Counter(n) => n,
-            Entry::Bytes(b) => counter_of(&b).ok_or(StoreError::NotACounter)?,
-        };
-        let next = current.checked_add(delta).ok_or(StoreError::Overflow)?;
-        self.put("increment", key, Entry::Counter(next))?;
+        let next = self.effective(m, key).await?.counted(delta)?;
+        self.put("increment", key, Held::Counter(next))?;
         Ok(next)
     }
 
@@ -137,10 +108,10 @@ impl StateStore for Overlay {
         key: &str,
         value: Vec<u8>,
     ) -> Result<bool, StoreError> {
-        if !matches!(self.effective(m, key).await?, Entry::Deleted) {
+        if !matches!(self.effective(m, key).await?, Held::Absent) {
             return Ok(false);
         }
-        self.put("set-if-absent", key, Entry::Bytes(value))?;
+        self.put("set-if-absent", key, Held::Bytes(value))?;
         Ok(true)
     }
 
@@ -151,13 +122,9 @@ impl StateStore for Overlay {
         expected: &[u8],
         value: Vec<u8>,
     ) -> Result<bool, StoreError> {
-        let holds = match self.effective(m, key).await? {
-            Entry::Bytes(b) => b == expected,
-            Entry::Counter(n) => counter_of(expected) == Some(n),
-            Entry::Deleted => false,
-        };
+        let holds = self.effective(m, key).await?.holds(expected);
         if holds {
-            self.put("compare-and-set", key, Entry::Bytes(value))?;
+            self.put("compare-and-set", key, Held::Bytes(value))?;
         }
         Ok(holds)
     }
@@ -170,7 +137,7 @@ impl StateStore for Overlay {
         let mut answers: Vec<Option<Option<Vec<u8>>>> = {
             let entries = self.entries();
             keys.iter()
-                .map(|k| entries.map.get(k).map(Entry::value))
+                .map(|k| entries.map.get(k).map(Held::value))
                 .collect()
         };
         let missing: Vec<String> = keys
@@ -195,14 +162,14 @@ impl StateStore for Overlay {
 
     async fn set_many(&self, _: &Meter, entries: Vec<(String, Vec<u8>)>) -> Result<(), StoreError> {
         for (key, value) in entries {
-            self.put("set", &key, Entry::Bytes(value))?;
+            self.put("set", &key, Held::Bytes(value))?;
         }
         Ok(())
     }
 
     async fn delete_many(&self, _: &Meter, keys: &[String]) -> Result<(), StoreError> {
         for key in keys {
-            self.put("delete", key, Entry::Deleted)?;
+            self.put("delete", key, Held::Absent)?;
         }
         Ok(())
     }
@@ -217,18 +184,13 @@ impl StateStore for Overlay {
     ) -> Result<(Vec<String>, Option<u64>), StoreError> {
         let (mut keys, next) = self.real.list_keys(m, prefix, cursor).await?;
         let entries = self.entries();
-        keys.retain(|k| !matches!(entries.map.get(k), Some(Entry::Deleted)));
-        if cursor.is_none() {
-            let mut written: Vec<String> = entries
-                .map
-                .iter()
-                .filter(|(k, e)| k.starts_with(prefix) && !matches!(e, Entry::Deleted))
-                .map(|(k, _)| k.clone())
-                .filter(|k| !keys.contains(k))
-                .collect();
-            written.sort();
-            keys.extend(written);
-        }
+        merge_listing(
+            &mut keys,
+            cursor.is_none(),
+            prefix,
+            |k| entries.map.get(k),
+            entries.map.iter().map(|(k, v)| (k.as_str(), v)),
+        );
         Ok((keys, next))
     }
 }

@@ -8,9 +8,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use crate::support::fleet::{Instance, Stack, stack_on};
+use crate::support::fleet::{Instance, Paused, Stack, stack_on};
 use crate::support::{
-    HostToml, Scratch, dynamodb_txn_endpoint, kinesis_endpoint, unique, wait_until_else,
+    HostToml, Scratch, dynamodb_txn_endpoint, dynamodb_txn_fault_endpoint, kinesis_endpoint,
+    unique, wait_until_else,
 };
 
 mod conflicts;
@@ -24,11 +25,23 @@ struct Counting {
     truth: BTreeMap<String, u64>,
     /// The last sequence number put to each shard.
     last: HashMap<String, String>,
+    /// The pid of the DynamoDB emulator, when the test may pause it.
+    pausable: Option<u32>,
 }
 
 impl Counting {
     fn new(shards: i32, tag: &str) -> Option<Counting> {
-        let st = stack_on(kinesis_endpoint()?, dynamodb_txn_endpoint()?, shards);
+        Self::on(dynamodb_txn_endpoint()?, None, shards, tag)
+    }
+
+    /// On the moto that this test may pause.
+    fn pausable(shards: i32, tag: &str) -> Option<Counting> {
+        let (endpoint, pid) = dynamodb_txn_fault_endpoint()?;
+        Self::on(endpoint, Some(pid), shards, tag)
+    }
+
+    fn on(dynamodb: String, pausable: Option<u32>, shards: i32, tag: &str) -> Option<Counting> {
+        let st = stack_on(kinesis_endpoint()?, dynamodb, shards);
         let state = unique("state");
         st.rt.block_on(st.d.create_table(
             &state,
@@ -44,6 +57,7 @@ impl Counting {
             dir: Scratch::new(tag),
             truth: BTreeMap::new(),
             last: HashMap::new(),
+            pausable,
         })
     }
 
@@ -123,13 +137,26 @@ impl Counting {
     }
 
     /// Puts 40 × `chunk` orders while three instances count them, one of them killed (-9) and
-    /// restarted every 1.2 s, then waits until every shard is checkpointed at its end.
+    /// restarted every 1.2 s, and the table paused for 2 s halfway when it may be; then waits
+    /// until every shard is checkpointed at its end.
     fn count_through_kills(&mut self, commit: &str, chunk: usize) -> BTreeMap<String, u64> {
         let owners = ["a", "b", "c"];
         let mut instances: Vec<Instance> = owners.iter().map(|o| self.start(o, commit)).collect();
         let mut kills = 0;
         let mut next_kill = Instant::now() + Duration::from_millis(1500);
+        let mut paused: Option<(Paused, Instant)> = None;
         for at in 0..40 {
+            if at == 20
+                && let Some(pid) = self.pausable
+            {
+                paused = Some((Paused::new(pid), Instant::now()));
+            }
+            if paused
+                .as_ref()
+                .is_some_and(|(_, since)| since.elapsed() >= Duration::from_secs(2))
+            {
+                paused = None;
+            }
             self.put_orders(at * chunk, chunk);
             if Instant::now() >= next_kill {
                 let k = kills % owners.len();
@@ -139,6 +166,11 @@ impl Counting {
                 next_kill = Instant::now() + Duration::from_millis(1200);
             }
         }
+        if let Some((_, since)) = &paused {
+            // The outage lasts its 2 s even when the puts were quicker.
+            std::thread::sleep(Duration::from_secs(2).saturating_sub(since.elapsed()));
+        }
+        drop(paused);
         // Two more while the last records are read.
         for k in 0..2 {
             instances[k].kill9();
@@ -169,11 +201,11 @@ impl Counting {
 }
 
 /// The run: 20 000 orders over 4 shards and 3 instances, instances killed (-9) and
-/// restarted, shards handed off as they come back: the counts committed with the checkpoint
-/// equal the orders put, per SKU, exactly.
+/// restarted, shards handed off as they come back, the table (leases and state) paused for 2 s:
+/// the counts committed with the checkpoint equal the orders put, per SKU, exactly.
 #[test]
-fn counts_committed_with_the_checkpoint_equal_the_records_put_across_kill_9() {
-    let Some(mut run) = Counting::new(4, "committed-kill9") else {
+fn counts_committed_with_the_checkpoint_equal_the_records_put_across_kill_9_and_a_paused_table() {
+    let Some(mut run) = Counting::pausable(4, "committed-kill9") else {
         return;
     };
     let counted = run.count_through_kills("with-checkpoint", 500);

@@ -248,6 +248,16 @@ pub fn dynamodb_fault_endpoint() -> Option<(String, u32, std::sync::MutexGuard<'
     Some((endpoint, pid, turn))
 }
 
+/// The moto that outage tests may pause, and the pid of its process (one test: the chaos run
+/// of `committed_state`).
+pub fn dynamodb_txn_fault_endpoint() -> Option<(String, u32)> {
+    let endpoint = emulator("DYNAMODB_TXN_FAULT_TEST_ENDPOINT")?;
+    let pid = emulator("DYNAMODB_TXN_FAULT_TEST_PID")?
+        .parse()
+        .expect("a pid");
+    Some((endpoint, pid))
+}
+
 /// The dynalite endpoint that `tests/stack` started (same rules).
 pub fn dynamodb_endpoint() -> Option<String> {
     emulator("DYNAMODB_TEST_ENDPOINT")

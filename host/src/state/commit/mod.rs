@@ -14,6 +14,8 @@
 
 mod pending;
 
+use super::{StoreError, counter_of};
+
 pub use pending::{Pending, PendingView};
 
 /// The most state items one commit writes: a DynamoDB transaction holds 100 items, one of them
@@ -39,6 +41,26 @@ impl Held {
             Held::Absent => None,
             Held::Bytes(b) => Some(b.clone()),
             Held::Counter(n) => Some(super::counter_text(*n)),
+        }
+    }
+
+    /// What `increment(delta)` makes of it: a counter `delta` higher (absent counts from 0; a
+    /// value `set` wrote counts on only when it is a counter's decimal text).
+    pub fn counted(&self, delta: u64) -> Result<u64, StoreError> {
+        let current = match self {
+            Held::Absent => 0,
+            Held::Counter(n) => *n,
+            Held::Bytes(b) => counter_of(b).ok_or(StoreError::NotACounter)?,
+        };
+        current.checked_add(delta).ok_or(StoreError::Overflow)
+    }
+
+    /// Whether it holds exactly `expected`, as `get` would read it (`compare-and-set`).
+    pub fn holds(&self, expected: &[u8]) -> bool {
+        match self {
+            Held::Bytes(b) => b == expected,
+            Held::Counter(n) => counter_of(expected) == Some(*n),
+            Held::Absent => false,
         }
     }
 
@@ -113,6 +135,28 @@ impl Conflicts {
         let at = self.0.load(std::sync::atomic::Ordering::Relaxed);
         at > 0
             && crate::lease::now_ms().saturating_sub(at) < COMMIT_EACH_BATCH_FOR.as_millis() as u64
+    }
+}
+
+/// A page of a store's `list-keys` as a writer over that store answers it: without the keys
+/// it deleted, and on the first page with the keys it wrote that the store does not hold yet.
+pub fn merge_listing<'a>(
+    keys: &mut Vec<String>,
+    first_page: bool,
+    prefix: &str,
+    written: impl Fn(&str) -> Option<&'a Held>,
+    all_written: impl Iterator<Item = (&'a str, &'a Held)>,
+) {
+    keys.retain(|k| !matches!(written(k), Some(Held::Absent)));
+    if first_page {
+        let mut new: Vec<String> = all_written
+            .filter(|(k, v)| k.starts_with(prefix) && **v != Held::Absent)
+            .filter(|(k, _)| !keys.iter().any(|have| have == k))
+            .map(|(k, _)| k.to_owned())
+            .collect();
+        new.sort();
+        new.dedup();
+        keys.extend(new);
     }
 }
 

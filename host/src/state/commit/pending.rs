@@ -10,7 +10,7 @@ use async_trait::async_trait;
 
 use super::{CommitSet, CommitWrite, Held, MAX_BYTES, MAX_ITEMS, Seen, Versioned};
 use crate::record::Position;
-use crate::state::{MAX_ANSWER, Meter, StateStore, StoreError, counter_of};
+use crate::state::{MAX_ANSWER, Meter, StateStore, StoreError};
 
 /// A shard's writes not yet committed (`commit = "with-checkpoint"`).
 #[derive(Default)]
@@ -251,12 +251,7 @@ impl StateStore for PendingView {
 
     async fn increment(&self, m: &Meter, key: &str, delta: u64) -> Result<u64, StoreError> {
         self.with(m, key, |inner, held| {
-            let current = match held {
-                Held::Absent => 0,
-                Held::Counter(n) => n,
-                Held::Bytes(b) => counter_of(&b).ok_or(StoreError::NotACounter)?,
-            };
-            let next = current.checked_add(delta).ok_or(StoreError::Overflow)?;
+            let next = held.counted(delta)?;
             inner.write(key, Held::Counter(next))?;
             Ok(next)
         })
@@ -287,11 +282,7 @@ impl StateStore for PendingView {
         value: Vec<u8>,
     ) -> Result<bool, StoreError> {
         self.with(m, key, |inner, held| {
-            let holds = match held {
-                Held::Bytes(b) => b == expected,
-                Held::Counter(n) => counter_of(expected) == Some(n),
-                Held::Absent => false,
-            };
+            let holds = held.holds(expected);
             if holds {
                 inner.write(key, Held::Bytes(value))?;
             }
@@ -344,18 +335,14 @@ impl StateStore for PendingView {
     ) -> Result<(Vec<String>, Option<u64>), StoreError> {
         let (mut keys, next) = self.real.list_keys(m, prefix, cursor).await?;
         let inner = self.pending.inner();
-        keys.retain(|k| !matches!(inner.written(k), Some(Held::Absent)));
-        if cursor.is_none() {
-            let mut written: Vec<String> = inner
-                .all_written()
-                .into_iter()
-                .filter(|(k, v)| k.starts_with(prefix) && **v != Held::Absent)
-                .filter(|(k, _)| !keys.iter().any(|have| have == k))
-                .map(|(k, _)| k.to_owned())
-                .collect();
-            written.sort();
-            keys.extend(written);
-        }
+        let all = inner.all_written();
+        super::merge_listing(
+            &mut keys,
+            cursor.is_none(),
+            prefix,
+            |k| inner.written(k),
+            all.into_iter(),
+        );
         Ok((keys, next))
     }
 
