@@ -18,6 +18,9 @@ use crate::lease::LeaseError;
 pub(super) enum Flush {
     /// Once `checkpoint_every` has passed since the last write.
     Due,
+    /// Now, whatever `checkpoint_every` says, but otherwise as `Due` (committed state that
+    /// fills half a commit, or commits after every batch after a conflict).
+    Soon,
     /// Now (a stop, a handoff, the end of a shard).
     Now,
 }
@@ -53,11 +56,20 @@ impl Run<'_> {
             let Err(e) = self.write_pending().await else {
                 return Ok(());
             };
+            // Committed state that conflicted: read again from its first uncommitted record,
+            // unless the worker is ending (then the next reader does).
+            if let Some(from) = self.state_conflict.take()
+                && flush != Flush::Now
+            {
+                let committed = w.lease.current().await.checkpoint;
+                self.read_state_again(committed, from);
+                return Ok(());
+            }
             let LeaseError::Store(why) = &e else {
                 return Err(e);
             };
             self.write_failed(why);
-            if flush == Flush::Due {
+            if flush != Flush::Now {
                 return Ok(());
             }
             let until = *valid_until.get_or_insert_with(|| w.lease.valid_until());

@@ -4,8 +4,8 @@
 //! record (a seek, with the seek's growing pause), so no write of a record is ever kept twice or
 //! kept for a record that is delivered again. The kept writes are committed with the checkpoint
 //! that covers them, in one atomic write (`state::commit`); a key another shard wrote since it
-//! was read fails the commit, and the worker ends without writing anything: the shard is read
-//! again from its last committed checkpoint.
+//! was read fails the commit, nothing is written, and the shard reads again from the first
+//! record whose writes were discarded (a worker that is ending leaves that to the next reader).
 
 use super::Run;
 use super::lane::{Answer, Lane};
@@ -32,7 +32,7 @@ impl Run<'_> {
             .flat_map(|l| &l.answers)
             .all(|a| matches!(a, Answer::Outcome(o) if o.settles()));
         let clean = settled && seek.is_none();
-        let overflowed = pending.end_batch(clean.then(|| last.clone()));
+        let overflowed = pending.end_batch(clean.then(|| (first.clone(), last.clone())));
         if clean {
             return None;
         }
@@ -81,6 +81,7 @@ impl Run<'_> {
             return w.lease.checkpoint(cp).await;
         };
         let keys = set.writes.len();
+        let from = pending.first_uncommitted();
         let result = if let Some(items) = store.commit_items(&set) {
             w.lease
                 .checkpoint_with(cp, &items)
@@ -119,17 +120,38 @@ impl Run<'_> {
         if label == "conflict" {
             pending.discard();
             w.plan.state_conflicts.conflicted();
+            self.state_conflict = from;
         }
         result
     }
+
+    /// After a conflicting commit: reads the shard again from the first record whose writes
+    /// were discarded, the tracker's checkpoint back at the `committed` one.
+    pub(super) fn read_state_again(&mut self, committed: Option<Checkpoint>, from: Position) {
+        let w = self.worker;
+        tracing::warn!(
+            from = %from,
+            "state commit conflicted (a key another shard wrote since this shard read it): \
+             reading again from the first record whose writes were not committed"
+        );
+        w.status.update(|s| {
+            s.last_error = Some(format!(
+                "state commit conflicted with another shard's; read again from {from}"
+            ));
+        });
+        self.pending = None;
+        self.tracker.rewind(committed, &from);
+        self.forget_delayed_from(&from);
+        self.forget_waiting_from(&from);
+        self.seek_to = Some(from);
+    }
 }
 
-/// The error a conflicting commit ends the worker with (nothing was written: the shard is read
-/// again from its last committed checkpoint, by whichever instance takes it next).
+/// A conflicting commit (nothing was written): the worker reads again from the first record
+/// whose writes were discarded, or when it is ending, the next reader from the checkpoint.
 fn conflict(key: &str) -> LeaseError {
     LeaseError::Refused(format!(
         "state commit refused: the key `{key}` was written by another shard since this shard \
-         read it; the shard is read again from its last committed checkpoint (key state by \
-         shard to avoid this)"
+         read it (key state by shard to avoid this)"
     ))
 }

@@ -122,6 +122,8 @@ struct Run<'w> {
     /// Records per call when a batch's state writes did not fit in one commit (fewer than the
     /// plan's from then on).
     call_step: Option<usize>,
+    /// A state commit conflicted: the first record whose writes it would have committed.
+    state_conflict: Option<Position>,
     /// The record that stops the checkpoint, and since when this worker holds it.
     held: Option<(Position, std::time::SystemTime)>,
     /// What every call of this shard is told (the reader's lag updated per read).
@@ -213,6 +215,7 @@ impl ShardWorker {
             waiting: Vec::new(),
             seek_to: None,
             call_step: None,
+            state_conflict: None,
             held: None,
             info: Arc::new(BatchInfo {
                 stream: self.plan.stream.to_string(),

@@ -253,9 +253,12 @@ impl Run<'_> {
                     p.half_full()
                         || (p.held_keys() > 0 && w.plan.state_conflicts.commit_each_batch())
                 })
-                && let Err(e) = self.write_checkpoint(Flush::Now).await
+                && let Err(e) = self.write_checkpoint(Flush::Soon).await
             {
                 return Some(self.lease_error(e));
+            }
+            if self.seek_to.is_some() {
+                return None;
             }
             // Interrupted while the handler ran: some records may be unanswered, so the read
             // ends here (never as a shard's end); a lost lease settles nothing more.
@@ -276,6 +279,10 @@ impl Run<'_> {
                 }
                 if let Err(e) = self.write_checkpoint(Flush::Due).await {
                     return Some(self.lease_error(e));
+                }
+                // A state commit conflicted: the rest is read again.
+                if self.seek_to.is_some() {
+                    return None;
                 }
             }
         }
@@ -340,6 +347,10 @@ impl Run<'_> {
             }
             if let Err(e) = self.write_checkpoint(Flush::Due).await {
                 return Some(self.lease_error(e));
+            }
+            // A state commit conflicted: read again from there.
+            if let Some(at) = self.seek_to.take() {
+                return self.follow_seek(at, pacing, reads).await;
             }
         }
         self.tracker.mark_read_to_end();

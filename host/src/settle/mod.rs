@@ -150,6 +150,15 @@ impl Tracker {
         self.advance();
     }
 
+    /// Puts the checkpoint back to `committed` (the one the lease store holds), before the
+    /// records from `from` on are read again: what settled after it was never made durable
+    /// (committed state whose commit conflicted), so the checkpoint moves over them again.
+    pub fn rewind(&mut self, committed: Option<Checkpoint>, from: &Position) {
+        self.seek(from);
+        self.checkpoint = committed;
+        self.moved = false;
+    }
+
     /// Notes that the shard is closed and everything in it has been delivered.
     pub fn mark_read_to_end(&mut self) {
         self.read_to_end = true;

@@ -24,12 +24,19 @@ pub struct Pending {
 struct Inner {
     /// The running batch's writes.
     current: HashMap<String, Held>,
-    /// The kept batches' writes, in read order, each with its last record.
-    kept: Vec<(Position, HashMap<String, Held>)>,
+    /// The kept batches' writes, in read order, each with its first and last record.
+    kept: Vec<Kept>,
     /// What the store held at each key when first read since the last commit.
     seen: HashMap<String, Versioned>,
     /// A write of the running batch did not fit in one commit.
     overflowed: bool,
+}
+
+/// One kept batch.
+struct Kept {
+    first: Position,
+    last: Position,
+    writes: HashMap<String, Held>,
 }
 
 impl Inner {
@@ -37,7 +44,7 @@ impl Inner {
     fn effective(&self, key: &str) -> Option<Held> {
         self.current
             .get(key)
-            .or_else(|| self.kept.iter().rev().find_map(|(_, m)| m.get(key)))
+            .or_else(|| self.kept.iter().rev().find_map(|k| k.writes.get(key)))
             .cloned()
             .or_else(|| self.seen.get(key).map(|v| v.held.clone()))
     }
@@ -46,15 +53,15 @@ impl Inner {
     fn written(&self, key: &str) -> Option<&Held> {
         self.current
             .get(key)
-            .or_else(|| self.kept.iter().rev().find_map(|(_, m)| m.get(key)))
+            .or_else(|| self.kept.iter().rev().find_map(|k| k.writes.get(key)))
     }
 
     /// Every key written by the kept batches and the running one, each once, with what it
     /// holds now.
     fn all_written(&self) -> HashMap<&str, &Held> {
         let mut all = HashMap::new();
-        for (_, m) in &self.kept {
-            all.extend(m.iter().map(|(k, v)| (k.as_str(), v)));
+        for kept in &self.kept {
+            all.extend(kept.writes.iter().map(|(k, v)| (k.as_str(), v)));
         }
         all.extend(self.current.iter().map(|(k, v)| (k.as_str(), v)));
         all
@@ -109,16 +116,20 @@ impl Pending {
         self.real.get()
     }
 
-    /// Ends the running batch: `last` is its last record when every record of it settled (its
-    /// writes are kept, to be committed with the checkpoint that covers `last`); `None` discards
-    /// them. Answers whether a write of the batch did not fit in one commit.
-    pub fn end_batch(&self, last: Option<Position>) -> bool {
+    /// Ends the running batch: `span` is its first and last record when every record of it
+    /// settled (its writes are kept, to be committed with the checkpoint that covers the last);
+    /// `None` discards them. Answers whether a write of the batch did not fit in one commit.
+    pub fn end_batch(&self, span: Option<(Position, Position)>) -> bool {
         let mut inner = self.inner();
-        let current = std::mem::take(&mut inner.current);
-        if let Some(last) = last
-            && !current.is_empty()
+        let writes = std::mem::take(&mut inner.current);
+        if let Some((first, last)) = span
+            && !writes.is_empty()
         {
-            inner.kept.push((last, current));
+            inner.kept.push(Kept {
+                first,
+                last,
+                writes,
+            });
         }
         std::mem::take(&mut inner.overflowed)
     }
@@ -138,14 +149,14 @@ impl Pending {
         let batches = inner
             .kept
             .iter()
-            .take_while(|(last, _)| at.is_none_or(|at| last <= at))
+            .take_while(|k| at.is_none_or(|at| k.last <= *at))
             .count();
         if batches == 0 {
             return None;
         }
         let mut merged: HashMap<&String, &Held> = HashMap::new();
-        for (_, m) in &inner.kept[..batches] {
-            merged.extend(m.iter());
+        for kept in &inner.kept[..batches] {
+            merged.extend(kept.writes.iter());
         }
         let mut writes: Vec<CommitWrite> = merged
             .into_iter()
@@ -169,7 +180,7 @@ impl Pending {
         let still: std::collections::HashSet<String> = inner
             .kept
             .iter()
-            .flat_map(|(_, m)| m.keys().cloned())
+            .flat_map(|k| k.writes.keys().cloned())
             .chain(inner.current.keys().cloned())
             .collect();
         inner.seen.retain(|k, _| still.contains(k));
@@ -189,6 +200,12 @@ impl Pending {
                 },
             );
         }
+    }
+
+    /// The first record whose writes are kept and not committed: where the shard reads again
+    /// from when a commit conflicts.
+    pub fn first_uncommitted(&self) -> Option<Position> {
+        self.inner().kept.first().map(|k| k.first.clone())
     }
 
     /// Forgets everything not committed (a conflict, a rewind to the checkpoint).

@@ -35,9 +35,9 @@ async fn writes_stay_with_the_shard_until_the_checkpoint_that_covers_them_commit
         None,
         "not in the store yet"
     );
-    pending.end_batch(Some(at(10)));
+    pending.end_batch(Some((at(10), at(10))));
     view.set(&m, "later", b"x".to_vec()).await.unwrap();
-    pending.end_batch(Some(at(20)));
+    pending.end_batch(Some((at(20), at(20))));
 
     assert_eq!(
         commit(&pending, &store, 15),
@@ -57,7 +57,7 @@ async fn a_batch_not_wholly_settled_keeps_none_of_its_writes() {
     let pending = Arc::new(Pending::default());
     let view = pending.view(store.clone());
     view.increment(&m, "n", 1).await.unwrap();
-    pending.end_batch(Some(at(1)));
+    pending.end_batch(Some((at(1), at(1))));
     view.increment(&m, "n", 1).await.unwrap();
     pending.end_batch(None);
     assert_eq!(view.get(&m, "n").await.unwrap(), Some(b"1".to_vec()));
@@ -73,8 +73,8 @@ async fn a_key_another_shard_wrote_since_it_was_read_fails_the_whole_commit() {
     va.increment(&m, "shared", 1).await.unwrap();
     va.set(&m, "mine", b"a".to_vec()).await.unwrap();
     vb.increment(&m, "shared", 1).await.unwrap();
-    a.end_batch(Some(at(1)));
-    b.end_batch(Some(at(1)));
+    a.end_batch(Some((at(1), at(1))));
+    b.end_batch(Some((at(1), at(1))));
     assert_eq!(commit(&b, &store, 1), Ok(1));
     let refused = commit(&a, &store, 1);
     assert!(
@@ -91,7 +91,7 @@ async fn a_key_another_shard_wrote_since_it_was_read_fails_the_whole_commit() {
     // Read again from the checkpoint, the shard counts on from what is committed.
     a.discard();
     va.increment(&m, "shared", 1).await.unwrap();
-    a.end_batch(Some(at(1)));
+    a.end_batch(Some((at(1), at(1))));
     assert_eq!(commit(&a, &store, 1), Ok(1));
     assert_eq!(store.get(&m, "shared").await.unwrap(), Some(b"2".to_vec()));
 }
