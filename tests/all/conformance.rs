@@ -19,6 +19,8 @@ use shardhost::capability::state::{StateGrant, StateStoreKind};
 use shardhost::config::{Limits, WasiGrants};
 use shardhost::handler::{CallContext, HandlerFactory, outcomes_per_record};
 use shardhost::record::{BatchInfo, Outcome, Record};
+use shardhost::state::Commit;
+use shardhost::state::commit::Pending;
 use shardhost::testing::Runtime;
 
 use aws_sdk_dynamodb::types::{KeyType, ScalarAttributeType};
@@ -137,9 +139,26 @@ fn conform(language: Language) {
         let booked = shipping_cases("shipping-booked.ndjson", shipping_booking.as_ref(), &places);
         wrong.extend(booked.await);
         let conformance = load(&runtime, &conformance_wasm, &plain).await;
-        wrong.extend(contract_calls("contract.ndjson", conformance.as_ref(), &places).await);
-        wrong.extend(contract_calls("http.ndjson", conformance.as_ref(), &places).await);
-        wrong.extend(contract_calls("state.ndjson", conformance.as_ref(), &places).await);
+        wrong.extend(contract_calls("contract.ndjson", conformance.as_ref(), &places, None).await);
+        wrong.extend(contract_calls("http.ndjson", conformance.as_ref(), &places, None).await);
+        wrong.extend(contract_calls("state.ndjson", conformance.as_ref(), &places, None).await);
+        // The same cases committed with the checkpoint: each call's writes kept by the shard
+        // and committed after it, as a worker does when the call's records all settle.
+        let committed = places.committed(plain.clone());
+        let conformance_committed = load(&runtime, &conformance_wasm, &committed).await;
+        let shard = Arc::new(Pending::default());
+        let cases = contract_calls(
+            "state.ndjson",
+            conformance_committed.as_ref(),
+            &places,
+            Some(&shard),
+        );
+        wrong.extend(
+            cases
+                .await
+                .into_iter()
+                .map(|c| format!("(with-checkpoint) {c}")),
+        );
         // The same cases on DynamoDB (dynalite): every operation as the table store does it.
         if let Some(endpoint) = dynamodb_endpoint() {
             let table = unique("conformance-state");
@@ -148,12 +167,17 @@ fn conform(language: Language) {
                 .await;
             let on_table = places.state_in(plain.clone(), &table, &endpoint);
             let conformance = load(&runtime, &conformance_wasm, &on_table).await;
-            let cases = contract_calls("state.ndjson", conformance.as_ref(), &places).await;
+            let cases = contract_calls("state.ndjson", conformance.as_ref(), &places, None).await;
             wrong.extend(cases.into_iter().map(|c| format!("(dynamodb) {c}")));
         }
         let unreachable = places.unreachable_state(plain);
         let conformance = load(&runtime, &conformance_wasm, &unreachable).await;
-        let cases = contract_calls("state-unreachable.ndjson", conformance.as_ref(), &places);
+        let cases = contract_calls(
+            "state-unreachable.ndjson",
+            conformance.as_ref(),
+            &places,
+            None,
+        );
         wrong.extend(cases.await);
     });
     assert!(
@@ -219,6 +243,15 @@ impl Places {
                 allow_private: false,
             })
             .with(ConfigGrant(config))
+    }
+
+    /// `grants` with its state committed with the checkpoint (in memory).
+    fn committed(&self, mut grants: WasiGrants) -> WasiGrants {
+        grants.update(|state: &mut StateGrant| {
+            state.commit = Commit::WithCheckpoint;
+            state.namespace = "conformance/committed/".to_owned();
+        });
+        grants
     }
 
     /// `grants` with its state in a DynamoDB table where nothing listens.
@@ -299,7 +332,12 @@ async fn shipping_cases(file: &str, handler: &dyn HandlerFactory, places: &Place
 
 /// Every call of `contract.ndjson`, on one instance (a fresh one after a failed call, as the
 /// host does).
-async fn contract_calls(file: &str, handler: &dyn HandlerFactory, places: &Places) -> Vec<String> {
+async fn contract_calls(
+    file: &str,
+    handler: &dyn HandlerFactory,
+    places: &Places,
+    shard: Option<&Arc<Pending>>,
+) -> Vec<String> {
     let mut wrong = Vec::new();
     for c in lines(file, places) {
         let name = text(&c["name"]);
@@ -311,7 +349,7 @@ async fn contract_calls(file: &str, handler: &dyn HandlerFactory, places: &Place
             .map(|(i, r)| record(i, r))
             .collect();
         let attempt = c["attempt"].as_u64().unwrap_or(1) as u32;
-        let got = call(handler, &records, attempt).await;
+        let got = call_on(handler, &records, attempt, shard).await;
         match (&c["expect"], got) {
             (Value::Array(expected), Ok(got)) => {
                 let expected: Vec<String> = expected.iter().map(text).collect();
@@ -338,6 +376,44 @@ async fn call(
     records: &[Record],
     attempt: u32,
 ) -> Result<Vec<String>, String> {
+    call_on(handler, records, attempt, None).await
+}
+
+/// [`call`] as a shard committing its state with the checkpoint (`shard`, its pending writes)
+/// makes it: the call's writes are kept and committed when every outcome settles.
+async fn call_on(
+    handler: &dyn HandlerFactory,
+    records: &[Record],
+    attempt: u32,
+    shard: Option<&Arc<Pending>>,
+) -> Result<Vec<String>, String> {
+    let answer = call_once(handler, records, attempt, shard).await;
+    if let Some(pending) = shard {
+        let settled = answer
+            .as_ref()
+            .is_ok_and(|a| a.iter().all(|o| o == "ack" || o == "drop"));
+        let span = match (records.first(), records.last()) {
+            (Some(first), Some(last)) if settled => Some((first.position(), last.position())),
+            _ => None,
+        };
+        pending.end_batch(span);
+        if let (Some(set), Some(store)) = (pending.to_commit(None), pending.store()) {
+            store
+                .apply_commit(&set)
+                .expect("the memory store commits")
+                .expect("one shard: no conflict");
+            pending.committed(&set);
+        }
+    }
+    answer
+}
+
+async fn call_once(
+    handler: &dyn HandlerFactory,
+    records: &[Record],
+    attempt: u32,
+    shard: Option<&Arc<Pending>>,
+) -> Result<Vec<String>, String> {
     let ctx = CallContext {
         subscription: Arc::from("conformance"),
         stream: Arc::from("conformance"),
@@ -347,7 +423,7 @@ async fn call(
         metrics: None,
         log_budget: Default::default(),
         effects: None,
-        pending: None,
+        pending: shard.cloned(),
     };
     let info = BatchInfo {
         stream: "conformance".into(),

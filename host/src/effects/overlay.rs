@@ -97,7 +97,7 @@ impl StateStore for Overlay {
     }
 
     async fn increment(&self, m: &Meter, key: &str, delta: u64) -> Result<u64, StoreError> {
-        let next = self.effective(m, key).await?.counted(delta)?;
+        let next = self.effective(m, key).await?.counted(delta, true)?;
         self.put("increment", key, Held::Counter(next))?;
         Ok(next)
     }

@@ -23,15 +23,14 @@ pub struct Shared {
 struct Items {
     map: BTreeMap<String, Item>,
     bytes: u64,
-    /// The version the last write gave its item: every write gives a new one, so a key
-    /// deleted and written again never shows a version a reader saw before.
-    version: u64,
 }
 
 #[derive(Debug, Clone)]
 struct Item {
     value: Value,
     expires: Option<Instant>,
+    /// One more with each write of the item, from 1 (as DynamoDB's `ver`, which state
+    /// committed with the checkpoint conditions its writes on).
     version: u64,
 }
 
@@ -99,8 +98,7 @@ impl Items {
             return Err(StoreError::Full { limit: MEMORY_MAX });
         }
         self.bytes = self.bytes - old + new;
-        self.version += 1;
-        let version = self.version;
+        let version = self.map.get(key).map_or(1, |i| i.version + 1);
         self.map.insert(
             key.to_owned(),
             Item {

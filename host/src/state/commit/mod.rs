@@ -44,13 +44,16 @@ impl Held {
         }
     }
 
-    /// What `increment(delta)` makes of it: a counter `delta` higher (absent counts from 0; a
-    /// value `set` wrote counts on only when it is a counter's decimal text).
-    pub fn counted(&self, delta: u64) -> Result<u64, StoreError> {
+    /// What `increment(delta)` makes of it: a counter `delta` higher (absent counts from 0). A
+    /// value `set` wrote is refused, as the stores refuse it, unless `text_counts`: then one
+    /// that is a counter's decimal text counts on (a reader that saw the store only through
+    /// `get`, which answers a counter as its text, cannot tell the two apart).
+    pub fn counted(&self, delta: u64, text_counts: bool) -> Result<u64, StoreError> {
         let current = match self {
             Held::Absent => 0,
             Held::Counter(n) => *n,
-            Held::Bytes(b) => counter_of(b).ok_or(StoreError::NotACounter)?,
+            Held::Bytes(b) if text_counts => counter_of(b).ok_or(StoreError::NotACounter)?,
+            Held::Bytes(_) => return Err(StoreError::NotACounter),
         };
         current.checked_add(delta).ok_or(StoreError::Overflow)
     }

@@ -268,7 +268,7 @@ impl StateStore for PendingView {
 
     async fn increment(&self, m: &Meter, key: &str, delta: u64) -> Result<u64, StoreError> {
         self.with(m, key, |inner, held| {
-            let next = held.counted(delta)?;
+            let next = held.counted(delta, false)?;
             inner.write(key, Held::Counter(next))?;
             Ok(next)
         })
