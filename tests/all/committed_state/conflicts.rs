@@ -1,5 +1,5 @@
-//! The edges of state committed with the checkpoint: a key two shards write, and a record
-//! whose writes do not fit in one commit.
+//! The edges of state committed with the checkpoint: a key two shards write, a record whose
+//! writes do not fit in one commit, and `replay` of such a subscription.
 
 use std::time::Duration;
 
@@ -78,5 +78,46 @@ fn a_record_whose_writes_do_not_fit_in_one_commit_is_named_and_kept_out() {
     assert!(
         checkpoint.split('/').next() == run.last.get(&shard).map(String::as_str),
         "the checkpoint {checkpoint} stands at the last order before the wide record"
+    );
+}
+
+/// `shardhost replay` of a subscription that commits state with the checkpoint runs both
+/// versions on trial like any other: their counts are recorded as state writes, none reaches
+/// the table, and the two agree.
+#[test]
+fn replay_of_committed_state_writes_nothing_and_compares_like_any_other() {
+    let Some(mut run) = Counting::new(1, "committed-replay") else {
+        return;
+    };
+    run.put_orders(0, 30);
+    let config = run.dir.write(
+        "shardhost.toml",
+        run.config("replayer", "with-checkpoint", &[]).render(),
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_shardhost"))
+        .args([
+            "replay",
+            "test",
+            &crate::fleet::path("sku_count"),
+            "--json",
+            "--config",
+        ])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let shown = crate::fleet::text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for version in ["current", "candidate"] {
+        let writes = report["effects"][version]["counts"]["state-write"].as_u64();
+        assert!(
+            writes >= Some(30),
+            "{version} recorded {writes:?} writes: {report}"
+        );
+    }
+    assert_eq!(
+        run.st.rt.block_on(run.st.d.count(&run.state)),
+        0,
+        "replay wrote to the state table: {shown}"
     );
 }
