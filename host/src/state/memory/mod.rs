@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use super::commit::{CommitSet, CommitWrite, Conflict, Held, Seen, Versioned};
+mod commit;
+
+use super::commit::{CommitSet, Conflict, Versioned};
 use super::{MAX_ANSWER, Meter, StateStore, StoreError, counter_of, counter_text};
 
 /// The most bytes (keys and values) the memory store holds for one host.
@@ -138,64 +140,14 @@ impl MemoryStore {
     }
 }
 
-impl MemoryStore {
-    /// What `key` holds now, and its version.
-    fn versioned(items: &mut Items, key: &str, now: Instant) -> Versioned {
-        match items.live(key, now) {
-            None => Versioned {
-                held: Held::Absent,
-                seen: Seen::Absent,
-            },
-            Some(item) => Versioned {
-                held: match &item.value {
-                    Value::Bytes(b) => Held::Bytes(b.clone()),
-                    Value::Counter(n) => Held::Counter(*n),
-                },
-                seen: Seen::Version(item.version),
-            },
-        }
-    }
-}
-
 #[async_trait]
 impl StateStore for MemoryStore {
     async fn read_versioned(&self, _: &Meter, key: &str) -> Result<Versioned, StoreError> {
         Ok(Self::versioned(&mut self.items(), key, Instant::now()))
     }
 
-    /// Checks every key's version, then writes them all, under one lock.
     fn apply_commit(&self, set: &CommitSet) -> Option<Result<CommitSet, Conflict>> {
-        let now = Instant::now();
-        let mut items = self.items();
-        let mut undo = CommitSet::default();
-        for w in &set.writes {
-            let before = Self::versioned(&mut items, &w.key, now);
-            if w.expect.is_some_and(|seen| seen != before.seen) {
-                return Some(Err(Conflict { key: w.key.clone() }));
-            }
-            undo.writes.push(CommitWrite {
-                key: w.key.clone(),
-                to: before.held,
-                expect: None,
-            });
-        }
-        for w in &set.writes {
-            let written = match &w.to {
-                Held::Absent => {
-                    items.remove(&w.key);
-                    Ok(())
-                }
-                Held::Bytes(b) => items.put(&w.key, Value::Bytes(b.clone()), self.expires(now)),
-                Held::Counter(n) => items.put(&w.key, Value::Counter(*n), self.expires(now)),
-            };
-            if let Err(e) = written {
-                tracing::warn!(error = %e, "state commit could not be applied");
-                drop(items);
-                let _ = self.apply_commit(&undo);
-                return Some(Err(Conflict { key: w.key.clone() }));
-            }
-        }
-        Some(Ok(undo))
+        Some(self.commit(set))
     }
 
     async fn get(&self, _: &Meter, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
