@@ -10,9 +10,6 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-};
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::PutRecordsRequestEntry;
 use shardhost::Host;
@@ -70,7 +67,11 @@ fn run(
     let tag = format!("c{}{round}", commit.len());
     let (stream, leases) = emulators::stream_and_table(kinesis, moto, &tag, 1);
     let state = format!("bench-{tag}-state-{}", std::process::id());
-    rt.block_on(create_state_table(moto, &state));
+    rt.block_on(emulators::create_table(
+        &emulators::dynamo_client(moto),
+        &state,
+        "key",
+    ));
     rt.block_on(put_orders(kinesis, &stream));
     let text = HostToml::kinesis(kinesis)
         .owner("bench")
@@ -110,30 +111,6 @@ fn counter(text: &str, name: &str) -> f64 {
         .filter(|l| l.starts_with(name) && !l.starts_with('#'))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
-}
-
-async fn create_state_table(endpoint: &str, table: &str) {
-    emulators::dynamo_client(endpoint)
-        .create_table()
-        .table_name(table)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("key")
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .unwrap(),
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("key")
-                .key_type(KeyType::Hash)
-                .build()
-                .unwrap(),
-        )
-        .billing_mode(BillingMode::PayPerRequest)
-        .send()
-        .await
-        .unwrap();
 }
 
 async fn put_orders(endpoint: &str, stream: &str) {

@@ -64,31 +64,36 @@ pub fn stream_and_table(kinesis: &str, dynamo: &str, tag: &str, shards: i32) -> 
             .send()
             .await
             .unwrap();
-        let key = "lease_key";
-        d.create_table()
-            .table_name(&table)
-            .attribute_definitions(
-                AttributeDefinition::builder()
-                    .attribute_name(key)
-                    .attribute_type(ScalarAttributeType::S)
-                    .build()
-                    .unwrap(),
-            )
-            .key_schema(
-                KeySchemaElement::builder()
-                    .attribute_name(key)
-                    .key_type(KeyType::Hash)
-                    .build()
-                    .unwrap(),
-            )
-            .billing_mode(BillingMode::PayPerRequest)
-            .send()
-            .await
-            .unwrap();
+        create_table(&d, &table, "lease_key").await;
         // Set-up (not measured): the stream and the table are ready to use.
         tokio::time::sleep(Duration::from_millis(300)).await;
     });
     (stream, table)
+}
+
+/// Creates `table` (on demand capacity) keyed by the string attribute `key` alone.
+pub async fn create_table(client: &aws_sdk_dynamodb::Client, table: &str, key: &str) {
+    client
+        .create_table()
+        .table_name(table)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name(key)
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .unwrap(),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name(key)
+                .key_type(KeyType::Hash)
+                .build()
+                .unwrap(),
+        )
+        .billing_mode(BillingMode::PayPerRequest)
+        .send()
+        .await
+        .unwrap();
 }
 
 /// A producer putting a record every 20 ms on `stream` until `stop`.
